@@ -1,0 +1,49 @@
+//! Encoding of message bodies (postcard) and the opcode each message carries.
+
+use serde::{Serialize, de::DeserializeOwned};
+
+/// A message that travels in a frame body. Its opcode goes into the frame header so a
+/// server can count and reject requests before decoding their body.
+pub trait Message: Serialize + DeserializeOwned {
+    /// The opcode of this value (requests) or of the request it answers (replies use 0).
+    fn opcode(&self) -> u16;
+    /// A short, stable name of the operation for statistics (`"create"`, `"read"`).
+    fn op_name(&self) -> &'static str;
+}
+
+/// A body that could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The bytes are not a valid encoding of the expected message.
+    #[error("malformed message body: {0}")]
+    Malformed(#[from] postcard::Error),
+    /// The encoded body exceeds the frame limit.
+    #[error("message body of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Encoded length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Decoding stopped before the end of the body.
+    #[error("{0} trailing bytes after the message body")]
+    Trailing(usize),
+}
+
+/// Encodes a value as a frame body, refusing one larger than [`crate::frame::MAX_BODY`].
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
+    let body = postcard::to_allocvec(value)?;
+    if body.len() > crate::frame::MAX_BODY as usize {
+        return Err(CodecError::TooLarge { len: body.len(), max: crate::frame::MAX_BODY as usize });
+    }
+    Ok(body)
+}
+
+/// Decodes a whole frame body; trailing bytes are an error (they mean a framing bug).
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, CodecError> {
+    let (value, rest) = postcard::take_from_bytes(body)?;
+    if !rest.is_empty() {
+        return Err(CodecError::Trailing(rest.len()));
+    }
+    Ok(value)
+}

@@ -1,0 +1,385 @@
+//! Metadata target (MDT) messages: the namespace operations.
+//!
+//! Names are raw bytes (POSIX names are not necessarily UTF-8). Every request that needs a
+//! permission check carries the caller's [`Credentials`]; the MDT checks them against mode
+//! bits, ownership and the sticky bit. The caller applies its umask before sending a mode.
+
+use crate::codec::Message;
+use crate::fid::Fid;
+use crate::layout::{Layout, LayoutTemplate};
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Who is asking: the uid, primary gid and supplementary groups of the calling process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Credentials {
+    /// Effective (filesystem) user id.
+    pub uid: u32,
+    /// Effective (filesystem) group id.
+    pub gid: u32,
+    /// Supplementary group ids, at most [`crate::GROUPS_MAX`].
+    pub groups: Vec<u32>,
+}
+
+impl Credentials {
+    /// The superuser, who passes every permission check.
+    pub fn root() -> Self {
+        Self { uid: 0, gid: 0, groups: Vec::new() }
+    }
+
+    /// Whether the caller is in group `gid` (primary or supplementary).
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// The type of an inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileKind {
+    /// A regular file, with data on OSTs.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A symbolic link; its target is stored on the MDT.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A Unix-domain socket.
+    Socket,
+    /// A character device node.
+    CharDevice,
+    /// A block device node.
+    BlockDevice,
+}
+
+impl FileKind {
+    /// The `S_IFMT` bits of this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileKind::Regular => 0o100000,
+            FileKind::Directory => 0o040000,
+            FileKind::Symlink => 0o120000,
+            FileKind::Fifo => 0o010000,
+            FileKind::Socket => 0o140000,
+            FileKind::CharDevice => 0o020000,
+            FileKind::BlockDevice => 0o060000,
+        }
+    }
+
+    /// The kind named by the `S_IFMT` bits of `mode`, if any.
+    pub fn from_mode(mode: u32) -> Option<Self> {
+        Some(match mode & 0o170000 {
+            0o100000 => FileKind::Regular,
+            0o040000 => FileKind::Directory,
+            0o120000 => FileKind::Symlink,
+            0o010000 => FileKind::Fifo,
+            0o140000 => FileKind::Socket,
+            0o020000 => FileKind::CharDevice,
+            0o060000 => FileKind::BlockDevice,
+            _ => return None,
+        })
+    }
+}
+
+/// HSM state flag: the file has a copy in an archive.
+pub const HSM_EXISTS: u32 = 1 << 0;
+/// HSM state flag: the archive copy is current.
+pub const HSM_ARCHIVED: u32 = 1 << 1;
+/// HSM state flag: the data was released from the OSTs and must be restored before use.
+pub const HSM_RELEASED: u32 = 1 << 2;
+/// HSM state flag: the file changed since it was archived.
+pub const HSM_DIRTY: u32 = 1 << 3;
+/// HSM state flag: the archive copy was lost.
+pub const HSM_LOST: u32 = 1 << 4;
+
+/// The attributes of an inode, as `stat` needs them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    /// The inode's FID.
+    pub fid: Fid,
+    /// Its type.
+    pub kind: FileKind,
+    /// Permission bits including setuid, setgid and sticky (`0o7777`); no type bits.
+    pub mode: u32,
+    /// Hard link count (directories: 2 + subdirectories).
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes as the MDT knows it (files: max-merged at close; symlinks: target length).
+    pub size: u64,
+    /// 512-byte blocks allocated, as last reported.
+    pub blocks: u64,
+    /// Last access.
+    pub atime: Timestamp,
+    /// Last data modification.
+    pub mtime: Timestamp,
+    /// Last status change.
+    pub ctime: Timestamp,
+    /// Device number for device nodes.
+    pub rdev: u64,
+    /// Incremented on every change of data or size recorded on the MDT.
+    pub data_version: u64,
+    /// `HSM_*` flags.
+    pub hsm_flags: u32,
+    /// Archive the HSM copy lives in (0 = none).
+    pub archive_id: u32,
+    /// Project id for project quotas.
+    pub project_id: u32,
+    /// Number of open handles on the MDT (a hint for glimpse decisions).
+    pub open_count: u32,
+}
+
+/// How to set a timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeSet {
+    /// The server's current time (`UTIME_NOW`): allowed to the owner or a writer.
+    Now,
+    /// An explicit time: allowed to the owner only.
+    At(Timestamp),
+}
+
+/// Attribute changes of a setattr; `None` leaves a field alone (`UTIME_OMIT`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetAttr {
+    /// New permission bits (`0o7777`).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate); the client punches the objects.
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<TimeSet>,
+    /// New modification time.
+    pub mtime: Option<TimeSet>,
+}
+
+/// Flags of a rename (`renameat2`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenameFlags {
+    /// Fail with EEXIST if the destination exists (`RENAME_NOREPLACE`).
+    pub noreplace: bool,
+    /// Atomically swap source and destination, which must both exist (`RENAME_EXCHANGE`).
+    pub exchange: bool,
+}
+
+/// How a setxattr treats an existing attribute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrMode {
+    /// Create or replace.
+    #[default]
+    Any,
+    /// Fail with EEXIST if it exists (`XATTR_CREATE`).
+    Create,
+    /// Fail with ENODATA if it does not exist (`XATTR_REPLACE`).
+    Replace,
+}
+
+/// Access mode of an open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AccessMode {
+    /// `O_RDONLY`.
+    Read,
+    /// `O_WRONLY`.
+    Write,
+    /// `O_RDWR`.
+    ReadWrite,
+}
+
+/// The open flags the MDT cares about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFlags {
+    /// Read, write or both; checked against the mode bits.
+    pub access: AccessMode,
+    /// `O_TRUNC`: the MDT sets the size to 0 (the client punches objects).
+    pub truncate: bool,
+}
+
+/// One directory entry in a readdir page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: Vec<u8>,
+    /// The inode it names.
+    pub fid: Fid,
+    /// The inode's type.
+    pub kind: FileKind,
+    /// Cookie to resume listing after this entry; stable while the entry exists.
+    pub cookie: u64,
+    /// The inode's attributes (readdirplus only).
+    pub attr: Option<Attr>,
+}
+
+/// File system usage of one target, as `statfs` reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatFs {
+    /// Block size of the counts below.
+    pub bsize: u32,
+    /// Total blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub bfree: u64,
+    /// Blocks available to unprivileged users.
+    pub bavail: u64,
+    /// Total inodes (objects).
+    pub files: u64,
+    /// Free inodes (objects).
+    pub ffree: u64,
+    /// Longest name.
+    pub namelen: u32,
+}
+
+/// A request to a metadata target.
+// Variant fields are described in their variant's doc comment.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdtRequest {
+    /// Finds `name` in directory `parent` (needs search permission on `parent`).
+    Lookup { parent: Fid, name: Vec<u8>, cred: Credentials },
+    /// The attributes of `fid`.
+    GetAttr { fid: Fid },
+    /// Changes attributes, with POSIX permission rules (chmod, chown, utimes, truncate).
+    SetAttr { fid: Fid, set: SetAttr, cred: Credentials },
+    /// Creates a regular file, FIFO, socket or device node; `mode` holds type and permission
+    /// bits after the umask. `layout` overrides the inherited default for a regular file.
+    Create {
+        parent: Fid,
+        name: Vec<u8>,
+        mode: u32,
+        rdev: u64,
+        exclusive: bool,
+        layout: Option<LayoutTemplate>,
+        open: Option<OpenFlags>,
+        cred: Credentials,
+    },
+    /// Creates a directory.
+    Mkdir { parent: Fid, name: Vec<u8>, mode: u32, cred: Credentials },
+    /// Creates a symbolic link to `target`.
+    Symlink { parent: Fid, name: Vec<u8>, target: Vec<u8>, cred: Credentials },
+    /// The target of a symbolic link.
+    ReadLink { fid: Fid },
+    /// Adds the name `new_name` in `new_parent` for inode `fid`.
+    Link { fid: Fid, new_parent: Fid, new_name: Vec<u8>, cred: Credentials },
+    /// Removes a non-directory name.
+    Unlink { parent: Fid, name: Vec<u8>, cred: Credentials },
+    /// Removes an empty directory.
+    Rmdir { parent: Fid, name: Vec<u8>, cred: Credentials },
+    /// Moves or swaps names.
+    Rename {
+        src_parent: Fid,
+        src_name: Vec<u8>,
+        dst_parent: Fid,
+        dst_name: Vec<u8>,
+        flags: RenameFlags,
+        cred: Credentials,
+    },
+    /// Lists up to `max_entries` entries after `cookie` (0 = from the start), with
+    /// attributes when `plus` is set. `.` and `..` are not listed; the client adds them.
+    ReadDir { fid: Fid, cookie: u64, max_entries: u32, plus: bool, cred: Credentials },
+    /// An extended attribute's value.
+    GetXattr { fid: Fid, name: Vec<u8>, cred: Credentials },
+    /// Sets an extended attribute.
+    SetXattr { fid: Fid, name: Vec<u8>, value: Vec<u8>, mode: XattrMode, cred: Credentials },
+    /// The names of the extended attributes the caller may see.
+    ListXattr { fid: Fid, cred: Credentials },
+    /// Removes an extended attribute.
+    RemoveXattr { fid: Fid, name: Vec<u8>, cred: Credentials },
+    /// Usage of the MDT (inodes and its device's blocks).
+    StatFs,
+    /// Opens `fid`, checking access; the handle keeps an unlinked file alive until closed.
+    Open { fid: Fid, flags: OpenFlags, cred: Credentials },
+    /// Closes a handle; `size` and `blocks`, if given, are max-merged into the inode, and
+    /// `modified` bumps mtime/ctime and the data version.
+    Close { handle: u64, size: Option<u64>, blocks: Option<u64>, modified: bool },
+    /// A file's layout.
+    GetLayout { fid: Fid },
+    /// Sets (or with `None` removes) a directory's default layout, or the layout of an
+    /// empty regular file that has none instantiated.
+    SetLayout { fid: Fid, template: Option<LayoutTemplate>, cred: Credentials },
+}
+
+/// A metadata target's answer.
+// Variant fields are described in their variant's doc comment.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdtReply {
+    /// Done, nothing to return.
+    Ok,
+    /// The attributes of the inode the request named or made.
+    Attr(Attr),
+    /// A created inode, its layout, and an open handle when the create asked to open.
+    Created { attr: Attr, layout: Option<Layout>, handle: Option<u64> },
+    /// A symlink target.
+    Link(Vec<u8>),
+    /// A page of directory entries; `eof` when nothing follows.
+    Entries { entries: Vec<DirEntry>, eof: bool },
+    /// An extended attribute value.
+    Xattr(Vec<u8>),
+    /// Extended attribute names.
+    XattrNames(Vec<Vec<u8>>),
+    /// Usage figures.
+    StatFs(StatFs),
+    /// An open handle with the file's attributes and layout.
+    Opened { handle: u64, attr: Attr, layout: Option<Layout> },
+    /// A layout (None for files with none, e.g. directories without a default).
+    Layout(Option<Layout>),
+    /// A directory's default layout template.
+    Template(Option<LayoutTemplate>),
+}
+
+impl Message for MdtRequest {
+    fn opcode(&self) -> u16 {
+        match self {
+            MdtRequest::Lookup { .. } => 200,
+            MdtRequest::GetAttr { .. } => 201,
+            MdtRequest::SetAttr { .. } => 202,
+            MdtRequest::Create { .. } => 203,
+            MdtRequest::Mkdir { .. } => 204,
+            MdtRequest::Symlink { .. } => 205,
+            MdtRequest::ReadLink { .. } => 206,
+            MdtRequest::Link { .. } => 207,
+            MdtRequest::Unlink { .. } => 208,
+            MdtRequest::Rmdir { .. } => 209,
+            MdtRequest::Rename { .. } => 210,
+            MdtRequest::ReadDir { .. } => 211,
+            MdtRequest::GetXattr { .. } => 212,
+            MdtRequest::SetXattr { .. } => 213,
+            MdtRequest::ListXattr { .. } => 214,
+            MdtRequest::RemoveXattr { .. } => 215,
+            MdtRequest::StatFs => 216,
+            MdtRequest::Open { .. } => 217,
+            MdtRequest::Close { .. } => 218,
+            MdtRequest::GetLayout { .. } => 219,
+            MdtRequest::SetLayout { .. } => 220,
+        }
+    }
+
+    fn op_name(&self) -> &'static str {
+        match self {
+            MdtRequest::Lookup { .. } => "lookup",
+            MdtRequest::GetAttr { .. } => "getattr",
+            MdtRequest::SetAttr { .. } => "setattr",
+            MdtRequest::Create { .. } => "create",
+            MdtRequest::Mkdir { .. } => "mkdir",
+            MdtRequest::Symlink { .. } => "symlink",
+            MdtRequest::ReadLink { .. } => "readlink",
+            MdtRequest::Link { .. } => "link",
+            MdtRequest::Unlink { .. } => "unlink",
+            MdtRequest::Rmdir { .. } => "rmdir",
+            MdtRequest::Rename { .. } => "rename",
+            MdtRequest::ReadDir { .. } => "readdir",
+            MdtRequest::GetXattr { .. } => "getxattr",
+            MdtRequest::SetXattr { .. } => "setxattr",
+            MdtRequest::ListXattr { .. } => "listxattr",
+            MdtRequest::RemoveXattr { .. } => "removexattr",
+            MdtRequest::StatFs => "statfs",
+            MdtRequest::Open { .. } => "open",
+            MdtRequest::Close { .. } => "close",
+            MdtRequest::GetLayout { .. } => "getlayout",
+            MdtRequest::SetLayout { .. } => "setlayout",
+        }
+    }
+}

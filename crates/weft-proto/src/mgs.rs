@@ -1,0 +1,181 @@
+//! Management service (MGS) messages: configuration, target registration, FID sequence
+//! grants, parameters and pools.
+
+use crate::codec::Message;
+use crate::fid::FidSeqRange;
+use crate::layout::LayoutTemplate;
+use crate::target::{TargetId, TargetKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Whether a target is in service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetState {
+    /// Registered and heard from recently.
+    Active,
+    /// Registered but not heard from within the heartbeat timeout.
+    Inactive,
+}
+
+/// One registered target as the configuration lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// Kind and index.
+    pub id: TargetId,
+    /// The target's UUID, fixed when it was formatted.
+    pub uuid: Uuid,
+    /// `HOST:PORT` where the target's server listens.
+    pub address: String,
+    /// Whether it is in service.
+    pub state: TargetState,
+    /// Unix time (seconds) of the last registration or heartbeat.
+    pub last_seen: u64,
+}
+
+/// A FID location database entry: which MDT owns a range of sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FldEntry {
+    /// The sequences.
+    pub range: FidSeqRange,
+    /// The owning MDT's index.
+    pub mdt: u32,
+}
+
+/// The file system's configuration, as clients and servers fetch it from the MGS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsConfig {
+    /// The file system's name.
+    pub fsname: String,
+    /// The file system's UUID, fixed at creation.
+    pub fs_uuid: Uuid,
+    /// Incremented on every change; callbacks announce new versions.
+    pub version: u64,
+    /// Every registered target.
+    pub targets: Vec<TargetInfo>,
+    /// Persistent parameters (`set_param -P`), by full name.
+    pub params: BTreeMap<String, String>,
+    /// OST pools: name -> OST indices.
+    pub pools: BTreeMap<String, Vec<u32>>,
+    /// The FID location database.
+    pub fld: Vec<FldEntry>,
+    /// The file system's default layout for files whose directories set none.
+    pub default_layout: LayoutTemplate,
+}
+
+/// A request to the management service.
+// Variant fields are described in their variant's doc comment.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MgsRequest {
+    /// A target announces itself (at start and after reformat). The same index with another
+    /// UUID is refused unless `replace` is set.
+    Register { id: TargetId, uuid: Uuid, address: String, replace: bool },
+    /// A registered target says it is alive.
+    Heartbeat { id: TargetId, uuid: Uuid },
+    /// The whole configuration.
+    GetConfig,
+    /// Grants `count` new FID sequences to an MDT; persisted before the reply.
+    AllocSeq { mdt: u32, count: u32 },
+    /// Sets (or with `None` removes) a persistent parameter.
+    SetParam { name: String, value: Option<String> },
+    /// Creates an empty pool.
+    PoolNew { pool: String },
+    /// Adds OSTs to a pool.
+    PoolAdd { pool: String, osts: Vec<u32> },
+    /// Removes OSTs from a pool.
+    PoolRemove { pool: String, osts: Vec<u32> },
+    /// Deletes an empty pool.
+    PoolDestroy { pool: String },
+    /// Sets the file system's default layout.
+    SetDefaultLayout { template: LayoutTemplate },
+}
+
+/// The management service's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MgsReply {
+    /// Done.
+    Ok,
+    /// Registration accepted: the configuration as it is now.
+    Registered(FsConfig),
+    /// The configuration.
+    Config(FsConfig),
+    /// Granted sequences.
+    Seq(FidSeqRange),
+}
+
+/// A callback the MGS sends to connected peers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MgsCallback {
+    /// The configuration changed; fetch it again if your version is older.
+    ConfigChanged {
+        /// The new configuration version.
+        version: u64,
+    },
+}
+
+impl Message for MgsRequest {
+    fn opcode(&self) -> u16 {
+        match self {
+            MgsRequest::Register { .. } => 100,
+            MgsRequest::Heartbeat { .. } => 101,
+            MgsRequest::GetConfig => 102,
+            MgsRequest::AllocSeq { .. } => 103,
+            MgsRequest::SetParam { .. } => 104,
+            MgsRequest::PoolNew { .. } => 105,
+            MgsRequest::PoolAdd { .. } => 106,
+            MgsRequest::PoolRemove { .. } => 107,
+            MgsRequest::PoolDestroy { .. } => 108,
+            MgsRequest::SetDefaultLayout { .. } => 109,
+        }
+    }
+
+    fn op_name(&self) -> &'static str {
+        match self {
+            MgsRequest::Register { .. } => "register",
+            MgsRequest::Heartbeat { .. } => "heartbeat",
+            MgsRequest::GetConfig => "getconfig",
+            MgsRequest::AllocSeq { .. } => "allocseq",
+            MgsRequest::SetParam { .. } => "setparam",
+            MgsRequest::PoolNew { .. } => "pool_new",
+            MgsRequest::PoolAdd { .. } => "pool_add",
+            MgsRequest::PoolRemove { .. } => "pool_remove",
+            MgsRequest::PoolDestroy { .. } => "pool_destroy",
+            MgsRequest::SetDefaultLayout { .. } => "set_default_layout",
+        }
+    }
+}
+
+impl Message for MgsCallback {
+    fn opcode(&self) -> u16 {
+        match self {
+            MgsCallback::ConfigChanged { .. } => 150,
+        }
+    }
+
+    fn op_name(&self) -> &'static str {
+        match self {
+            MgsCallback::ConfigChanged { .. } => "config_changed",
+        }
+    }
+}
+
+impl FsConfig {
+    /// The registered targets of one kind, in index order.
+    pub fn targets_of(&self, kind: TargetKind) -> impl Iterator<Item = &TargetInfo> {
+        self.targets.iter().filter(move |t| t.id.kind == kind)
+    }
+
+    /// The registered target with this id.
+    pub fn target(&self, id: TargetId) -> Option<&TargetInfo> {
+        self.targets.iter().find(|t| t.id == id)
+    }
+
+    /// The MDT owning FID sequence `seq`, from the FID location database.
+    pub fn mdt_of_seq(&self, seq: u64) -> Option<u32> {
+        if seq == crate::fid::ROOT_SEQ {
+            return Some(0);
+        }
+        self.fld.iter().find(|e| e.range.contains(seq)).map(|e| e.mdt)
+    }
+}
