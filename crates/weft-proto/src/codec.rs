@@ -34,7 +34,10 @@ pub enum CodecError {
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
     let body = postcard::to_allocvec(value)?;
     if body.len() > crate::frame::MAX_BODY as usize {
-        return Err(CodecError::TooLarge { len: body.len(), max: crate::frame::MAX_BODY as usize });
+        return Err(CodecError::TooLarge {
+            len: body.len(),
+            max: crate::frame::MAX_BODY as usize,
+        });
     }
     Ok(body)
 }

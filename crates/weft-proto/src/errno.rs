@@ -153,13 +153,19 @@ pub struct WireError {
 impl WireError {
     /// An error with an explanation.
     pub fn new(errno: Errno, message: impl Into<String>) -> Self {
-        Self { errno, message: message.into() }
+        Self {
+            errno,
+            message: message.into(),
+        }
     }
 }
 
 impl From<Errno> for WireError {
     fn from(errno: Errno) -> Self {
-        Self { errno, message: String::new() }
+        Self {
+            errno,
+            message: String::new(),
+        }
     }
 }
 

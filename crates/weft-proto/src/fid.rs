@@ -19,7 +19,11 @@ pub struct Fid {
 
 impl Fid {
     /// The root directory's FID, fixed and owned by MDT0.
-    pub const ROOT: Fid = Fid { seq: ROOT_SEQ, oid: 1, ver: 0 };
+    pub const ROOT: Fid = Fid {
+        seq: ROOT_SEQ,
+        oid: 1,
+        ver: 0,
+    };
 
     /// The 16-byte big-endian form, which sorts like the FID itself (used as a store key).
     pub fn to_bytes(self) -> [u8; 16] {
@@ -32,7 +36,24 @@ impl Fid {
 
     /// The inverse of [`Fid::to_bytes`].
     pub fn from_bytes(b: [u8; 16]) -> Self {
-        let [s0, s1, s2, s3, s4, s5, s6, s7, o0, o1, o2, o3, v0, v1, v2, v3] = b;
+        let [
+            s0,
+            s1,
+            s2,
+            s3,
+            s4,
+            s5,
+            s6,
+            s7,
+            o0,
+            o1,
+            o2,
+            o3,
+            v0,
+            v1,
+            v2,
+            v3,
+        ] = b;
         Fid {
             seq: u64::from_be_bytes([s0, s1, s2, s3, s4, s5, s6, s7]),
             oid: u32::from_be_bytes([o0, o1, o2, o3]),

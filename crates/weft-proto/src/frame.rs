@@ -89,7 +89,13 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u16> = 1..=1;
 
 impl FrameHeader {
     /// A header for a body and bulk, computing both checksums.
-    pub fn new(opcode: u16, flags: u16, xid: u64, body: &[u8], bulk: &[u8]) -> Result<Self, FrameError> {
+    pub fn new(
+        opcode: u16,
+        flags: u16,
+        xid: u64,
+        body: &[u8],
+        bulk: &[u8],
+    ) -> Result<Self, FrameError> {
         let body_len = u32::try_from(body.len()).map_err(|_| FrameError::BodyTooLarge(u32::MAX))?;
         let bulk_len = u32::try_from(bulk.len()).map_err(|_| FrameError::BulkTooLarge(u32::MAX))?;
         if body_len > MAX_BODY {
@@ -180,12 +186,20 @@ impl FrameHeader {
 
     /// Checks a received body against the header's checksum.
     pub fn check_body(&self, body: &[u8]) -> Result<(), FrameError> {
-        if crc32c::crc32c(body) == self.body_crc { Ok(()) } else { Err(FrameError::BodyCrc) }
+        if crc32c::crc32c(body) == self.body_crc {
+            Ok(())
+        } else {
+            Err(FrameError::BodyCrc)
+        }
     }
 
     /// Checks received bulk bytes against the header's checksum.
     pub fn check_bulk(&self, bulk: &[u8]) -> Result<(), FrameError> {
-        if crc32c::crc32c(bulk) == self.bulk_crc { Ok(()) } else { Err(FrameError::BulkCrc) }
+        if crc32c::crc32c(bulk) == self.bulk_crc {
+            Ok(())
+        } else {
+            Err(FrameError::BulkCrc)
+        }
     }
 }
 
@@ -219,10 +233,16 @@ mod tests {
     fn oversized_lengths_are_refused_before_allocation() {
         let mut h = FrameHeader::new(1, 0, 7, b"x", b"").unwrap();
         h.body_len = MAX_BODY + 1;
-        assert_eq!(FrameHeader::decode(&h.encode()), Err(FrameError::BodyTooLarge(MAX_BODY + 1)));
+        assert_eq!(
+            FrameHeader::decode(&h.encode()),
+            Err(FrameError::BodyTooLarge(MAX_BODY + 1))
+        );
         h.body_len = 1;
         h.bulk_len = u32::MAX;
-        assert_eq!(FrameHeader::decode(&h.encode()), Err(FrameError::BulkTooLarge(u32::MAX)));
+        assert_eq!(
+            FrameHeader::decode(&h.encode()),
+            Err(FrameError::BulkTooLarge(u32::MAX))
+        );
     }
 
     #[test]
@@ -233,7 +253,10 @@ mod tests {
         assert_eq!(FrameHeader::decode(&b), Err(FrameError::HeaderCrc));
         b = h.encode();
         b[0] = b'X';
-        assert!(matches!(FrameHeader::decode(&b), Err(FrameError::BadMagic(_))));
+        assert!(matches!(
+            FrameHeader::decode(&b),
+            Err(FrameError::BadMagic(_))
+        ));
     }
 
     #[test]

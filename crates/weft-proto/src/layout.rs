@@ -58,7 +58,11 @@ impl LayoutComponent {
 
     /// The object holding stripe `stripe` of this component for file `fid`.
     pub fn object(&self, fid: Fid, stripe: u32) -> ObjectId {
-        ObjectId { fid, component: self.id, stripe }
+        ObjectId {
+            fid,
+            component: self.id,
+            stripe,
+        }
     }
 }
 
@@ -102,7 +106,7 @@ impl Layout {
             if c.start != expect_start || c.end <= c.start {
                 return Err(LayoutError::Extents);
             }
-            if c.end != EOF && c.end % c.stripe_size != 0 {
+            if c.end != EOF && !c.end.is_multiple_of(c.stripe_size) {
                 return Err(LayoutError::Extents);
             }
             expect_start = c.end;
@@ -115,13 +119,18 @@ impl Layout {
 
     /// The component covering byte `offset`, if any.
     pub fn component_at(&self, offset: u64) -> Option<&LayoutComponent> {
-        self.components.iter().find(|c| c.start <= offset && offset < c.end)
+        self.components
+            .iter()
+            .find(|c| c.start <= offset && offset < c.end)
     }
 
     /// Every object the layout has instantiated: what must be destroyed with the file.
     pub fn objects(&self, fid: Fid) -> impl Iterator<Item = (u32, ObjectId)> + '_ {
         self.components.iter().flat_map(move |c| {
-            c.osts.iter().enumerate().map(move |(i, &ost)| (ost, c.object(fid, i as u32)))
+            c.osts
+                .iter()
+                .enumerate()
+                .map(move |(i, &ost)| (ost, c.object(fid, i as u32)))
         })
     }
 }
@@ -187,7 +196,7 @@ impl LayoutTemplate {
             if c.end <= prev_end || (last && c.end != EOF) || (!last && c.end == EOF) {
                 return Err(LayoutError::Extents);
             }
-            if c.end != EOF && c.end % STRIPE_SIZE_UNIT != 0 {
+            if c.end != EOF && !c.end.is_multiple_of(STRIPE_SIZE_UNIT) {
                 return Err(LayoutError::Extents);
             }
             prev_end = c.end;
@@ -197,7 +206,7 @@ impl LayoutTemplate {
 }
 
 fn check_stripe_size(size: u64) -> Result<(), LayoutError> {
-    if size == 0 || size % STRIPE_SIZE_UNIT != 0 || size > MAX_STRIPE_SIZE {
+    if size == 0 || !size.is_multiple_of(STRIPE_SIZE_UNIT) || size > MAX_STRIPE_SIZE {
         return Err(LayoutError::StripeSize(size));
     }
     Ok(())
@@ -215,12 +224,23 @@ mod tests {
     use super::*;
 
     fn comp(id: u32, start: u64, end: u64) -> LayoutComponent {
-        LayoutComponent { id, start, end, stripe_size: 1 << 20, stripe_count: 2, pool: None, osts: vec![0, 1] }
+        LayoutComponent {
+            id,
+            start,
+            end,
+            stripe_size: 1 << 20,
+            stripe_count: 2,
+            pool: None,
+            osts: vec![0, 1],
+        }
     }
 
     #[test]
     fn contiguous_components_validate() {
-        let l = Layout { generation: 1, components: vec![comp(1, 0, 64 << 20), comp(2, 64 << 20, EOF)] };
+        let l = Layout {
+            generation: 1,
+            components: vec![comp(1, 0, 64 << 20), comp(2, 64 << 20, EOF)],
+        };
         assert_eq!(l.validate(), Ok(()));
         assert_eq!(l.component_at(64 << 20).map(|c| c.id), Some(2));
         assert_eq!(l.objects(Fid::ROOT).count(), 4);
@@ -228,12 +248,25 @@ mod tests {
 
     #[test]
     fn gaps_and_bad_sizes_are_refused() {
-        let gap = Layout { generation: 1, components: vec![comp(1, 0, 1 << 20), comp(2, 2 << 20, EOF)] };
+        let gap = Layout {
+            generation: 1,
+            components: vec![comp(1, 0, 1 << 20), comp(2, 2 << 20, EOF)],
+        };
         assert_eq!(gap.validate(), Err(LayoutError::Extents));
         let mut bad = comp(1, 0, EOF);
         bad.stripe_size = 1000;
-        assert_eq!(Layout { generation: 1, components: vec![bad] }.validate(), Err(LayoutError::StripeSize(1000)));
-        assert_eq!(LayoutTemplate::raid0(-2, 0, -1).validate(), Err(LayoutError::StripeCount(-2)));
+        assert_eq!(
+            Layout {
+                generation: 1,
+                components: vec![bad]
+            }
+            .validate(),
+            Err(LayoutError::StripeSize(1000))
+        );
+        assert_eq!(
+            LayoutTemplate::raid0(-2, 0, -1).validate(),
+            Err(LayoutError::StripeCount(-2))
+        );
         assert_eq!(LayoutTemplate::raid0(-1, 4 << 20, -1).validate(), Ok(()));
     }
 }

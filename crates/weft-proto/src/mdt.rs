@@ -24,7 +24,11 @@ pub struct Credentials {
 impl Credentials {
     /// The superuser, who passes every permission check.
     pub fn root() -> Self {
-        Self { uid: 0, gid: 0, groups: Vec::new() }
+        Self {
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+        }
     }
 
     /// Whether the caller is in group `gid` (primary or supplementary).
@@ -238,11 +242,19 @@ pub struct StatFs {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MdtRequest {
     /// Finds `name` in directory `parent` (needs search permission on `parent`).
-    Lookup { parent: Fid, name: Vec<u8>, cred: Credentials },
+    Lookup {
+        parent: Fid,
+        name: Vec<u8>,
+        cred: Credentials,
+    },
     /// The attributes of `fid`.
     GetAttr { fid: Fid },
     /// Changes attributes, with POSIX permission rules (chmod, chown, utimes, truncate).
-    SetAttr { fid: Fid, set: SetAttr, cred: Credentials },
+    SetAttr {
+        fid: Fid,
+        set: SetAttr,
+        cred: Credentials,
+    },
     /// Creates a regular file, FIFO, socket or device node; `mode` holds type and permission
     /// bits after the umask. `layout` overrides the inherited default for a regular file.
     Create {
@@ -256,17 +268,40 @@ pub enum MdtRequest {
         cred: Credentials,
     },
     /// Creates a directory.
-    Mkdir { parent: Fid, name: Vec<u8>, mode: u32, cred: Credentials },
+    Mkdir {
+        parent: Fid,
+        name: Vec<u8>,
+        mode: u32,
+        cred: Credentials,
+    },
     /// Creates a symbolic link to `target`.
-    Symlink { parent: Fid, name: Vec<u8>, target: Vec<u8>, cred: Credentials },
+    Symlink {
+        parent: Fid,
+        name: Vec<u8>,
+        target: Vec<u8>,
+        cred: Credentials,
+    },
     /// The target of a symbolic link.
     ReadLink { fid: Fid },
     /// Adds the name `new_name` in `new_parent` for inode `fid`.
-    Link { fid: Fid, new_parent: Fid, new_name: Vec<u8>, cred: Credentials },
+    Link {
+        fid: Fid,
+        new_parent: Fid,
+        new_name: Vec<u8>,
+        cred: Credentials,
+    },
     /// Removes a non-directory name.
-    Unlink { parent: Fid, name: Vec<u8>, cred: Credentials },
+    Unlink {
+        parent: Fid,
+        name: Vec<u8>,
+        cred: Credentials,
+    },
     /// Removes an empty directory.
-    Rmdir { parent: Fid, name: Vec<u8>, cred: Credentials },
+    Rmdir {
+        parent: Fid,
+        name: Vec<u8>,
+        cred: Credentials,
+    },
     /// Moves or swaps names.
     Rename {
         src_parent: Fid,
@@ -278,27 +313,60 @@ pub enum MdtRequest {
     },
     /// Lists up to `max_entries` entries after `cookie` (0 = from the start), with
     /// attributes when `plus` is set. `.` and `..` are not listed; the client adds them.
-    ReadDir { fid: Fid, cookie: u64, max_entries: u32, plus: bool, cred: Credentials },
+    ReadDir {
+        fid: Fid,
+        cookie: u64,
+        max_entries: u32,
+        plus: bool,
+        cred: Credentials,
+    },
     /// An extended attribute's value.
-    GetXattr { fid: Fid, name: Vec<u8>, cred: Credentials },
+    GetXattr {
+        fid: Fid,
+        name: Vec<u8>,
+        cred: Credentials,
+    },
     /// Sets an extended attribute.
-    SetXattr { fid: Fid, name: Vec<u8>, value: Vec<u8>, mode: XattrMode, cred: Credentials },
+    SetXattr {
+        fid: Fid,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        mode: XattrMode,
+        cred: Credentials,
+    },
     /// The names of the extended attributes the caller may see.
     ListXattr { fid: Fid, cred: Credentials },
     /// Removes an extended attribute.
-    RemoveXattr { fid: Fid, name: Vec<u8>, cred: Credentials },
+    RemoveXattr {
+        fid: Fid,
+        name: Vec<u8>,
+        cred: Credentials,
+    },
     /// Usage of the MDT (inodes and its device's blocks).
     StatFs,
     /// Opens `fid`, checking access; the handle keeps an unlinked file alive until closed.
-    Open { fid: Fid, flags: OpenFlags, cred: Credentials },
+    Open {
+        fid: Fid,
+        flags: OpenFlags,
+        cred: Credentials,
+    },
     /// Closes a handle; `size` and `blocks`, if given, are max-merged into the inode, and
     /// `modified` bumps mtime/ctime and the data version.
-    Close { handle: u64, size: Option<u64>, blocks: Option<u64>, modified: bool },
+    Close {
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    },
     /// A file's layout.
     GetLayout { fid: Fid },
     /// Sets (or with `None` removes) a directory's default layout, or the layout of an
     /// empty regular file that has none instantiated.
-    SetLayout { fid: Fid, template: Option<LayoutTemplate>, cred: Credentials },
+    SetLayout {
+        fid: Fid,
+        template: Option<LayoutTemplate>,
+        cred: Credentials,
+    },
 }
 
 /// A metadata target's answer.
@@ -311,7 +379,11 @@ pub enum MdtReply {
     /// The attributes of the inode the request named or made.
     Attr(Attr),
     /// A created inode, its layout, and an open handle when the create asked to open.
-    Created { attr: Attr, layout: Option<Layout>, handle: Option<u64> },
+    Created {
+        attr: Attr,
+        layout: Option<Layout>,
+        handle: Option<u64>,
+    },
     /// A symlink target.
     Link(Vec<u8>),
     /// A page of directory entries; `eof` when nothing follows.
@@ -323,7 +395,11 @@ pub enum MdtReply {
     /// Usage figures.
     StatFs(StatFs),
     /// An open handle with the file's attributes and layout.
-    Opened { handle: u64, attr: Attr, layout: Option<Layout> },
+    Opened {
+        handle: u64,
+        attr: Attr,
+        layout: Option<Layout>,
+    },
     /// A layout (None for files with none, e.g. directories without a default).
     Layout(Option<Layout>),
     /// A directory's default layout template.

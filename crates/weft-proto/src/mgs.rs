@@ -70,7 +70,12 @@ pub struct FsConfig {
 pub enum MgsRequest {
     /// A target announces itself (at start and after reformat). The same index with another
     /// UUID is refused unless `replace` is set.
-    Register { id: TargetId, uuid: Uuid, address: String, replace: bool },
+    Register {
+        id: TargetId,
+        uuid: Uuid,
+        address: String,
+        replace: bool,
+    },
     /// A registered target says it is alive.
     Heartbeat { id: TargetId, uuid: Uuid },
     /// The whole configuration.
@@ -176,6 +181,9 @@ impl FsConfig {
         if seq == crate::fid::ROOT_SEQ {
             return Some(0);
         }
-        self.fld.iter().find(|e| e.range.contains(seq)).map(|e| e.mdt)
+        self.fld
+            .iter()
+            .find(|e| e.range.contains(seq))
+            .map(|e| e.mdt)
     }
 }

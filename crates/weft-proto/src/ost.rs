@@ -28,10 +28,18 @@ pub struct ObjectAttr {
 pub enum OstRequest {
     /// Reads up to `len` bytes at `offset`; fewer come back at the object's end, and holes
     /// read as zeros. A missing object reads as empty.
-    Read { object: ObjectId, offset: u64, len: u32 },
+    Read {
+        object: ObjectId,
+        offset: u64,
+        len: u32,
+    },
     /// Writes the request's bulk at `offset`, creating the object if needed; with `sync`
     /// the data is durable before the reply.
-    Write { object: ObjectId, offset: u64, sync: bool },
+    Write {
+        object: ObjectId,
+        offset: u64,
+        sync: bool,
+    },
     /// Sets the object's size (truncate down or extend with a hole).
     Punch { object: ObjectId, size: u64 },
     /// Removes the object; removing a missing object succeeds.

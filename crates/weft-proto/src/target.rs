@@ -25,16 +25,25 @@ pub struct TargetId {
 
 impl TargetId {
     /// The management service.
-    pub const MGS: TargetId = TargetId { kind: TargetKind::Mgs, index: 0 };
+    pub const MGS: TargetId = TargetId {
+        kind: TargetKind::Mgs,
+        index: 0,
+    };
 
     /// The metadata target with this index.
     pub const fn mdt(index: u32) -> Self {
-        Self { kind: TargetKind::Mdt, index }
+        Self {
+            kind: TargetKind::Mdt,
+            index,
+        }
     }
 
     /// The object storage target with this index.
     pub const fn ost(index: u32) -> Self {
-        Self { kind: TargetKind::Ost, index }
+        Self {
+            kind: TargetKind::Ost,
+            index,
+        }
     }
 }
 

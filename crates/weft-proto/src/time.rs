@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A point in time: seconds and nanoseconds since the Unix epoch (seconds may be negative).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct Timestamp {
     /// Whole seconds since 1970-01-01T00:00:00Z.
     pub sec: i64,

@@ -1,0 +1,340 @@
+//! The client end of a connection: handshake, concurrent calls matched by xid, callbacks
+//! from the server, and a reconnecting wrapper.
+
+use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
+use crate::error::RpcError;
+use crate::transport::{BoxRead, Transport};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::BufReader;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use weft_proto::frame::{FLAG_CALLBACK, FLAG_REPLY};
+use weft_proto::handshake::{ServiceStats, opcode};
+use weft_proto::{ConnectReply, ConnectRequest, Message, WireResult};
+
+/// Timeouts of a client connection.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long to wait for the TCP connection and the handshake.
+    pub connect_timeout: Duration,
+    /// How long to wait for any reply.
+    pub request_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Receives callbacks (server-to-client requests). Must not block: hand work to a task.
+pub trait CallbackHandler: Send + Sync + 'static {
+    /// One callback with its opcode and encoded body.
+    fn on_callback(&self, opcode: u16, body: &[u8]);
+}
+
+/// Sends callbacks from a server to one connected client.
+#[derive(Clone)]
+pub struct CallbackSender {
+    endpoint: Arc<Endpoint>,
+}
+
+impl std::fmt::Debug for CallbackSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CallbackSender({})", self.endpoint.peer)
+    }
+}
+
+impl CallbackSender {
+    pub(crate) fn new(endpoint: Arc<Endpoint>) -> Self {
+        Self { endpoint }
+    }
+
+    /// Sends a callback without waiting for the client's answer. Fails at once if the
+    /// connection is closed or its send queue is full (a client that does not read).
+    pub fn notify<M: Message>(&self, msg: &M) -> Result<(), RpcError> {
+        let (op, body) = conn::encode_request(msg)?;
+        let frame = OutFrame::new(
+            op,
+            FLAG_CALLBACK,
+            self.endpoint.next_xid(),
+            body,
+            Bytes::new(),
+        )?;
+        self.endpoint.try_send(frame)
+    }
+
+    /// Whether the client is gone.
+    pub fn is_closed(&self) -> bool {
+        self.endpoint.is_closed()
+    }
+}
+
+/// A connection to one target, bound by the handshake. Cheap to share: calls from many
+/// tasks run concurrently over it, each matched to its reply by xid.
+pub struct Connection {
+    endpoint: Arc<Endpoint>,
+    reply: ConnectReply,
+    opts: ClientOptions,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.endpoint.close();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Connection {
+    /// Connects to `addr` and performs the handshake in `hello`.
+    pub async fn connect(
+        transport: &dyn Transport,
+        addr: &str,
+        hello: &ConnectRequest,
+        callbacks: Option<Arc<dyn CallbackHandler>>,
+        opts: &ClientOptions,
+    ) -> Result<Self, RpcError> {
+        let io_err = |source| RpcError::Io {
+            addr: addr.to_string(),
+            source,
+        };
+        let (r, w, _) = tokio::time::timeout(opts.connect_timeout, transport.connect(addr))
+            .await
+            .map_err(|_| RpcError::TimedOut(opts.connect_timeout))?
+            .map_err(io_err)?;
+        let (tx, rx) = mpsc::channel(conn::WRITE_QUEUE);
+        let endpoint = Arc::new(Endpoint::new(tx, format!("{addr} ({})", hello.target)));
+        let writer = {
+            let ep = endpoint.clone();
+            tokio::spawn(async move {
+                if let Err(e) = conn::writer_loop(w, rx).await {
+                    tracing::debug!(peer = %ep.peer, error = %e, "write side closed");
+                }
+                ep.close();
+            })
+        };
+        let reader = tokio::spawn(reader_loop(
+            BufReader::with_capacity(READ_BUFFER, r),
+            endpoint.clone(),
+            callbacks,
+        ));
+        let mut conn = Connection {
+            endpoint,
+            reply: ConnectReply {
+                target_uuid: uuid::Uuid::nil(),
+                features: 0,
+                protocol_version: 0,
+            },
+            opts: opts.clone(),
+            tasks: [reader, writer],
+        };
+        let body = weft_proto::encode(hello)?;
+        let frame = conn
+            .endpoint
+            .request(opcode::CONNECT, 0, body, Bytes::new(), opts.connect_timeout)
+            .await?;
+        let result: WireResult<ConnectReply> = weft_proto::decode(&frame.body)?;
+        conn.reply = result.map_err(RpcError::Handshake)?;
+        Ok(conn)
+    }
+
+    /// The server's handshake answer.
+    pub fn connect_reply(&self) -> &ConnectReply {
+        &self.reply
+    }
+
+    /// Whether the connection is gone (every call on it fails).
+    pub fn is_closed(&self) -> bool {
+        self.endpoint.is_closed()
+    }
+
+    /// Sends a request with bulk data and waits for the reply and its bulk.
+    pub async fn call<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        req: &Req,
+        bulk: Bytes,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let (op, body) = conn::encode_request(req)?;
+        let frame = self
+            .endpoint
+            .request(op, 0, body, bulk, self.opts.request_timeout)
+            .await?;
+        conn::decode_reply(frame)
+    }
+
+    /// Round trip with no work on the server.
+    pub async fn ping(&self) -> Result<(), RpcError> {
+        let frame = self
+            .endpoint
+            .request(
+                opcode::PING,
+                0,
+                Vec::new(),
+                Bytes::new(),
+                self.opts.request_timeout,
+            )
+            .await?;
+        conn::decode_reply::<()>(frame).map(|_| ())
+    }
+
+    /// The target's per-operation statistics.
+    pub async fn stats(&self) -> Result<ServiceStats, RpcError> {
+        let frame = self
+            .endpoint
+            .request(
+                opcode::STATS,
+                0,
+                Vec::new(),
+                Bytes::new(),
+                self.opts.request_timeout,
+            )
+            .await?;
+        conn::decode_reply(frame).map(|(s, _)| s)
+    }
+
+    /// Sends raw bytes as a request body with any opcode (for tests of server robustness).
+    pub async fn call_raw(
+        &self,
+        opcode: u16,
+        body: Vec<u8>,
+        bulk: Bytes,
+    ) -> Result<InFrame, RpcError> {
+        self.endpoint
+            .request(opcode, 0, body, bulk, self.opts.request_timeout)
+            .await
+    }
+}
+
+async fn reader_loop(
+    mut r: BufReader<BoxRead>,
+    ep: Arc<Endpoint>,
+    callbacks: Option<Arc<dyn CallbackHandler>>,
+) {
+    loop {
+        let header = match conn::read_header(&mut r).await {
+            Ok(Some(h)) => h,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(peer = %ep.peer, error = %e, "read side closed");
+                break;
+            }
+        };
+        let frame = match conn::read_payload(&mut r, header).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(peer = %ep.peer, error = %e, "bad frame from server; closing");
+                break;
+            }
+        };
+        if header.is_reply() && !header.is_callback() {
+            ep.complete(frame);
+        } else if header.is_callback() && !header.is_reply() {
+            if let Some(cb) = &callbacks {
+                cb.on_callback(header.opcode, &frame.body);
+            }
+            let body = crate::service::encode_reply::<()>(&Ok(()));
+            if let Ok(reply) = OutFrame::new(
+                header.opcode,
+                FLAG_REPLY | FLAG_CALLBACK,
+                header.xid,
+                body,
+                Bytes::new(),
+            ) {
+                let _ = ep.try_send(reply);
+            }
+        } else {
+            tracing::warn!(peer = %ep.peer, flags = header.flags, "unexpected frame from server; closing");
+            break;
+        }
+    }
+    ep.close();
+}
+
+/// A connection that is opened on first use and opened again after it breaks. Requests
+/// that fail on a broken connection return the error; callers decide whether to resend.
+pub struct Reconnecting {
+    transport: Arc<dyn Transport>,
+    addr: std::sync::RwLock<String>,
+    hello: ConnectRequest,
+    callbacks: Option<Arc<dyn CallbackHandler>>,
+    opts: ClientOptions,
+    current: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+impl Reconnecting {
+    /// A lazily opened connection to `addr`.
+    pub fn new(
+        transport: Arc<dyn Transport>,
+        addr: String,
+        hello: ConnectRequest,
+        callbacks: Option<Arc<dyn CallbackHandler>>,
+        opts: ClientOptions,
+    ) -> Self {
+        Self {
+            transport,
+            addr: std::sync::RwLock::new(addr),
+            hello,
+            callbacks,
+            opts,
+            current: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Points future connections at a new address (the target moved).
+    pub fn set_address(&self, addr: String) {
+        *self.addr.write().unwrap_or_else(|p| p.into_inner()) = addr;
+    }
+
+    /// The address connections go to.
+    pub fn address(&self) -> String {
+        self.addr.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The open connection, connecting if there is none.
+    pub async fn connection(&self) -> Result<Arc<Connection>, RpcError> {
+        let mut cur = self.current.lock().await;
+        if let Some(c) = cur.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let addr = self.address();
+        let c = Arc::new(
+            Connection::connect(
+                &*self.transport,
+                &addr,
+                &self.hello,
+                self.callbacks.clone(),
+                &self.opts,
+            )
+            .await?,
+        );
+        *cur = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Calls over the current connection; a connection failure drops it so the next call
+    /// reconnects.
+    pub async fn call<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        req: &Req,
+        bulk: Bytes,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let c = self.connection().await?;
+        let r = c.call(req, bulk).await;
+        if r.as_ref().is_err_and(RpcError::is_connection_error) {
+            let mut cur = self.current.lock().await;
+            if cur.as_ref().is_some_and(|x| Arc::ptr_eq(x, &c)) {
+                *cur = None;
+            }
+        }
+        r
+    }
+}

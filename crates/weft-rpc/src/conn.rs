@@ -1,0 +1,244 @@
+//! The machinery both ends of a connection share: frame reading with bounds, the writer
+//! task that batches frames into few syscalls, and the table of requests awaiting replies.
+
+use crate::error::RpcError;
+use crate::transport::BoxWrite;
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, oneshot};
+use weft_proto::frame::{FrameHeader, HEADER_LEN};
+use weft_proto::{Errno, FrameError, Message, WireError};
+
+/// Frames queued for the writer task per connection; senders wait when it is full.
+pub const WRITE_QUEUE: usize = 256;
+/// The reader's buffer: headers and small bodies come out of it without a syscall each.
+pub const READ_BUFFER: usize = 256 << 10;
+/// The writer's buffer: small frames are gathered here and written with one syscall;
+/// bulk payloads at least this large bypass it and go to the socket as they are.
+const WRITE_BUFFER: usize = 256 << 10;
+
+/// A frame received and checked: its header, body and bulk.
+#[derive(Debug)]
+pub struct InFrame {
+    /// The validated header.
+    pub header: FrameHeader,
+    /// The body bytes (checksum verified).
+    pub body: Bytes,
+    /// The bulk bytes; see `bulk_error`.
+    pub bulk: Bytes,
+    /// Set when the bulk arrived damaged: the stream is still in sync, only this frame's
+    /// payload is bad, so the request fails alone and may be retried.
+    pub bulk_error: Option<FrameError>,
+}
+
+/// A frame ready to be written.
+#[derive(Debug)]
+pub struct OutFrame {
+    header: [u8; HEADER_LEN],
+    body: Vec<u8>,
+    bulk: Bytes,
+}
+
+impl OutFrame {
+    /// Frames a body and bulk with a fresh header.
+    pub fn new(
+        opcode: u16,
+        flags: u16,
+        xid: u64,
+        body: Vec<u8>,
+        bulk: Bytes,
+    ) -> Result<Self, FrameError> {
+        let header = FrameHeader::new(opcode, flags, xid, &body, &bulk)?.encode();
+        Ok(Self { header, body, bulk })
+    }
+}
+
+/// Reads one frame header; `None` on a clean end of stream before its first byte.
+pub async fn read_header<R: AsyncRead + Unpin>(
+    r: &mut R,
+) -> Result<Option<FrameHeader>, std::io::Error> {
+    let mut buf = [0u8; HEADER_LEN];
+    let mut filled = 0;
+    while filled < HEADER_LEN {
+        let n = r.read(&mut buf[filled..]).await?;
+        if n == 0 {
+            if filled == 0 {
+                return Ok(None);
+            }
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        filled += n;
+    }
+    FrameHeader::decode(&buf)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Reads the body and bulk announced by `header`. Lengths were bounded by
+/// [`FrameHeader::decode`], so the allocation here is at most `MAX_BODY + MAX_BULK`.
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    header: FrameHeader,
+) -> Result<InFrame, std::io::Error> {
+    let mut body = BytesMut::zeroed(header.body_len as usize);
+    r.read_exact(&mut body).await?;
+    header
+        .check_body(&body)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let mut bulk = BytesMut::zeroed(header.bulk_len as usize);
+    r.read_exact(&mut bulk).await?;
+    let bulk_error = header.check_bulk(&bulk).err();
+    Ok(InFrame {
+        header,
+        body: body.freeze(),
+        bulk: bulk.freeze(),
+        bulk_error,
+    })
+}
+
+/// Writes frames from `rx` until the channel closes or the socket fails. Frames that are
+/// already queued are written together and flushed once.
+pub async fn writer_loop(w: BoxWrite, mut rx: mpsc::Receiver<OutFrame>) -> std::io::Result<()> {
+    let mut w = BufWriter::with_capacity(WRITE_BUFFER, w);
+    while let Some(frame) = rx.recv().await {
+        write_frame(&mut w, &frame).await?;
+        while let Ok(more) = rx.try_recv() {
+            write_frame(&mut w, &more).await?;
+        }
+        w.flush().await?;
+    }
+    w.shutdown().await
+}
+
+async fn write_frame(w: &mut BufWriter<BoxWrite>, f: &OutFrame) -> std::io::Result<()> {
+    w.write_all(&f.header).await?;
+    w.write_all(&f.body).await?;
+    if !f.bulk.is_empty() {
+        w.write_all(&f.bulk).await?;
+    }
+    Ok(())
+}
+
+/// One side of a connection: sends frames through the writer task and matches replies to
+/// the requests it sent.
+pub struct Endpoint {
+    tx: mpsc::Sender<OutFrame>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<InFrame>>>,
+    next_xid: AtomicU64,
+    closed: AtomicBool,
+    /// Who is on the other side, for messages.
+    pub peer: String,
+}
+
+impl Endpoint {
+    /// An endpoint whose frames go to `tx`.
+    pub fn new(tx: mpsc::Sender<OutFrame>, peer: String) -> Self {
+        Self {
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            next_xid: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            peer,
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<InFrame>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the connection is gone.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+
+    /// Marks the connection closed and fails every request still waiting.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pending().clear();
+    }
+
+    /// Queues a frame for writing.
+    pub async fn send(&self, frame: OutFrame) -> Result<(), RpcError> {
+        if self.is_closed() {
+            return Err(RpcError::Closed);
+        }
+        self.tx.send(frame).await.map_err(|_| RpcError::Closed)
+    }
+
+    /// Queues a frame without waiting; fails if the queue is full.
+    pub fn try_send(&self, frame: OutFrame) -> Result<(), RpcError> {
+        if self.is_closed() {
+            return Err(RpcError::Closed);
+        }
+        self.tx.try_send(frame).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => {
+                RpcError::Remote(WireError::new(Errno::Again, "send queue full"))
+            }
+            mpsc::error::TrySendError::Closed(_) => RpcError::Closed,
+        })
+    }
+
+    /// A fresh request id.
+    pub fn next_xid(&self) -> u64 {
+        self.next_xid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a request and waits for its reply frame.
+    pub async fn request(
+        &self,
+        opcode: u16,
+        flags: u16,
+        body: Vec<u8>,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<InFrame, RpcError> {
+        let xid = self.next_xid();
+        let frame = OutFrame::new(opcode, flags, xid, body, bulk)?;
+        let (tx, rx) = oneshot::channel();
+        self.pending().insert(xid, tx);
+        // The pending entry must go whatever happens next, or it would leak.
+        let result = async {
+            self.send(frame).await?;
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(reply)) => Ok(reply),
+                Ok(Err(_)) => Err(RpcError::Closed),
+                Err(_) => Err(RpcError::TimedOut(timeout)),
+            }
+        }
+        .await;
+        if result.is_err() {
+            self.pending().remove(&xid);
+        }
+        result
+    }
+
+    /// Delivers a reply to the request waiting for it; replies nobody waits for (timed out,
+    /// or answers to notifications) are dropped.
+    pub fn complete(&self, frame: InFrame) {
+        let waiter = self.pending().remove(&frame.header.xid);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(frame);
+        }
+    }
+}
+
+/// Decodes a reply frame into the caller's type, surfacing remote errors and damaged bulk.
+pub fn decode_reply<T: serde::de::DeserializeOwned>(
+    frame: InFrame,
+) -> Result<(T, Bytes), RpcError> {
+    let result: weft_proto::WireResult<T> = weft_proto::decode(&frame.body)?;
+    let reply = result.map_err(RpcError::Remote)?;
+    if let Some(e) = frame.bulk_error {
+        return Err(RpcError::Frame(e));
+    }
+    Ok((reply, frame.bulk))
+}
+
+/// Encodes a request body.
+pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
+    Ok((msg.opcode(), weft_proto::encode(msg)?))
+}

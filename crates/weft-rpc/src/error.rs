@@ -1,0 +1,63 @@
+//! Errors of the transport, and how each maps to an errno.
+
+use weft_proto::{CodecError, Errno, FrameError, WireError};
+
+/// Why an RPC failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// The connection could not be made or broke.
+    #[error("connection to {addr}: {source}")]
+    Io {
+        /// The peer's address.
+        addr: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The peer sent a frame that failed validation.
+    #[error("bad frame: {0}")]
+    Frame(#[from] FrameError),
+    /// A body could not be encoded or decoded.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The server handled the request and answered with an error.
+    #[error("{0}")]
+    Remote(WireError),
+    /// The connection closed before the reply arrived.
+    #[error("connection closed")]
+    Closed,
+    /// No reply within the deadline.
+    #[error("request timed out after {0:?}")]
+    TimedOut(std::time::Duration),
+    /// The handshake was refused or answered unexpectedly.
+    #[error("handshake refused: {0}")]
+    Handshake(WireError),
+}
+
+impl RpcError {
+    /// The errno an application should see for this failure.
+    pub fn errno(&self) -> Errno {
+        match self {
+            RpcError::Remote(e) | RpcError::Handshake(e) => e.errno,
+            RpcError::TimedOut(_) => Errno::TimedOut,
+            RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) => Errno::Io,
+            RpcError::Codec(_) => Errno::Proto,
+        }
+    }
+
+    /// Whether the failure was of the connection (worth reconnecting) rather than the request.
+    pub fn is_connection_error(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) | RpcError::TimedOut(_)
+        )
+    }
+}
+
+impl From<RpcError> for WireError {
+    fn from(e: RpcError) -> Self {
+        match e {
+            RpcError::Remote(w) => w,
+            other => WireError::new(other.errno(), other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The weftfs transport: framed, multiplexed RPC with server-to-client callbacks.
+//!
+//! Owns connections and their lifetimes, request ids, flow control and per-operation
+//! statistics. It does not own what a message means: services implement [`Handler`] for
+//! their request type and the [`Router`] hands each connection to the service of the target
+//! named in its connect handshake. The byte stream comes from a [`Transport`] (TCP today), so
+//! an RDMA transport can be added without touching services or clients.
+
+pub mod client;
+pub mod conn;
+pub mod error;
+pub mod server;
+pub mod service;
+pub mod stats;
+pub mod transport;
+
+pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
+pub use error::RpcError;
+pub use server::{Router, Server, ServerOptions};
+pub use service::{Handler, Peer, Service, TypedService};
+pub use stats::OpStatsTable;
+pub use transport::{TcpTransport, Transport};

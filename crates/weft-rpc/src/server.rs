@@ -1,0 +1,449 @@
+//! The server end: accepts connections, binds each to a target by its handshake, reads
+//! requests within memory budgets and runs them concurrently.
+
+use crate::client::CallbackSender;
+use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
+use crate::service::{Service, encode_reply};
+use crate::transport::BoxRead;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::io::BufReader;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
+use weft_proto::frame::FLAG_REPLY;
+use weft_proto::handshake::{FEATURES_SUPPORTED, opcode};
+use weft_proto::{
+    ConnectReply, ConnectRequest, Errno, PROTOCOL_VERSION, TargetId, WireError, WireResult,
+};
+
+/// Limits that keep a server's memory bounded whatever its clients send.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Bytes of request bodies and bulk one connection may have in flight.
+    pub conn_budget_bytes: usize,
+    /// Bytes of request bodies and bulk all connections together may have in flight.
+    pub total_budget_bytes: usize,
+    /// Requests one connection may have in flight.
+    pub conn_max_requests: usize,
+    /// How long a new connection may take to send its handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            conn_budget_bytes: 256 << 20,
+            total_budget_bytes: 2 << 30,
+            conn_max_requests: 1024,
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Budget accounting unit: requests reserve `1 + bytes / UNIT` permits.
+const BUDGET_UNIT: usize = 4096;
+
+/// Which service serves which target, and the file system name connections must name.
+#[derive(Default)]
+pub struct Router {
+    fsname: RwLock<String>,
+    services: RwLock<HashMap<TargetId, Arc<dyn Service>>>,
+}
+
+impl Router {
+    /// An empty router for file system `fsname` (empty until known: connections get EAGAIN).
+    pub fn new(fsname: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            fsname: RwLock::new(fsname.into()),
+            services: RwLock::default(),
+        })
+    }
+
+    /// Sets the file system name (learned from the MGS after the listener started).
+    pub fn set_fsname(&self, fsname: &str) {
+        *self.fsname.write().unwrap_or_else(|p| p.into_inner()) = fsname.to_string();
+    }
+
+    /// The file system name.
+    pub fn fsname(&self) -> String {
+        self.fsname
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds (or replaces) the service of a target.
+    pub fn add(&self, service: Arc<dyn Service>) {
+        self.services
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(service.target(), service);
+    }
+
+    /// Removes a target's service; its existing connections keep working until they close.
+    pub fn remove(&self, target: TargetId) {
+        self.services
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&target);
+    }
+
+    /// The service of `target`.
+    pub fn get(&self, target: TargetId) -> Option<Arc<dyn Service>> {
+        self.services
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&target)
+            .cloned()
+    }
+
+    /// Every target served.
+    pub fn targets(&self) -> Vec<TargetId> {
+        let mut t: Vec<_> = self
+            .services
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        t.sort();
+        t
+    }
+
+    fn accept(&self, hello: &ConnectRequest) -> WireResult<Arc<dyn Service>> {
+        if hello.protocol_version != PROTOCOL_VERSION {
+            return Err(WireError::new(
+                Errno::Proto,
+                format!(
+                    "protocol version {} is not supported (server speaks {PROTOCOL_VERSION})",
+                    hello.protocol_version
+                ),
+            ));
+        }
+        let fsname = self.fsname();
+        if fsname.is_empty() {
+            return Err(WireError::new(Errno::Again, "server is starting"));
+        }
+        if hello.fsname != fsname {
+            return Err(WireError::new(
+                Errno::Inval,
+                format!(
+                    "file system name mismatch: asked for '{}', this server serves '{fsname}'",
+                    hello.fsname
+                ),
+            ));
+        }
+        self.get(hello.target).ok_or_else(|| {
+            WireError::new(
+                Errno::NoEnt,
+                format!("target {} is not served here", hello.target),
+            )
+        })
+    }
+}
+
+/// A listening server. Dropping it stops accepting; [`Server::shutdown`] also closes every
+/// connection.
+pub struct Server {
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    router: Arc<Router>,
+    opts: ServerOptions,
+    total_budget: Arc<Semaphore>,
+    next_conn_id: AtomicU64,
+    stop: watch::Receiver<bool>,
+}
+
+impl Server {
+    /// Binds `addr` and starts serving the router's targets.
+    pub async fn bind(
+        addr: &str,
+        router: Arc<Router>,
+        opts: ServerOptions,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Self::serve(listener, router, opts))
+    }
+
+    /// Serves on an already bound listener.
+    pub fn serve(listener: TcpListener, router: Arc<Router>, opts: ServerOptions) -> Self {
+        let local_addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            router,
+            total_budget: Arc::new(Semaphore::new(opts.total_budget_bytes / BUDGET_UNIT)),
+            opts,
+            next_conn_id: AtomicU64::new(1),
+            stop: stop_rx,
+        });
+        let task = tokio::spawn(accept_loop(listener, shared));
+        Self {
+            local_addr,
+            stop: stop_tx,
+            task: Some(task),
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting and closes every connection.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut stop = shared.stop.clone();
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    let (r, w) = stream.into_split();
+                    conns.spawn(serve_connection(Box::new(r), Box::new(w), addr, shared.clone()));
+                }
+                Err(e) => {
+                    // Out of file descriptors and similar: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.shutdown().await;
+}
+
+async fn serve_connection(
+    r: BoxRead,
+    w: crate::transport::BoxWrite,
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+) {
+    let (tx, rx) = mpsc::channel(conn::WRITE_QUEUE);
+    let endpoint = Arc::new(Endpoint::new(tx, addr.to_string()));
+    let mut writer = AbortOnDrop(tokio::spawn(conn::writer_loop(w, rx)));
+    let mut r = BufReader::with_capacity(READ_BUFFER, r);
+    let mut stop = shared.stop.clone();
+    let conn_id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
+
+    let handshake = tokio::select! {
+        _ = stop.changed() => None,
+        h = tokio::time::timeout(shared.opts.handshake_timeout, handshake(&mut r, &endpoint, &shared.router)) => match h {
+            Ok(Ok(pair)) => Some(pair),
+            Ok(Err(reason)) => {
+                tracing::info!(peer = %addr, %reason, "connection refused");
+                None
+            }
+            Err(_) => {
+                tracing::info!(peer = %addr, "no handshake within the timeout; closing");
+                None
+            }
+        },
+    };
+    if let Some((service, hello)) = handshake {
+        let peer = Arc::new(crate::service::Peer {
+            client_uuid: hello.client_uuid,
+            addr,
+            callbacks: CallbackSender::new(endpoint.clone()),
+            conn_id,
+        });
+        tracing::debug!(peer = %addr, target = %hello.target, client = %hello.client_uuid, "connected");
+        tokio::select! {
+            _ = stop.changed() => {}
+            reason = request_loop(&mut r, &endpoint, &service, &peer, &shared) => {
+                if let Some(reason) = reason {
+                    tracing::warn!(peer = %addr, target = %hello.target, %reason, "closing connection");
+                }
+            }
+        }
+        service.disconnected(&peer);
+    }
+    endpoint.close();
+    drop(endpoint);
+    // The writer ends once every sender (endpoint, in-flight tasks) is gone; unless the
+    // server is stopping, give queued replies a moment to drain. Dropping the guard aborts
+    // the writer, which closes the socket.
+    if !*shared.stop.borrow() {
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut writer.0).await;
+    }
+}
+
+/// Aborts a task when dropped, so that a connection task cancelled by shutdown takes its
+/// writer (and with it the socket) down too.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Reads and answers the connect request. Errors are returned to the peer, then the
+/// connection closes.
+async fn handshake(
+    r: &mut BufReader<BoxRead>,
+    endpoint: &Endpoint,
+    router: &Router,
+) -> Result<(Arc<dyn Service>, ConnectRequest), String> {
+    let header = conn::read_header(r)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("closed before handshake")?;
+    if header.opcode != opcode::CONNECT || header.flags != 0 {
+        return Err(format!(
+            "first request has opcode {}, not connect",
+            header.opcode
+        ));
+    }
+    let frame = conn::read_payload(r, header)
+        .await
+        .map_err(|e| e.to_string())?;
+    let result = match weft_proto::decode::<ConnectRequest>(&frame.body) {
+        Ok(hello) => router.accept(&hello).map(|svc| (svc, hello)),
+        Err(e) => Err(WireError::new(
+            Errno::Proto,
+            format!("malformed connect request: {e}"),
+        )),
+    };
+    let reply: WireResult<ConnectReply> = result
+        .as_ref()
+        .map(|(svc, hello)| ConnectReply {
+            target_uuid: svc.uuid(),
+            features: hello.features & FEATURES_SUPPORTED,
+            protocol_version: PROTOCOL_VERSION,
+        })
+        .map_err(Clone::clone);
+    let out = OutFrame::new(
+        opcode::CONNECT,
+        FLAG_REPLY,
+        header.xid,
+        encode_reply(&reply),
+        Bytes::new(),
+    )
+    .map_err(|e| e.to_string())?;
+    endpoint.send(out).await.map_err(|e| e.to_string())?;
+    result.map_err(|e| e.to_string())
+}
+
+/// Serves requests until the peer leaves (`None`) or misbehaves (`Some(reason)`).
+async fn request_loop(
+    r: &mut BufReader<BoxRead>,
+    endpoint: &Arc<Endpoint>,
+    service: &Arc<dyn Service>,
+    peer: &Arc<crate::service::Peer>,
+    shared: &Shared,
+) -> Option<String> {
+    let conn_budget = Arc::new(Semaphore::new(shared.opts.conn_budget_bytes / BUDGET_UNIT));
+    let conn_requests = Arc::new(Semaphore::new(shared.opts.conn_max_requests));
+    loop {
+        let header = match conn::read_header(r).await {
+            Ok(Some(h)) => h,
+            Ok(None) => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Some(e.to_string()),
+            Err(e) => {
+                tracing::debug!(peer = %peer.addr, error = %e, "connection lost");
+                return None;
+            }
+        };
+        if header.is_reply() {
+            if !header.is_callback() {
+                return Some("reply frame from a client".into());
+            }
+            match conn::read_payload(r, header).await {
+                Ok(frame) => endpoint.complete(frame),
+                Err(e) => return Some(e.to_string()),
+            }
+            continue;
+        }
+        if header.is_callback() {
+            return Some("callback request from a client".into());
+        }
+        // Reserve memory for the payload before reading it: a flood of large requests
+        // waits here, and TCP pushes back on the sender.
+        let units = 1 + (header.body_len as usize + header.bulk_len as usize) / BUDGET_UNIT;
+        let units = u32::try_from(units).unwrap_or(u32::MAX);
+        let (Ok(p1), Ok(p2), Ok(p3)) = (
+            conn_requests.clone().acquire_owned().await,
+            conn_budget.clone().acquire_many_owned(units).await,
+            shared.total_budget.clone().acquire_many_owned(units).await,
+        ) else {
+            return Some("budget closed".into());
+        };
+        let frame = match conn::read_payload(r, header).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Some(e.to_string()),
+            Err(_) => return None,
+        };
+        let (service, peer, endpoint) = (service.clone(), peer.clone(), endpoint.clone());
+        tokio::spawn(async move {
+            let reply = answer(service, peer, frame).await;
+            if let Ok(out) = reply {
+                let _ = endpoint.send(out).await;
+            }
+            drop((p1, p2, p3));
+        });
+    }
+}
+
+async fn answer(
+    service: Arc<dyn Service>,
+    peer: Arc<crate::service::Peer>,
+    frame: InFrame,
+) -> Result<OutFrame, weft_proto::FrameError> {
+    let h = frame.header;
+    let (body, bulk) = if let Some(e) = frame.bulk_error {
+        (
+            encode_reply::<()>(&Err(WireError::new(Errno::Io, e.to_string()))),
+            Bytes::new(),
+        )
+    } else {
+        match h.opcode {
+            opcode::PING => (encode_reply(&Ok(())), Bytes::new()),
+            opcode::STATS => (encode_reply(&Ok(service.stats())), Bytes::new()),
+            opcode::CONNECT => (
+                encode_reply::<()>(&Err(WireError::new(Errno::Proto, "already connected"))),
+                Bytes::new(),
+            ),
+            op => {
+                let reply = service
+                    .dispatch(
+                        peer,
+                        crate::service::RawRequest {
+                            opcode: op,
+                            body: frame.body,
+                            bulk: frame.bulk,
+                        },
+                    )
+                    .await;
+                (reply.body, reply.bulk)
+            }
+        }
+    };
+    OutFrame::new(h.opcode, FLAG_REPLY, h.xid, body, bulk)
+}

@@ -1,0 +1,197 @@
+//! What a target implements to serve requests: [`Handler`] for typed messages, and the
+//! object-safe [`Service`] the router dispatches to.
+
+use crate::client::CallbackSender;
+use crate::stats::OpStatsTable;
+use bytes::Bytes;
+use serde::Serialize;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+use uuid::Uuid;
+use weft_proto::handshake::ServiceStats;
+use weft_proto::{Errno, Message, TargetId, WireError, WireResult};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The connected peer a request came from.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The peer's node UUID from its handshake.
+    pub client_uuid: Uuid,
+    /// Its network address.
+    pub addr: SocketAddr,
+    /// Sends callbacks to the peer on the same connection.
+    pub callbacks: CallbackSender,
+    /// Identifies this connection (unique within the server process).
+    pub conn_id: u64,
+}
+
+/// A target's request handler for one message type.
+///
+/// The transport has already checked the frame (bounds, checksums) and decoded the body;
+/// the handler returns its reply and reply bulk, or a [`WireError`] carrying the errno.
+pub trait Handler: Send + Sync + 'static {
+    /// The request message type.
+    type Request: Message + Send + 'static;
+    /// The reply message type.
+    type Reply: Serialize + Send + 'static;
+
+    /// Handles one request with its bulk payload.
+    fn handle(
+        &self,
+        peer: &Peer,
+        request: Self::Request,
+        bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(Self::Reply, Bytes)>> + Send;
+
+    /// Called once when a peer's connection to this target closes.
+    fn disconnected(&self, _peer: &Peer) {}
+}
+
+/// A request as it leaves the transport: opcode, raw body and bulk.
+#[derive(Debug)]
+pub struct RawRequest {
+    /// Opcode from the frame header.
+    pub opcode: u16,
+    /// Encoded body.
+    pub body: Bytes,
+    /// Bulk payload, checksum already verified.
+    pub bulk: Bytes,
+}
+
+/// A reply ready for the transport: encoded `WireResult` body and bulk.
+#[derive(Debug)]
+pub struct RawReply {
+    /// Encoded `WireResult<Reply>`.
+    pub body: Vec<u8>,
+    /// Bulk payload.
+    pub bulk: Bytes,
+}
+
+/// The object-safe face of a target, as the [`crate::Router`] sees it.
+pub trait Service: Send + Sync + 'static {
+    /// Which target this is.
+    fn target(&self) -> TargetId;
+    /// The target's UUID, returned in the handshake.
+    fn uuid(&self) -> Uuid;
+    /// Handles one raw request.
+    fn dispatch(
+        self: Arc<Self>,
+        peer: Arc<Peer>,
+        request: RawRequest,
+    ) -> BoxFuture<'static, RawReply>;
+    /// A snapshot of per-operation statistics.
+    fn stats(&self) -> ServiceStats;
+    /// Called once when a peer's connection closes.
+    fn disconnected(&self, peer: &Peer);
+}
+
+/// Adapts a typed [`Handler`] to [`Service`]: decodes bodies, checks opcodes, counts
+/// operations and latencies, encodes replies.
+pub struct TypedService<H> {
+    target: TargetId,
+    uuid: Uuid,
+    handler: Arc<H>,
+    stats: OpStatsTable,
+}
+
+impl<H: Handler> TypedService<H> {
+    /// Wraps `handler` as the service of `target`.
+    pub fn new(target: TargetId, uuid: Uuid, handler: Arc<H>) -> Arc<Self> {
+        Arc::new(Self {
+            target,
+            uuid,
+            handler,
+            stats: OpStatsTable::default(),
+        })
+    }
+
+    /// The wrapped handler.
+    pub fn handler(&self) -> &Arc<H> {
+        &self.handler
+    }
+}
+
+/// Encodes a reply; a reply too large to encode becomes an error reply instead.
+pub fn encode_reply<T: Serialize>(result: &WireResult<T>) -> Vec<u8> {
+    match weft_proto::encode(result) {
+        Ok(body) => body,
+        Err(e) => {
+            let err: WireResult<()> = Err(WireError::new(
+                Errno::Overflow,
+                format!("reply not encodable: {e}"),
+            ));
+            // A bare error always encodes: it is a few dozen bytes.
+            weft_proto::encode(&err).unwrap_or_default()
+        }
+    }
+}
+
+impl<H: Handler> Service for TypedService<H> {
+    fn target(&self) -> TargetId {
+        self.target
+    }
+
+    fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    fn dispatch(
+        self: Arc<Self>,
+        peer: Arc<Peer>,
+        request: RawRequest,
+    ) -> BoxFuture<'static, RawReply> {
+        Box::pin(async move {
+            let start = Instant::now();
+            let bulk_in = request.bulk.len() as u64;
+            let decoded: Result<H::Request, _> = weft_proto::decode(&request.body);
+            let (name, result) = match decoded {
+                Err(e) => (
+                    "malformed",
+                    Err(WireError::new(Errno::Proto, e.to_string())),
+                ),
+                Ok(msg) if msg.opcode() != request.opcode => (
+                    "malformed",
+                    Err(WireError::new(
+                        Errno::Proto,
+                        format!(
+                            "header opcode {} does not match body opcode {}",
+                            request.opcode,
+                            msg.opcode()
+                        ),
+                    )),
+                ),
+                Ok(msg) => {
+                    let name = msg.op_name();
+                    (name, self.handler.handle(&peer, msg, request.bulk).await)
+                }
+            };
+            let failed = result.is_err();
+            let (body, bulk) = match result {
+                Ok((reply, bulk)) => (encode_reply::<H::Reply>(&Ok(reply)), bulk),
+                Err(e) => {
+                    tracing::debug!(target = %self.target, op = name, error = %e, "request failed");
+                    (encode_reply::<H::Reply>(&Err(e)), Bytes::new())
+                }
+            };
+            self.stats
+                .record(name, start.elapsed(), failed, bulk_in + bulk.len() as u64);
+            RawReply { body, bulk }
+        })
+    }
+
+    fn stats(&self) -> ServiceStats {
+        ServiceStats {
+            target: Some(self.target),
+            ops: self.stats.snapshot(),
+        }
+    }
+
+    fn disconnected(&self, peer: &Peer) {
+        self.handler.disconnected(peer);
+    }
+}

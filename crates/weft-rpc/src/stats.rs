@@ -1,0 +1,111 @@
+//! Per-operation counters and latency histograms kept by every service.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use weft_proto::handshake::OpStats;
+
+/// Number of latency buckets: `< 1 us`, `< 2 us`, ... `< 2^25 us` (~34 s), and slower.
+pub const LATENCY_BUCKETS: usize = 27;
+
+/// Counters of one operation. Lock-free: updated with relaxed atomics.
+#[derive(Default)]
+struct OpCounters {
+    count: AtomicU64,
+    errors: AtomicU64,
+    sum_us: AtomicU64,
+    bulk_bytes: AtomicU64,
+    buckets: [AtomicU64; LATENCY_BUCKETS],
+}
+
+/// Statistics of every operation a service has handled, keyed by operation name.
+#[derive(Default)]
+pub struct OpStatsTable {
+    ops: RwLock<HashMap<&'static str, std::sync::Arc<OpCounters>>>,
+}
+
+/// The histogram bucket of a latency: the number of bits of its microsecond count.
+pub fn latency_bucket(elapsed: Duration) -> usize {
+    let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    ((u64::BITS - us.leading_zeros()) as usize).min(LATENCY_BUCKETS - 1)
+}
+
+impl OpStatsTable {
+    /// Records one request of operation `name`.
+    pub fn record(&self, name: &'static str, elapsed: Duration, failed: bool, bulk_bytes: u64) {
+        let counters = self.counters(name);
+        counters.count.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        counters.sum_us.fetch_add(us, Ordering::Relaxed);
+        counters.bulk_bytes.fetch_add(bulk_bytes, Ordering::Relaxed);
+        if let Some(b) = counters.buckets.get(latency_bucket(elapsed)) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn counters(&self, name: &'static str) -> std::sync::Arc<OpCounters> {
+        if let Some(c) = self.ops.read().unwrap_or_else(|p| p.into_inner()).get(name) {
+            return c.clone();
+        }
+        let mut ops = self.ops.write().unwrap_or_else(|p| p.into_inner());
+        ops.entry(name).or_default().clone()
+    }
+
+    /// A consistent-enough snapshot (each counter read once), sorted by name.
+    pub fn snapshot(&self) -> Vec<OpStats> {
+        let ops = self.ops.read().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<OpStats> = ops
+            .iter()
+            .map(|(name, c)| OpStats {
+                name: (*name).to_string(),
+                count: c.count.load(Ordering::Relaxed),
+                errors: c.errors.load(Ordering::Relaxed),
+                sum_us: c.sum_us.load(Ordering::Relaxed),
+                bulk_bytes: c.bulk_bytes.load(Ordering::Relaxed),
+                buckets: c
+                    .buckets
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_land_in_log2_buckets() {
+        assert_eq!(latency_bucket(Duration::from_nanos(500)), 0);
+        assert_eq!(latency_bucket(Duration::from_micros(1)), 1);
+        assert_eq!(latency_bucket(Duration::from_micros(3)), 2);
+        assert_eq!(
+            latency_bucket(Duration::from_secs(10_000)),
+            LATENCY_BUCKETS - 1
+        );
+    }
+
+    #[test]
+    fn records_are_counted_per_operation() {
+        let t = OpStatsTable::default();
+        t.record("create", Duration::from_micros(10), false, 0);
+        t.record("create", Duration::from_micros(10), true, 0);
+        t.record("read", Duration::from_micros(100), false, 4096);
+        let s = t.snapshot();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].name.as_str(), s[0].count, s[0].errors),
+            ("create", 2, 1)
+        );
+        assert_eq!((s[1].name.as_str(), s[1].bulk_bytes), ("read", 4096));
+        assert_eq!(s[0].buckets.iter().sum::<u64>(), 2);
+    }
+}

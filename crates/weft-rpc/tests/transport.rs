@@ -1,0 +1,380 @@
+//! The transport against a real TCP server on loopback: concurrency, bulk integrity,
+//! callbacks, handshake refusals and hostile input.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use uuid::Uuid;
+use weft_proto::frame::{FrameHeader, HEADER_LEN, MAX_BODY};
+use weft_proto::handshake::opcode;
+use weft_proto::{
+    ConnectRequest, Errno, Message, PROTOCOL_VERSION, TargetId, WireError, WireResult,
+};
+use weft_rpc::service::Peer;
+use weft_rpc::{
+    CallbackHandler, ClientOptions, Connection, Handler, Router, RpcError, Server, ServerOptions,
+    TcpTransport, TypedService,
+};
+
+#[derive(Debug, Serialize, Deserialize)]
+enum EchoRequest {
+    Echo(String),
+    Reverse,
+    Sleep(u64),
+    Notify(u32),
+}
+
+impl Message for EchoRequest {
+    fn opcode(&self) -> u16 {
+        match self {
+            EchoRequest::Echo(_) => 900,
+            EchoRequest::Reverse => 901,
+            EchoRequest::Sleep(_) => 902,
+            EchoRequest::Notify(_) => 903,
+        }
+    }
+    fn op_name(&self) -> &'static str {
+        match self {
+            EchoRequest::Echo(_) => "echo",
+            EchoRequest::Reverse => "reverse",
+            EchoRequest::Sleep(_) => "sleep",
+            EchoRequest::Notify(_) => "notify",
+        }
+    }
+}
+
+struct Echo;
+
+impl Handler for Echo {
+    type Request = EchoRequest;
+    type Reply = String;
+
+    async fn handle(
+        &self,
+        peer: &Peer,
+        request: EchoRequest,
+        bulk: Bytes,
+    ) -> WireResult<(String, Bytes)> {
+        match request {
+            EchoRequest::Echo(s) if s == "fail" => {
+                Err(WireError::new(Errno::NoEnt, "asked to fail"))
+            }
+            EchoRequest::Echo(s) => Ok((s, bulk)),
+            EchoRequest::Reverse => {
+                let mut v = bulk.to_vec();
+                v.reverse();
+                Ok((String::new(), Bytes::from(v)))
+            }
+            EchoRequest::Sleep(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok((format!("slept {ms}"), Bytes::new()))
+            }
+            EchoRequest::Notify(n) => {
+                for i in 0..n {
+                    peer.callbacks
+                        .notify(&EchoRequest::Echo(format!("cb{i}")))
+                        .map_err(WireError::from)?;
+                }
+                Ok((String::new(), Bytes::new()))
+            }
+        }
+    }
+}
+
+const FS: &str = "testfs";
+
+async fn start() -> (Server, String) {
+    let router = Router::new(FS);
+    router.add(TypedService::new(
+        TargetId::ost(0),
+        Uuid::new_v4(),
+        Arc::new(Echo),
+    ));
+    let server = Server::bind("127.0.0.1:0", router, ServerOptions::default())
+        .await
+        .unwrap();
+    let addr = server.local_addr().to_string();
+    (server, addr)
+}
+
+fn hello(fsname: &str, target: TargetId) -> ConnectRequest {
+    ConnectRequest {
+        fsname: fsname.into(),
+        client_uuid: Uuid::new_v4(),
+        protocol_version: PROTOCOL_VERSION,
+        features: u64::MAX,
+        target,
+    }
+}
+
+async fn connect(addr: &str, cb: Option<Arc<dyn CallbackHandler>>) -> Connection {
+    Connection::connect(
+        &TcpTransport,
+        addr,
+        &hello(FS, TargetId::ost(0)),
+        cb,
+        &ClientOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn many_concurrent_requests_share_one_connection() {
+    let (_server, addr) = start().await;
+    let conn = Arc::new(connect(&addr, None).await);
+    let mut tasks = Vec::new();
+    for i in 0..200u32 {
+        let conn = conn.clone();
+        tasks.push(tokio::spawn(async move {
+            // Replies arrive out of order (different sleeps); each must match its request.
+            if i % 10 == 0 {
+                let (s, _): (String, Bytes) = conn
+                    .call(&EchoRequest::Sleep(u64::from(i % 30)), Bytes::new())
+                    .await
+                    .unwrap();
+                assert_eq!(s, format!("slept {}", i % 30));
+            } else {
+                let (s, _): (String, Bytes) = conn
+                    .call(&EchoRequest::Echo(i.to_string()), Bytes::new())
+                    .await
+                    .unwrap();
+                assert_eq!(s, i.to_string());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let stats = conn.stats().await.unwrap();
+    let total: u64 = stats.ops.iter().map(|o| o.count).sum();
+    assert_eq!(total, 200);
+}
+
+#[tokio::test]
+async fn bulk_data_arrives_intact_both_ways() {
+    let (_server, addr) = start().await;
+    let conn = connect(&addr, None).await;
+    let data: Vec<u8> = (0..(8 << 20))
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let (_, back): (String, Bytes) = conn
+        .call(&EchoRequest::Reverse, Bytes::from(data.clone()))
+        .await
+        .unwrap();
+    let mut expect = data;
+    expect.reverse();
+    assert_eq!(back.len(), expect.len());
+    assert!(back == expect);
+}
+
+#[tokio::test]
+async fn remote_errors_carry_their_errno() {
+    let (_server, addr) = start().await;
+    let conn = connect(&addr, None).await;
+    let err = conn
+        .call::<_, String>(&EchoRequest::Echo("fail".into()), Bytes::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.errno(), Errno::NoEnt);
+    // The connection still works afterwards.
+    conn.ping().await.unwrap();
+}
+
+#[derive(Default)]
+struct CountCallbacks(AtomicUsize);
+impl CallbackHandler for CountCallbacks {
+    fn on_callback(&self, opcode: u16, _body: &[u8]) {
+        assert_eq!(opcode, 900);
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn server_callbacks_reach_the_client_on_the_same_connection() {
+    let (_server, addr) = start().await;
+    let counter = Arc::new(CountCallbacks::default());
+    let conn = connect(&addr, Some(counter.clone())).await;
+    let _: (String, Bytes) = conn
+        .call(&EchoRequest::Notify(5), Bytes::new())
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        if counter.0.load(Ordering::SeqCst) == 5 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "callbacks did not arrive: {}",
+        counter.0.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test]
+async fn wrong_fsname_unknown_target_and_old_protocol_are_refused_clearly() {
+    let (_server, addr) = start().await;
+    let opts = ClientOptions::default();
+    let err = Connection::connect(
+        &TcpTransport,
+        &addr,
+        &hello("other", TargetId::ost(0)),
+        None,
+        &opts,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&err, RpcError::Handshake(e) if e.errno == Errno::Inval && e.message.contains("mismatch")),
+        "{err}"
+    );
+    let err = Connection::connect(
+        &TcpTransport,
+        &addr,
+        &hello(FS, TargetId::mdt(3)),
+        None,
+        &opts,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&err, RpcError::Handshake(e) if e.errno == Errno::NoEnt),
+        "{err}"
+    );
+    let mut old = hello(FS, TargetId::ost(0));
+    old.protocol_version = 99;
+    let err = Connection::connect(&TcpTransport, &addr, &old, None, &opts)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, RpcError::Handshake(e) if e.errno == Errno::Proto),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_opcodes_and_malformed_bodies_get_errors_and_the_connection_lives_on() {
+    let (_server, addr) = start().await;
+    let conn = connect(&addr, None).await;
+    for (op, body) in [
+        (4242u16, vec![1, 2, 3]),
+        (900, vec![0xff; 40]),
+        (
+            901,
+            weft_proto::encode(&EchoRequest::Echo("x".into())).unwrap(),
+        ),
+    ] {
+        let frame = conn.call_raw(op, body, Bytes::new()).await.unwrap();
+        let reply: WireResult<String> = weft_proto::decode(&frame.body).unwrap();
+        assert_eq!(reply.unwrap_err().errno, Errno::Proto);
+    }
+    let (s, _): (String, Bytes) = conn
+        .call(&EchoRequest::Echo("still here".into()), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(s, "still here");
+}
+
+async fn raw_handshake(addr: &str) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = weft_proto::encode(&hello(FS, TargetId::ost(0))).unwrap();
+    let h = FrameHeader::new(opcode::CONNECT, 0, 1, &body, &[]).unwrap();
+    s.write_all(&h.encode()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    let mut hdr = [0u8; HEADER_LEN];
+    s.read_exact(&mut hdr).await.unwrap();
+    let h = FrameHeader::decode(&hdr).unwrap();
+    let mut body = vec![0u8; h.body_len as usize];
+    s.read_exact(&mut body).await.unwrap();
+    s
+}
+
+/// Reads until the server closes the stream; fails if it does not within a second.
+async fn expect_closed(mut s: tokio::net::TcpStream) {
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "server kept a hostile connection open");
+}
+
+#[tokio::test]
+async fn hostile_frames_close_only_their_connection() {
+    let (_server, addr) = start().await;
+    let good = connect(&addr, None).await;
+
+    // Random bytes instead of a handshake.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(&[0x42; 100]).await.unwrap();
+    expect_closed(s).await;
+
+    // A header announcing a body far over the limit: refused before any allocation.
+    let mut s = raw_handshake(&addr).await;
+    let mut h = FrameHeader::new(900, 0, 2, b"", b"").unwrap();
+    h.body_len = MAX_BODY * 4;
+    s.write_all(&h.encode()).await.unwrap();
+    expect_closed(s).await;
+
+    // A valid header whose body never comes: the client vanishes mid-request.
+    let mut s = raw_handshake(&addr).await;
+    let body = weft_proto::encode(&EchoRequest::Echo("half".into())).unwrap();
+    let h = FrameHeader::new(900, 0, 2, &body, &[]).unwrap();
+    s.write_all(&h.encode()).await.unwrap();
+    s.write_all(&body[..2]).await.unwrap();
+    drop(s);
+
+    // A damaged bulk payload fails that request with EIO and nothing else.
+    let mut s = raw_handshake(&addr).await;
+    let body = weft_proto::encode(&EchoRequest::Reverse).unwrap();
+    let h = FrameHeader::new(901, 0, 3, &body, b"abcdef").unwrap();
+    s.write_all(&h.encode()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    s.write_all(b"abcdeX").await.unwrap();
+    let mut hdr = [0u8; HEADER_LEN];
+    s.read_exact(&mut hdr).await.unwrap();
+    let rh = FrameHeader::decode(&hdr).unwrap();
+    let mut rbody = vec![0u8; rh.body_len as usize];
+    s.read_exact(&mut rbody).await.unwrap();
+    let reply: WireResult<String> = weft_proto::decode(&rbody).unwrap();
+    assert_eq!(reply.unwrap_err().errno, Errno::Io);
+
+    // Through all of it, the well-behaved client is served.
+    let (s, _): (String, Bytes) = good
+        .call(&EchoRequest::Echo("fine".into()), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(s, "fine");
+}
+
+#[tokio::test]
+async fn calls_fail_promptly_when_the_server_goes_away() {
+    let (server, addr) = start().await;
+    let conn = Arc::new(connect(&addr, None).await);
+    let c2 = conn.clone();
+    let slow = tokio::spawn(async move {
+        c2.call::<_, String>(&EchoRequest::Sleep(10_000), Bytes::new())
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.shutdown().await;
+    let err = tokio::time::timeout(Duration::from_secs(5), slow)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.errno(), Errno::Io);
+    assert!(conn.is_closed());
+}
