@@ -129,7 +129,10 @@ impl Router {
         if fsname.is_empty() {
             return Err(WireError::new(Errno::Again, "server is starting"));
         }
-        if hello.fsname != fsname {
+        // A server starting up does not know the file system's name yet: it learns it from
+        // the MGS, so the MGS alone accepts an empty name.
+        let learning = hello.fsname.is_empty() && hello.target.kind == weft_proto::TargetKind::Mgs;
+        if hello.fsname != fsname && !learning {
             return Err(WireError::new(
                 Errno::Inval,
                 format!(

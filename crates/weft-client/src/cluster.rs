@@ -1,0 +1,255 @@
+//! A client's view of the file system: the configuration from the MGS, kept current by its
+//! callbacks, and one lazily connected client per target.
+
+use crate::error::ClientError;
+use crate::mdt::MdtClient;
+use crate::mgs::MgsClient;
+use crate::ost::OstClient;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, Weak};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+use weft_proto::handshake::FEATURES_SUPPORTED;
+use weft_proto::mgs::{FsConfig, MgsCallback};
+use weft_proto::{ConnectRequest, Fid, PROTOCOL_VERSION, TargetId, TargetKind};
+use weft_rpc::{CallbackHandler, ClientOptions, Reconnecting, TcpTransport, Transport};
+
+/// How a client connects.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Timeouts of every connection.
+    pub rpc: ClientOptions,
+    /// This node's identity in handshakes.
+    pub node_uuid: Uuid,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            rpc: ClientOptions::default(),
+            node_uuid: Uuid::new_v4(),
+        }
+    }
+}
+
+/// The connected file system.
+pub struct Cluster {
+    fsname: String,
+    opts: ClusterOptions,
+    transport: Arc<dyn Transport>,
+    mgs: MgsClient,
+    config: RwLock<Arc<FsConfig>>,
+    mdts: RwLock<HashMap<u32, Arc<MdtClient>>>,
+    osts: RwLock<HashMap<u32, Arc<OstClient>>>,
+}
+
+/// Forwards MGS callbacks to the refresh task.
+struct ConfigWatcher(mpsc::UnboundedSender<u64>);
+
+impl CallbackHandler for ConfigWatcher {
+    fn on_callback(&self, _opcode: u16, body: &[u8]) {
+        match weft_proto::decode::<MgsCallback>(body) {
+            Ok(MgsCallback::ConfigChanged { version }) => {
+                let _ = self.0.send(version);
+            }
+            Err(e) => tracing::warn!(error = %e, "malformed callback from the MGS"),
+        }
+    }
+}
+
+impl Cluster {
+    /// Connects to the MGS at `mgs_addr` and fetches the configuration of file system
+    /// `fsname` (empty: whichever file system that MGS serves, as servers do at start).
+    pub async fn connect(
+        mgs_addr: &str,
+        fsname: &str,
+        opts: ClusterOptions,
+    ) -> Result<Arc<Self>, ClientError> {
+        let transport: Arc<dyn Transport> = Arc::new(TcpTransport);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let hello = ConnectRequest {
+            fsname: fsname.to_string(),
+            client_uuid: opts.node_uuid,
+            protocol_version: PROTOCOL_VERSION,
+            features: FEATURES_SUPPORTED,
+            target: TargetId::MGS,
+        };
+        let conn = Reconnecting::new(
+            transport.clone(),
+            mgs_addr.to_string(),
+            hello,
+            Some(Arc::new(ConfigWatcher(tx))),
+            opts.rpc.clone(),
+        );
+        let mgs = MgsClient::new(conn);
+        let config = mgs.config().await?;
+        if !fsname.is_empty() && config.fsname != fsname {
+            return Err(ClientError::Invalid(format!(
+                "MGS serves file system '{}', not '{fsname}'",
+                config.fsname
+            )));
+        }
+        let cluster = Arc::new(Self {
+            fsname: config.fsname.clone(),
+            opts,
+            transport,
+            mgs,
+            config: RwLock::new(Arc::new(config)),
+            mdts: RwLock::default(),
+            osts: RwLock::default(),
+        });
+        tokio::spawn(refresh_on_callbacks(Arc::downgrade(&cluster), rx));
+        Ok(cluster)
+    }
+
+    /// The file system's name.
+    pub fn fsname(&self) -> &str {
+        &self.fsname
+    }
+
+    /// This node's UUID.
+    pub fn node_uuid(&self) -> Uuid {
+        self.opts.node_uuid
+    }
+
+    /// The MGS client.
+    pub fn mgs(&self) -> &MgsClient {
+        &self.mgs
+    }
+
+    /// The configuration as last fetched.
+    pub fn config(&self) -> Arc<FsConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Fetches the configuration again and re-points clients of targets that moved.
+    pub async fn refresh(&self) -> Result<Arc<FsConfig>, ClientError> {
+        let fresh = Arc::new(self.mgs.config().await?);
+        {
+            let mut cur = self.config.write().unwrap_or_else(|p| p.into_inner());
+            if fresh.version < cur.version {
+                return Ok(cur.clone());
+            }
+            *cur = fresh.clone();
+        }
+        // A target that re-registered elsewhere: later connections go to its new address.
+        for t in &fresh.targets {
+            let conn_addr = |c: &weft_rpc::Reconnecting| {
+                if c.address() != t.address {
+                    c.set_address(t.address.clone());
+                }
+            };
+            match t.id.kind {
+                TargetKind::Mdt => {
+                    if let Some(c) = self
+                        .mdts
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&t.id.index)
+                    {
+                        conn_addr(c.connection());
+                    }
+                }
+                TargetKind::Ost => {
+                    if let Some(c) = self
+                        .osts
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&t.id.index)
+                    {
+                        conn_addr(c.connection());
+                    }
+                }
+                TargetKind::Mgs => {}
+            }
+        }
+        Ok(fresh)
+    }
+
+    fn reconnecting(&self, target: TargetId, addr: String) -> Reconnecting {
+        let hello = ConnectRequest {
+            fsname: self.fsname.clone(),
+            client_uuid: self.opts.node_uuid,
+            protocol_version: PROTOCOL_VERSION,
+            features: FEATURES_SUPPORTED,
+            target,
+        };
+        Reconnecting::new(
+            self.transport.clone(),
+            addr,
+            hello,
+            None,
+            self.opts.rpc.clone(),
+        )
+    }
+
+    fn address_of(&self, id: TargetId) -> Result<String, ClientError> {
+        self.config()
+            .target(id)
+            .map(|t| t.address.clone())
+            .ok_or(ClientError::UnknownTarget(id))
+    }
+
+    /// The client of MDT `index`.
+    pub fn mdt(&self, index: u32) -> Result<Arc<MdtClient>, ClientError> {
+        if let Some(c) = self
+            .mdts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+        {
+            return Ok(c.clone());
+        }
+        let id = TargetId::mdt(index);
+        let conn = self.reconnecting(id, self.address_of(id)?);
+        let mut mdts = self.mdts.write().unwrap_or_else(|p| p.into_inner());
+        Ok(mdts
+            .entry(index)
+            .or_insert_with(|| Arc::new(MdtClient::new(index, conn)))
+            .clone())
+    }
+
+    /// The client of OST `index`.
+    pub fn ost(&self, index: u32) -> Result<Arc<OstClient>, ClientError> {
+        if let Some(c) = self
+            .osts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+        {
+            return Ok(c.clone());
+        }
+        let id = TargetId::ost(index);
+        let conn = self.reconnecting(id, self.address_of(id)?);
+        let mut osts = self.osts.write().unwrap_or_else(|p| p.into_inner());
+        Ok(osts
+            .entry(index)
+            .or_insert_with(|| Arc::new(OstClient::new(index, conn)))
+            .clone())
+    }
+
+    /// The MDT that owns `fid`, from the FID location database.
+    pub fn mdt_of(&self, fid: Fid) -> Result<Arc<MdtClient>, ClientError> {
+        let index = self.config().mdt_of_seq(fid.seq).ok_or_else(|| {
+            ClientError::Invalid(format!("FID {fid} is in no known sequence range"))
+        })?;
+        self.mdt(index)
+    }
+}
+
+async fn refresh_on_callbacks(cluster: Weak<Cluster>, mut rx: mpsc::UnboundedReceiver<u64>) {
+    while let Some(version) = rx.recv().await {
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        if cluster.config().version >= version {
+            continue;
+        }
+        if let Err(e) = cluster.refresh().await {
+            tracing::warn!(error = %e, "could not fetch the new configuration");
+        }
+    }
+}

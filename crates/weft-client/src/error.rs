@@ -1,0 +1,66 @@
+//! The client library's error type.
+
+use weft_proto::{Errno, TargetId, WireError};
+use weft_rpc::RpcError;
+
+/// Why a client operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request failed in transport or on the server.
+    #[error("{target}: {source}")]
+    Rpc {
+        /// The target asked.
+        target: TargetId,
+        /// What went wrong.
+        source: RpcError,
+    },
+    /// The server answered with a reply of the wrong kind.
+    #[error("{target}: unexpected reply to {op}")]
+    UnexpectedReply {
+        /// The target asked.
+        target: TargetId,
+        /// The operation.
+        op: &'static str,
+    },
+    /// The configuration names no such target.
+    #[error("{0} is not in the file system's configuration")]
+    UnknownTarget(TargetId),
+    /// Bad input from the caller.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ClientError {
+    /// The errno an application should see.
+    pub fn errno(&self) -> Errno {
+        match self {
+            ClientError::Rpc { source, .. } => source.errno(),
+            ClientError::UnexpectedReply { .. } => Errno::Proto,
+            ClientError::UnknownTarget(_) => Errno::Io,
+            ClientError::Invalid(_) => Errno::Inval,
+        }
+    }
+
+    /// The server's error, if the server answered with one.
+    pub fn remote(&self) -> Option<&WireError> {
+        match self {
+            ClientError::Rpc {
+                source: RpcError::Remote(e),
+                ..
+            } => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ClientError> for WireError {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Rpc {
+                source: RpcError::Remote(w),
+                ..
+            } => w,
+            other => WireError::new(other.errno(), other.to_string()),
+        }
+    }
+}

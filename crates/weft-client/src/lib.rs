@@ -1,0 +1,19 @@
+//! The weftfs client library.
+//!
+//! Today it owns the cluster view of a client — the configuration fetched from the MGS and
+//! kept current through its callbacks — and typed clients for each service ([`MgsClient`],
+//! [`MdtClient`], [`OstClient`]) over reconnecting connections. Servers use the same typed
+//! clients to reach each other (an MDT destroys objects on OSTs). The file API with striping,
+//! read-ahead and write-back is built on these (see ARCHITECTURE.md).
+
+pub mod cluster;
+pub mod error;
+pub mod mdt;
+pub mod mgs;
+pub mod ost;
+
+pub use cluster::{Cluster, ClusterOptions};
+pub use error::ClientError;
+pub use mdt::MdtClient;
+pub use mgs::MgsClient;
+pub use ost::OstClient;

@@ -1,0 +1,407 @@
+//! Typed access to one MDT.
+
+use crate::error::ClientError;
+use bytes::Bytes;
+use weft_proto::layout::{Layout, LayoutTemplate};
+use weft_proto::mdt::{
+    Attr, Credentials, DirEntry, MdtReply, MdtRequest, OpenFlags, RenameFlags, SetAttr, StatFs,
+    XattrMode,
+};
+use weft_proto::{Fid, TargetId};
+use weft_rpc::Reconnecting;
+
+/// What a create returns: the new inode, its layout and, if asked, an open handle.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The new inode's attributes.
+    pub attr: Attr,
+    /// Its layout (regular files).
+    pub layout: Option<Layout>,
+    /// The open handle, when the create also opened.
+    pub handle: Option<u64>,
+}
+
+/// What an open returns.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    /// The handle to close.
+    pub handle: u64,
+    /// The file's attributes at open.
+    pub attr: Attr,
+    /// Its layout.
+    pub layout: Option<Layout>,
+}
+
+/// A client of one metadata target.
+pub struct MdtClient {
+    index: u32,
+    conn: Reconnecting,
+}
+
+macro_rules! expect_reply {
+    ($self:ident, $req:expr, $op:literal, $pat:pat => $out:expr) => {
+        match $self.call($req).await? {
+            $pat => Ok($out),
+            _ => Err(ClientError::UnexpectedReply {
+                target: TargetId::mdt($self.index),
+                op: $op,
+            }),
+        }
+    };
+}
+
+impl MdtClient {
+    /// Wraps a (reconnecting) connection to MDT `index`.
+    pub fn new(index: u32, conn: Reconnecting) -> Self {
+        Self { index, conn }
+    }
+
+    /// The MDT's index.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The underlying connection.
+    pub fn connection(&self) -> &Reconnecting {
+        &self.conn
+    }
+
+    /// Sends any MDT request and returns the raw reply.
+    pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
+        self.conn
+            .call(&req, Bytes::new())
+            .await
+            .map(|(r, _)| r)
+            .map_err(|source| ClientError::Rpc {
+                target: TargetId::mdt(self.index),
+                source,
+            })
+    }
+
+    /// Looks `name` up in `parent`.
+    pub async fn lookup(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::Lookup {
+            parent,
+            name: name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "lookup", MdtReply::Attr(a) => a)
+    }
+
+    /// The attributes of `fid`.
+    pub async fn getattr(&self, fid: Fid) -> Result<Attr, ClientError> {
+        expect_reply!(self, MdtRequest::GetAttr { fid }, "getattr", MdtReply::Attr(a) => a)
+    }
+
+    /// Changes attributes.
+    pub async fn setattr(
+        &self,
+        fid: Fid,
+        set: SetAttr,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::SetAttr {
+            fid,
+            set,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "setattr", MdtReply::Attr(a) => a)
+    }
+
+    /// Creates a non-directory inode (`mode` includes the type bits).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        rdev: u64,
+        exclusive: bool,
+        layout: Option<LayoutTemplate>,
+        open: Option<OpenFlags>,
+        cred: &Credentials,
+    ) -> Result<Created, ClientError> {
+        let req = MdtRequest::Create {
+            parent,
+            name: name.to_vec(),
+            mode,
+            rdev,
+            exclusive,
+            layout,
+            open,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle } => Created { attr, layout, handle })
+    }
+
+    /// Creates a directory.
+    pub async fn mkdir(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::Mkdir {
+            parent,
+            name: name.to_vec(),
+            mode,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "mkdir", MdtReply::Attr(a) | MdtReply::Created { attr: a, .. } => a)
+    }
+
+    /// Creates a symbolic link.
+    pub async fn symlink(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        target: &[u8],
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::Symlink {
+            parent,
+            name: name.to_vec(),
+            target: target.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "symlink", MdtReply::Attr(a) | MdtReply::Created { attr: a, .. } => a)
+    }
+
+    /// A symlink's target.
+    pub async fn readlink(&self, fid: Fid) -> Result<Vec<u8>, ClientError> {
+        expect_reply!(self, MdtRequest::ReadLink { fid }, "readlink", MdtReply::Link(t) => t)
+    }
+
+    /// Adds a hard link.
+    pub async fn link(
+        &self,
+        fid: Fid,
+        new_parent: Fid,
+        new_name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::Link {
+            fid,
+            new_parent,
+            new_name: new_name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "link", MdtReply::Attr(a) => a)
+    }
+
+    /// Removes a non-directory name.
+    pub async fn unlink(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::Unlink {
+            parent,
+            name: name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "unlink", MdtReply::Ok => ())
+    }
+
+    /// Removes an empty directory.
+    pub async fn rmdir(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::Rmdir {
+            parent,
+            name: name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "rmdir", MdtReply::Ok => ())
+    }
+
+    /// Renames (or exchanges) names.
+    pub async fn rename(
+        &self,
+        src_parent: Fid,
+        src_name: &[u8],
+        dst_parent: Fid,
+        dst_name: &[u8],
+        flags: RenameFlags,
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::Rename {
+            src_parent,
+            src_name: src_name.to_vec(),
+            dst_parent,
+            dst_name: dst_name.to_vec(),
+            flags,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "rename", MdtReply::Ok => ())
+    }
+
+    /// One page of a directory listing after `cookie`; returns entries and end-of-directory.
+    pub async fn readdir(
+        &self,
+        fid: Fid,
+        cookie: u64,
+        max_entries: u32,
+        plus: bool,
+        cred: &Credentials,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let req = MdtRequest::ReadDir {
+            fid,
+            cookie,
+            max_entries,
+            plus,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "readdir", MdtReply::Entries { entries, eof } => (entries, eof))
+    }
+
+    /// Lists a whole directory, page by page.
+    pub async fn readdir_all(
+        &self,
+        fid: Fid,
+        cred: &Credentials,
+    ) -> Result<Vec<DirEntry>, ClientError> {
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let (page, eof) = self.readdir(fid, cookie, 1024, false, cred).await?;
+            if let Some(last) = page.last() {
+                cookie = last.cookie;
+            }
+            let empty = page.is_empty();
+            out.extend(page);
+            if eof || empty {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// An extended attribute.
+    pub async fn getxattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Vec<u8>, ClientError> {
+        let req = MdtRequest::GetXattr {
+            fid,
+            name: name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "getxattr", MdtReply::Xattr(v) => v)
+    }
+
+    /// Sets an extended attribute.
+    pub async fn setxattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        value: &[u8],
+        mode: XattrMode,
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::SetXattr {
+            fid,
+            name: name.to_vec(),
+            value: value.to_vec(),
+            mode,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "setxattr", MdtReply::Ok => ())
+    }
+
+    /// Extended attribute names.
+    pub async fn listxattr(
+        &self,
+        fid: Fid,
+        cred: &Credentials,
+    ) -> Result<Vec<Vec<u8>>, ClientError> {
+        let req = MdtRequest::ListXattr {
+            fid,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "listxattr", MdtReply::XattrNames(v) => v)
+    }
+
+    /// Removes an extended attribute.
+    pub async fn removexattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::RemoveXattr {
+            fid,
+            name: name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "removexattr", MdtReply::Ok => ())
+    }
+
+    /// The MDT's usage.
+    pub async fn statfs(&self) -> Result<StatFs, ClientError> {
+        expect_reply!(self, MdtRequest::StatFs, "statfs", MdtReply::StatFs(s) => s)
+    }
+
+    /// Opens a file.
+    pub async fn open(
+        &self,
+        fid: Fid,
+        flags: OpenFlags,
+        cred: &Credentials,
+    ) -> Result<Opened, ClientError> {
+        let req = MdtRequest::Open {
+            fid,
+            flags,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "open", MdtReply::Opened { handle, attr, layout } => Opened { handle, attr, layout })
+    }
+
+    /// Closes a handle, merging the size and blocks the client observed.
+    pub async fn close(
+        &self,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::Close {
+            handle,
+            size,
+            blocks,
+            modified,
+        };
+        expect_reply!(self, req, "close", MdtReply::Ok | MdtReply::Attr(_) => ())
+    }
+
+    /// A file's layout.
+    pub async fn get_layout(&self, fid: Fid) -> Result<Option<Layout>, ClientError> {
+        expect_reply!(self, MdtRequest::GetLayout { fid }, "getlayout", MdtReply::Layout(l) => l)
+    }
+
+    /// Sets a directory's default layout or an empty file's layout.
+    pub async fn set_layout(
+        &self,
+        fid: Fid,
+        template: Option<LayoutTemplate>,
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::SetLayout {
+            fid,
+            template,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "setlayout", MdtReply::Ok | MdtReply::Layout(_) | MdtReply::Template(_) => ())
+    }
+}

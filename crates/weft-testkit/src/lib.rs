@@ -1,0 +1,260 @@
+//! Multi-process test harness: starts `weft mgs`, `weft mds` and `weft oss` as separate OS
+//! processes on 127.0.0.1, waits until they serve, and kills or restarts them on demand.
+//!
+//! Integration tests of the crate that builds the `weft` binary pass its path
+//! (`env!("CARGO_BIN_EXE_weft")`); everything else here is independent of the binary.
+
+use anyhow::{Context, Result, bail};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_client::{Cluster, ClusterOptions};
+use weft_proto::TargetId;
+use weft_proto::mgs::TargetState;
+
+/// The file system name test clusters use.
+pub const FSNAME: &str = "testfs";
+
+/// A free TCP port on 127.0.0.1 (bound and released; the caller binds it again soon).
+pub fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// One server process and how to start it again.
+pub struct ServerProcess {
+    name: String,
+    bin: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl ServerProcess {
+    /// Starts `bin args...`, with output appended to `log`.
+    pub fn start(name: &str, bin: &Path, args: Vec<String>, log: PathBuf) -> Result<Self> {
+        let mut p = Self {
+            name: name.to_string(),
+            bin: bin.to_path_buf(),
+            args,
+            log,
+            child: None,
+        };
+        p.spawn()?;
+        Ok(p)
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let err = out.try_clone()?;
+        let child = Command::new(&self.bin)
+            .args(&self.args)
+            .env(
+                "RUST_LOG",
+                std::env::var("WEFT_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {}", self.name))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Kills the process at once (SIGKILL): nothing is flushed that was not acknowledged.
+    pub fn kill(&mut self) -> Result<()> {
+        if let Some(mut c) = self.child.take() {
+            c.kill()?;
+            c.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Asks the process to stop (SIGTERM) and waits for it; returns its exit status.
+    pub fn stop(&mut self) -> Result<std::process::ExitStatus> {
+        let Some(mut c) = self.child.take() else {
+            bail!("{} is not running", self.name)
+        };
+        let pid = c.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = c.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                c.kill()?;
+                bail!("{} did not stop within 20 s of SIGTERM", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the process again with the same arguments.
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill()?;
+        self.spawn()
+    }
+
+    /// Whether the process has exited, and how.
+    pub fn try_wait(&mut self) -> Result<Option<std::process::ExitStatus>> {
+        match self.child.as_mut() {
+            Some(c) => Ok(c.try_wait()?),
+            None => bail!("{} is not running", self.name),
+        }
+    }
+
+    /// The process's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
+
+/// A file system of separate processes: one MGS, one MDS (MDT0) and one OSS with `osts` OSTs.
+pub struct TestCluster {
+    /// Where every target keeps its data, and the logs.
+    pub dir: tempfile::TempDir,
+    /// The MGS's `HOST:PORT`.
+    pub mgs_addr: String,
+    /// The MDS's `HOST:PORT`.
+    pub mds_addr: String,
+    /// The OSS's `HOST:PORT`.
+    pub oss_addr: String,
+    /// The MGS process.
+    pub mgs: ServerProcess,
+    /// The MDS process.
+    pub mds: ServerProcess,
+    /// The OSS process.
+    pub oss: ServerProcess,
+    /// Number of OSTs.
+    pub osts: u32,
+}
+
+impl TestCluster {
+    /// Starts the three processes and waits until every target has registered and serves.
+    pub async fn start(bin: &Path, osts: u32) -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let d = dir.path();
+        let (mgs_addr, mds_addr, oss_addr) = (
+            format!("127.0.0.1:{}", free_port()?),
+            format!("127.0.0.1:{}", free_port()?),
+            format!("127.0.0.1:{}", free_port()?),
+        );
+        let s = |x: &Path| x.display().to_string();
+        let mgs = ServerProcess::start(
+            "mgs",
+            bin,
+            vec![
+                "mgs".into(),
+                "--data".into(),
+                s(&d.join("mgs")),
+                "--listen".into(),
+                mgs_addr.clone(),
+                "--fsname".into(),
+                FSNAME.into(),
+            ],
+            d.join("mgs.log"),
+        )?;
+        let mut oss_args = vec![
+            "oss".into(),
+            "--mgs".into(),
+            mgs_addr.clone(),
+            "--listen".into(),
+            oss_addr.clone(),
+        ];
+        for i in 0..osts {
+            oss_args.push("--ost".into());
+            oss_args.push(format!("{i}={}", s(&d.join(format!("ost{i}")))));
+        }
+        let oss = ServerProcess::start("oss", bin, oss_args, d.join("oss.log"))?;
+        let mds = ServerProcess::start(
+            "mds",
+            bin,
+            vec![
+                "mds".into(),
+                "--mgs".into(),
+                mgs_addr.clone(),
+                "--listen".into(),
+                mds_addr.clone(),
+                "--mdt".into(),
+                format!("0={}", s(&d.join("mdt0"))),
+            ],
+            d.join("mds.log"),
+        )?;
+        let cluster = Self {
+            dir,
+            mgs_addr,
+            mds_addr,
+            oss_addr,
+            mgs,
+            mds,
+            oss,
+            osts,
+        };
+        cluster.wait_ready().await?;
+        Ok(cluster)
+    }
+
+    /// Waits until the MGS lists MDT0 and every OST as active and each answers a ping.
+    pub async fn wait_ready(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last_err = String::new();
+        while Instant::now() < deadline {
+            match self.try_ready().await {
+                Ok(()) => return Ok(()),
+                Err(e) => last_err = format!("{e:#}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!(
+            "cluster not ready after 30 s: {last_err}\n--- mgs log ---\n{}\n--- mds log ---\n{}\n--- oss log ---\n{}",
+            self.mgs.log(),
+            self.mds.log(),
+            self.oss.log()
+        )
+    }
+
+    async fn try_ready(&self) -> Result<()> {
+        let c = self.client().await?;
+        let config = c.config();
+        let mut want = vec![TargetId::mdt(0)];
+        want.extend((0..self.osts).map(TargetId::ost));
+        for id in want {
+            let t = config
+                .target(id)
+                .with_context(|| format!("{id} not registered"))?;
+            if t.state != TargetState::Active {
+                bail!("{id} not active");
+            }
+        }
+        c.mdt(0)?.statfs().await?;
+        for i in 0..self.osts {
+            c.ost(i)?.statfs().await?;
+        }
+        Ok(())
+    }
+
+    /// A fresh client (its own node UUID and connections).
+    pub async fn client(&self) -> Result<Arc<Cluster>> {
+        Ok(Cluster::connect(&self.mgs_addr, FSNAME, ClusterOptions::default()).await?)
+    }
+
+    /// A client whose requests give up after `timeout` (for tests of dead servers).
+    pub async fn client_with_timeout(&self, timeout: Duration) -> Result<Arc<Cluster>> {
+        let mut opts = ClusterOptions::default();
+        opts.rpc.request_timeout = timeout;
+        opts.rpc.connect_timeout = timeout;
+        Ok(Cluster::connect(&self.mgs_addr, FSNAME, opts).await?)
+    }
+}
