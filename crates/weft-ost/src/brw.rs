@@ -1,0 +1,127 @@
+//! Bulk read/write statistics: byte counters and a histogram of I/O sizes in power-of-two
+//! buckets, like Lustre's `brw_stats`. The transport already counts operations and
+//! latencies; these say how big the I/Os are, which is what tells a well-striped checkpoint
+//! (few large RPCs) from a badly tuned one (many small ones).
+
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Smallest bucket: I/Os up to 4 KiB.
+pub const BRW_MIN_SHIFT: u32 = 12;
+/// Number of buckets: up to 4 KiB, 8 KiB, ... 64 MiB (the largest bulk).
+pub const BRW_BUCKETS: usize = 15;
+
+/// One bucket of the histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrwBucket {
+    /// Upper bound of the bucket, in bytes: it counts I/Os of more than half this and at
+    /// most this many bytes (the first bucket counts everything up to it).
+    pub max_bytes: u64,
+    /// Reads of that size.
+    pub reads: u64,
+    /// Writes of that size.
+    pub writes: u64,
+}
+
+/// A snapshot of an OST's bulk I/O statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OstStats {
+    /// Bytes returned by reads.
+    pub read_bytes: u64,
+    /// Bytes stored by writes.
+    pub write_bytes: u64,
+    /// Number of reads.
+    pub reads: u64,
+    /// Number of writes.
+    pub writes: u64,
+    /// I/O size histogram, smallest bucket first.
+    pub brw: Vec<BrwBucket>,
+}
+
+#[derive(Default)]
+pub(crate) struct BrwStats {
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+    reads: [AtomicU64; BRW_BUCKETS],
+    writes: [AtomicU64; BRW_BUCKETS],
+}
+
+/// The bucket counting an I/O of `len` bytes.
+pub(crate) fn bucket_of(len: u64) -> usize {
+    let bits = if len <= 1 {
+        0
+    } else {
+        u64::BITS - (len - 1).leading_zeros()
+    };
+    (bits.saturating_sub(BRW_MIN_SHIFT) as usize).min(BRW_BUCKETS - 1)
+}
+
+impl BrwStats {
+    pub(crate) fn record_read(&self, len: u64) {
+        self.read_bytes.fetch_add(len, Ordering::Relaxed);
+        if let Some(c) = self.reads.get(bucket_of(len)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn record_write(&self, len: u64) {
+        self.write_bytes.fetch_add(len, Ordering::Relaxed);
+        if let Some(c) = self.writes.get(bucket_of(len)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> OstStats {
+        let brw: Vec<BrwBucket> = self
+            .reads
+            .iter()
+            .zip(self.writes.iter())
+            .enumerate()
+            .map(|(i, (r, w))| BrwBucket {
+                max_bytes: 1u64 << (BRW_MIN_SHIFT as usize + i),
+                reads: r.load(Ordering::Relaxed),
+                writes: w.load(Ordering::Relaxed),
+            })
+            .collect();
+        OstStats {
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            reads: brw.iter().map(|b| b.reads).sum(),
+            writes: brw.iter().map(|b| b.writes).sum(),
+            brw,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_land_in_power_of_two_buckets() {
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(4096), 0);
+        assert_eq!(bucket_of(4097), 1);
+        assert_eq!(bucket_of(1 << 20), 8);
+        assert_eq!(bucket_of((1 << 20) + 1), 9);
+        assert_eq!(bucket_of(64 << 20), BRW_BUCKETS - 1);
+        assert_eq!(bucket_of(u64::MAX), BRW_BUCKETS - 1);
+        let s = BrwStats::default();
+        s.record_write(1 << 20);
+        s.record_read(100);
+        let snap = s.snapshot();
+        assert_eq!(
+            snap.brw[8],
+            BrwBucket {
+                max_bytes: 1 << 20,
+                reads: 0,
+                writes: 1
+            }
+        );
+        assert_eq!(snap.brw[0].reads, 1);
+        assert_eq!(
+            (snap.read_bytes, snap.write_bytes, snap.reads, snap.writes),
+            (100, 1 << 20, 1, 1)
+        );
+    }
+}

@@ -1,0 +1,43 @@
+//! The weftfs object storage target (OST): stripe objects of files, stored as plain files
+//! on a local file system and served over the OST protocol ([`weft_proto::ost`]).
+//!
+//! This crate owns one OST's data directory: formatting and identity, object read, write,
+//! punch, destroy and attributes, data versions, space accounting (`statfs`, ENOSPC before
+//! writing) and bulk I/O statistics. It does not own striping (the client computes which
+//! object holds which bytes), object lifetime decisions (the MDT's destroy log), or the
+//! transport (`weft-rpc`; [`OstHandler`] plugs this crate into it).
+//!
+//! # On-disk format (version 1)
+//!
+//! ```text
+//! DIR/target.json        {"format_version":1,"fsname":..,"kind":"ost","index":..,"uuid":..}
+//! DIR/dv_reserve.json    {"format_version":1,"reserved_end":N}: every data version handed
+//!                        out so far is below N
+//! DIR/O/00 .. DIR/O/ff   256 subdirectories, chosen by an FNV-1a hash of the object id
+//! DIR/O/hh/<seq>-<oid>-<ver>-c<component>-s<stripe>
+//!                        one file per object (FID parts in hex), holes kept sparse;
+//!                        xattr user.weft.dv = its data version (u64 little-endian)
+//! ```
+//!
+//! `target.json` and `dv_reserve.json` are written with the durable recipe (temporary file,
+//! fsync, rename, fsync directory); `target.json` is written last at format, so a directory
+//! without it is either empty or an interrupted format. The file system must support user
+//! extended attributes (checked at format).
+
+mod brw;
+mod dataversion;
+mod durable;
+mod error;
+mod fdcache;
+mod identity;
+mod object;
+mod service;
+mod target;
+
+pub use brw::{BRW_BUCKETS, BrwBucket, OstStats};
+pub use dataversion::{DV_XATTR, RESERVE_BLOCK, RESERVE_FILE};
+pub use error::OstError;
+pub use identity::{FORMAT_VERSION, IDENTITY_FILE, Identity, validate_fsname};
+pub use object::{object_file_name, object_path};
+pub use service::OstHandler;
+pub use target::{MAX_OBJECT_SIZE, MAX_TARGET_INDEX, Ost, OstOptions};

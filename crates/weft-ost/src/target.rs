@@ -1,0 +1,627 @@
+//! The object storage target: opening (and formatting) a data directory, and the object
+//! operations. Every disk access runs on tokio's blocking pool, never on a reactor thread.
+
+use crate::brw::{BrwStats, OstStats};
+use crate::dataversion::{self, DataVersions, RESERVE_FILE};
+use crate::durable::{TMP_SUFFIX, sync_dir};
+use crate::error::{OstError, io_to_wire};
+use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
+use crate::identity::{FORMAT_VERSION, Identity, KIND_OST, validate_fsname};
+use crate::object::{OBJECTS_DIR, SUBDIRS, object_hash, object_path, subdir_name};
+use bytes::{Bytes, BytesMut};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use uuid::Uuid;
+use weft_proto::frame::MAX_BULK;
+use weft_proto::mdt::StatFs;
+use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
+use weft_proto::{Errno, ObjectId, TargetId, WireError, WireResult};
+
+/// Largest object size (16 TiB): writes and punches beyond it fail with EFBIG. ext4 with
+/// 4 KiB blocks stops a little below this; the kernel's EFBIG is passed through as is.
+pub const MAX_OBJECT_SIZE: u64 = 16 << 40;
+/// Largest target index (Lustre's limit: four hex digits in `OST001f`).
+pub const MAX_TARGET_INDEX: u32 = 0xffff;
+/// Free space kept back from writes: 0.5% of the device, at most 1 GiB, so that the target
+/// never fills up to the last block (which ext4 and its journal handle badly).
+const RESERVE_PERMILLE: u64 = 5;
+const RESERVE_MAX: u64 = 1 << 30;
+/// Leftover of the xattr probe of an interrupted format.
+const PROBE_FILE: &str = ".xattr_probe";
+
+/// What [`Ost::open`] needs to know.
+#[derive(Debug, Clone)]
+pub struct OstOptions {
+    /// The OST's index in the file system.
+    pub index: u32,
+    /// The file system it belongs to.
+    pub fsname: String,
+}
+
+/// Serialises what must not interleave on one object: destroy against everything else
+/// (`lifecycle`), and handing out plus storing a data version (`version`), so an object's
+/// version only ever increases. Locks are striped over 256 slots by object hash.
+#[derive(Default)]
+struct ObjectLock {
+    lifecycle: RwLock<()>,
+    version: Mutex<()>,
+}
+
+/// An object storage target serving one data directory.
+pub struct Ost {
+    dir: PathBuf,
+    dir_fd: File,
+    identity: Identity,
+    versions: DataVersions,
+    fds: FdCache,
+    locks: [ObjectLock; 256],
+    stats: BrwStats,
+}
+
+impl std::fmt::Debug for Ost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ost")
+            .field("dir", &self.dir)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+fn wire_io(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> WireError {
+    move |e| io_to_wire(&what.to_string(), e)
+}
+
+impl Ost {
+    /// Opens the OST in `dir`, formatting it when it is empty (or does not exist).
+    ///
+    /// A directory of another file system, kind or index is refused, and so is a non-empty
+    /// directory without an identity. This does blocking I/O: call it before serving, or
+    /// from `spawn_blocking`.
+    pub fn open(dir: &Path, opts: OstOptions) -> Result<Arc<Ost>, OstError> {
+        validate_fsname(&opts.fsname)?;
+        if opts.index > MAX_TARGET_INDEX {
+            return Err(OstError::InvalidIndex(opts.index));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| OstError::io(dir, e))?;
+        let identity = match Identity::load(dir)? {
+            Some(id) => {
+                id.check(&opts.fsname, opts.index)?;
+                id
+            }
+            None => format(dir, &opts)?,
+        };
+        let objects = dir.join(OBJECTS_DIR);
+        if !objects.is_dir() {
+            return Err(OstError::Corrupt {
+                path: objects,
+                reason: "object directory is missing".into(),
+            });
+        }
+        let versions = DataVersions::open(dir)?;
+        let dir_fd = File::open(dir).map_err(|e| OstError::io(dir, e))?;
+        tracing::info!(dir = %dir.display(), fsname = %identity.fsname, index = identity.index, uuid = %identity.uuid, "OST opened");
+        Ok(Arc::new(Ost {
+            dir: dir.to_owned(),
+            dir_fd,
+            identity,
+            versions,
+            fds: FdCache::new(DEFAULT_CAPACITY),
+            locks: std::array::from_fn(|_| ObjectLock::default()),
+            stats: BrwStats::default(),
+        }))
+    }
+
+    /// The UUID fixed when the target was formatted.
+    pub fn uuid(&self) -> Uuid {
+        self.identity.uuid
+    }
+
+    /// The OST's index.
+    pub fn index(&self) -> u32 {
+        self.identity.index
+    }
+
+    /// The target id (`OSTxxxx`).
+    pub fn target_id(&self) -> TargetId {
+        TargetId::ost(self.identity.index)
+    }
+
+    /// The file system the target belongs to.
+    pub fn fsname(&self) -> &str {
+        &self.identity.fsname
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Bulk I/O statistics: bytes read and written and the I/O size histogram.
+    pub fn stats(&self) -> OstStats {
+        self.stats.snapshot()
+    }
+
+    /// Serves one request; `bulk` is the request's bulk (write data), the returned bytes
+    /// the reply's bulk (read data).
+    pub async fn execute(
+        self: &Arc<Self>,
+        request: OstRequest,
+        bulk: Bytes,
+    ) -> WireResult<(OstReply, Bytes)> {
+        if !bulk.is_empty() && !matches!(request, OstRequest::Write { .. }) {
+            return Err(WireError::new(
+                Errno::Proto,
+                format!("unexpected bulk of {} bytes", bulk.len()),
+            ));
+        }
+        match request {
+            OstRequest::Read {
+                object,
+                offset,
+                len,
+            } => {
+                let (attr, data) = self.read(object, offset, len).await?;
+                Ok((OstReply::Data { attr }, data))
+            }
+            OstRequest::Write {
+                object,
+                offset,
+                sync,
+            } => Ok((
+                OstReply::Attr(self.write(object, offset, bulk, sync).await?),
+                Bytes::new(),
+            )),
+            OstRequest::Punch { object, size } => Ok((
+                OstReply::Attr(self.punch(object, size).await?),
+                Bytes::new(),
+            )),
+            OstRequest::Destroy { object } => {
+                self.destroy(object).await?;
+                Ok((OstReply::Ok, Bytes::new()))
+            }
+            OstRequest::GetAttr { object } => {
+                Ok((OstReply::Attr(self.getattr(object).await?), Bytes::new()))
+            }
+            OstRequest::StatFs => Ok((OstReply::StatFs(self.statfs().await?), Bytes::new())),
+            OstRequest::Sync { object } => {
+                self.sync(object).await?;
+                Ok((OstReply::Ok, Bytes::new()))
+            }
+        }
+    }
+
+    /// Reads up to `len` bytes at `offset`: fewer at the object's end, holes as zeros, and
+    /// nothing (with `exists: false`) from a missing object.
+    ///
+    /// The returned data version is sampled before the data is read, so data is never
+    /// labelled with a version newer than itself: a cache keyed by it stays safe.
+    pub async fn read(
+        self: &Arc<Self>,
+        object: ObjectId,
+        offset: u64,
+        len: u32,
+    ) -> WireResult<(ObjectAttr, Bytes)> {
+        self.blocking(move |ost| ost.read_blocking(&object, offset, len))
+            .await
+    }
+
+    /// Writes `data` at `offset`, creating the object if needed; with `sync` the data is
+    /// durable before this returns.
+    pub async fn write(
+        self: &Arc<Self>,
+        object: ObjectId,
+        offset: u64,
+        data: Bytes,
+        sync: bool,
+    ) -> WireResult<ObjectAttr> {
+        self.blocking(move |ost| ost.write_blocking(&object, offset, &data, sync))
+            .await
+    }
+
+    /// Sets the object's size, creating it if missing.
+    pub async fn punch(self: &Arc<Self>, object: ObjectId, size: u64) -> WireResult<ObjectAttr> {
+        self.blocking(move |ost| ost.punch_blocking(&object, size))
+            .await
+    }
+
+    /// Removes the object durably; a missing object is not an error.
+    pub async fn destroy(self: &Arc<Self>, object: ObjectId) -> WireResult<()> {
+        self.blocking(move |ost| ost.destroy_blocking(&object))
+            .await
+    }
+
+    /// The object's size, blocks and data version (`exists: false` when missing).
+    pub async fn getattr(self: &Arc<Self>, object: ObjectId) -> WireResult<ObjectAttr> {
+        self.blocking(move |ost| ost.getattr_blocking(&object))
+            .await
+    }
+
+    /// Usage of the device holding the data directory.
+    pub async fn statfs(self: &Arc<Self>) -> WireResult<StatFs> {
+        self.blocking(|ost| ost.statfs_blocking()).await
+    }
+
+    /// Makes one object durable, or with `None` everything on the target's file system.
+    pub async fn sync(self: &Arc<Self>, object: Option<ObjectId>) -> WireResult<()> {
+        self.blocking(move |ost| match object {
+            Some(id) => ost.sync_object_blocking(&id),
+            None => rustix::fs::syncfs(&ost.dir_fd).map_err(|e| io_to_wire("syncfs", e.into())),
+        })
+        .await
+    }
+
+    async fn blocking<T, F>(self: &Arc<Self>, f: F) -> WireResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ost) -> WireResult<T> + Send + 'static,
+    {
+        let ost = Arc::clone(self);
+        tokio::task::spawn_blocking(move || f(&ost))
+            .await
+            .map_err(|e| WireError::new(Errno::Io, format!("OST I/O task failed: {e}")))?
+    }
+
+    fn lock_of(&self, id: &ObjectId) -> &ObjectLock {
+        &self.locks[(object_hash(id) & 0xff) as usize]
+    }
+
+    fn read_blocking(
+        &self,
+        id: &ObjectId,
+        offset: u64,
+        len: u32,
+    ) -> WireResult<(ObjectAttr, Bytes)> {
+        if len > MAX_BULK {
+            return Err(WireError::new(
+                Errno::Inval,
+                format!("read of {len} bytes exceeds the bulk limit {MAX_BULK}"),
+            ));
+        }
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = self.open_existing(id)? else {
+            return Ok((ObjectAttr::default(), Bytes::new()));
+        };
+        let data_version = self.version_of(id, &file)?;
+        let size = file
+            .metadata()
+            .map_err(wire_io(format!("stat {id}")))?
+            .len();
+        // Never allocate more than the object can return: a 64 MiB read of a small object
+        // costs what the object holds.
+        let want = usize::try_from(u64::from(len).min(size.saturating_sub(offset))).unwrap_or(0);
+        let mut buf = BytesMut::zeroed(want);
+        let mut done = 0usize;
+        while done < want {
+            let Some(dst) = buf.get_mut(done..) else {
+                break;
+            };
+            match file.read_at(dst, offset + done as u64) {
+                Ok(0) => break, // truncated under us: return what there is
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_to_wire(&format!("read {id}"), e)),
+            }
+        }
+        buf.truncate(done);
+        let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
+        self.stats.record_read(done as u64);
+        Ok((
+            ObjectAttr {
+                exists: true,
+                size: meta.len(),
+                blocks: meta.blocks(),
+                data_version,
+            },
+            buf.freeze(),
+        ))
+    }
+
+    fn write_blocking(
+        &self,
+        id: &ObjectId,
+        offset: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> WireResult<ObjectAttr> {
+        let len = data.len() as u64;
+        check_end(offset, len)?;
+        self.check_space(len)?;
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let (file, created) = self.open_or_create(id)?;
+        let written = file.write_all_at(data, offset);
+        // Even a failed write may have changed some bytes: the version moves either way.
+        let version = self.bump_version(id, &file);
+        written.map_err(wire_io(format!("write {id}")))?;
+        let data_version = version?;
+        if sync {
+            file.sync_data()
+                .map_err(wire_io(format!("fdatasync {id}")))?;
+            if created {
+                self.sync_parent(id)?;
+            }
+        }
+        let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
+        self.stats.record_write(len);
+        Ok(ObjectAttr {
+            exists: true,
+            size: meta.len(),
+            blocks: meta.blocks(),
+            data_version,
+        })
+    }
+
+    fn punch_blocking(&self, id: &ObjectId, size: u64) -> WireResult<ObjectAttr> {
+        if size > MAX_OBJECT_SIZE {
+            return Err(WireError::new(
+                Errno::FBig,
+                format!("size {size} exceeds the object limit {MAX_OBJECT_SIZE}"),
+            ));
+        }
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let (file, _) = self.open_or_create(id)?;
+        let punched = file.set_len(size);
+        let version = self.bump_version(id, &file);
+        punched.map_err(wire_io(format!("truncate {id}")))?;
+        let data_version = version?;
+        let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
+        Ok(ObjectAttr {
+            exists: true,
+            size: meta.len(),
+            blocks: meta.blocks(),
+            data_version,
+        })
+    }
+
+    fn destroy_blocking(&self, id: &ObjectId) -> WireResult<()> {
+        let lock = self.lock_of(id);
+        // Exclusive: no operation may hold (or cache) a descriptor of the file we unlink.
+        let _life = lock.lifecycle.write().unwrap_or_else(|e| e.into_inner());
+        self.fds.remove(id);
+        match std::fs::remove_file(object_path(&self.dir, id)) {
+            Ok(()) => self.sync_parent(id),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_to_wire(&format!("remove {id}"), e)),
+        }
+    }
+
+    fn getattr_blocking(&self, id: &ObjectId) -> WireResult<ObjectAttr> {
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = self.open_existing(id)? else {
+            return Ok(ObjectAttr::default());
+        };
+        let data_version = self.version_of(id, &file)?;
+        let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
+        Ok(ObjectAttr {
+            exists: true,
+            size: meta.len(),
+            blocks: meta.blocks(),
+            data_version,
+        })
+    }
+
+    fn statfs_blocking(&self) -> WireResult<StatFs> {
+        let st = rustix::fs::fstatvfs(&self.dir_fd).map_err(|e| io_to_wire("statvfs", e.into()))?;
+        Ok(StatFs {
+            bsize: u32::try_from(st.f_frsize).unwrap_or(u32::MAX),
+            blocks: st.f_blocks,
+            bfree: st.f_bfree,
+            bavail: st.f_bavail,
+            files: st.f_files,
+            ffree: st.f_ffree,
+            namelen: u32::try_from(st.f_namemax).unwrap_or(u32::MAX),
+        })
+    }
+
+    fn sync_object_blocking(&self, id: &ObjectId) -> WireResult<()> {
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = self.open_existing(id)? else {
+            return Ok(());
+        };
+        file.sync_all().map_err(wire_io(format!("fsync {id}")))?;
+        self.sync_parent(id)
+    }
+
+    /// Refuses a write that would eat into the reserve of the device.
+    fn check_space(&self, len: u64) -> WireResult<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let st = rustix::fs::fstatvfs(&self.dir_fd).map_err(|e| io_to_wire("statvfs", e.into()))?;
+        let unit = st.f_frsize.max(1);
+        let (avail, total) = (
+            st.f_bavail.saturating_mul(unit),
+            st.f_blocks.saturating_mul(unit),
+        );
+        if fits(len, avail, total) {
+            Ok(())
+        } else {
+            Err(WireError::new(
+                Errno::NoSpc,
+                format!(
+                    "{}: write of {len} bytes does not fit in {avail} bytes available",
+                    self.target_id()
+                ),
+            ))
+        }
+    }
+
+    fn sync_parent(&self, id: &ObjectId) -> WireResult<()> {
+        let path = object_path(&self.dir, id);
+        match path.parent() {
+            Some(parent) => sync_dir(parent).map_err(wire_io(format!("fsync directory of {id}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn open_existing(&self, id: &ObjectId) -> WireResult<Option<Arc<File>>> {
+        if let Some(f) = self.fds.get(id) {
+            return Ok(Some(f));
+        }
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(object_path(&self.dir, id))
+        {
+            Ok(f) => {
+                let f = Arc::new(f);
+                self.fds.insert(*id, Arc::clone(&f));
+                Ok(Some(f))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_to_wire(&format!("open {id}"), e)),
+        }
+    }
+
+    /// The object's file, created if missing; `true` when this call created it.
+    fn open_or_create(&self, id: &ObjectId) -> WireResult<(Arc<File>, bool)> {
+        if let Some(f) = self.fds.get(id) {
+            return Ok((f, false));
+        }
+        let path = object_path(&self.dir, id);
+        let (file, created) = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .map_err(wire_io(format!("open {id}")))?,
+                false,
+            ),
+            Err(e) => return Err(io_to_wire(&format!("create {id}"), e)),
+        };
+        let file = Arc::new(file);
+        self.fds.insert(*id, Arc::clone(&file));
+        Ok((file, created))
+    }
+
+    /// The object's current data version; one given before this start is replaced by a
+    /// fresh one (see [`crate::dataversion`]).
+    fn version_of(&self, id: &ObjectId, file: &File) -> WireResult<u64> {
+        let read = |f: &File| {
+            dataversion::get_xattr(f).map_err(wire_io(format!("read data version of {id}")))
+        };
+        if let Some(v) = read(file)? {
+            if self.versions.is_current(v) {
+                return Ok(v);
+            }
+        }
+        let _g = self
+            .lock_of(id)
+            .version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Another request may have refreshed it while we waited.
+        if let Some(v) = read(file)? {
+            if self.versions.is_current(v) {
+                return Ok(v);
+            }
+        }
+        self.assign_version(id, file)
+    }
+
+    /// Gives the object a new data version after a change.
+    fn bump_version(&self, id: &ObjectId, file: &File) -> WireResult<u64> {
+        let _g = self
+            .lock_of(id)
+            .version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.assign_version(id, file)
+    }
+
+    fn assign_version(&self, id: &ObjectId, file: &File) -> WireResult<u64> {
+        let v = self
+            .versions
+            .next()
+            .map_err(wire_io("data version reservation"))?;
+        dataversion::set_xattr(file, v).map_err(wire_io(format!("store data version of {id}")))?;
+        Ok(v)
+    }
+}
+
+/// Checks that `[offset, offset + len)` stays within the largest object.
+fn check_end(offset: u64, len: u64) -> WireResult<u64> {
+    offset
+        .checked_add(len)
+        .filter(|end| *end <= MAX_OBJECT_SIZE)
+        .ok_or_else(|| {
+            WireError::new(
+                Errno::FBig,
+                format!(
+                    "write of {len} bytes at {offset} exceeds the object limit {MAX_OBJECT_SIZE}"
+                ),
+            )
+        })
+}
+
+/// Whether `len` bytes fit in `avail` while keeping the reserve of a `total`-byte device.
+/// Conservative: an overwrite of allocated blocks is counted as if it needed new ones.
+fn fits(len: u64, avail: u64, total: u64) -> bool {
+    let reserve = (total / 1000 * RESERVE_PERMILLE).min(RESERVE_MAX);
+    avail.saturating_sub(reserve) >= len
+}
+
+/// Formats an empty directory: object subdirectories, version reservation, and the
+/// identity last, so that its presence means the format completed.
+fn format(dir: &Path, opts: &OstOptions) -> Result<Identity, OstError> {
+    let objects = dir.join(OBJECTS_DIR);
+    // Only what an interrupted format leaves behind may be there.
+    for entry in std::fs::read_dir(dir).map_err(|e| OstError::io(dir, e))? {
+        let entry = entry.map_err(|e| OstError::io(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let leftover = name == OBJECTS_DIR
+            || name == RESERVE_FILE
+            || name == PROBE_FILE
+            || name.ends_with(TMP_SUFFIX);
+        if !leftover {
+            return Err(OstError::NotEmpty(dir.to_owned()));
+        }
+    }
+    dataversion::probe_xattrs(dir)?;
+    std::fs::create_dir_all(&objects).map_err(|e| OstError::io(&objects, e))?;
+    for i in 0..SUBDIRS {
+        let sub = objects.join(subdir_name(i));
+        match std::fs::create_dir(&sub) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // An interrupted format: its subdirectories must still be empty.
+                let mut entries = std::fs::read_dir(&sub).map_err(|e| OstError::io(&sub, e))?;
+                if entries.next().is_some() {
+                    return Err(OstError::NotEmpty(dir.to_owned()));
+                }
+            }
+            Err(e) => return Err(OstError::io(&sub, e)),
+        }
+    }
+    sync_dir(&objects).map_err(|e| OstError::io(&objects, e))?;
+    DataVersions::format(dir)?;
+    let identity = Identity {
+        format_version: FORMAT_VERSION,
+        fsname: opts.fsname.clone(),
+        kind: KIND_OST.to_owned(),
+        index: opts.index,
+        uuid: Uuid::new_v4(),
+    };
+    identity.store(dir)?;
+    tracing::info!(dir = %dir.display(), fsname = %opts.fsname, index = opts.index, "formatted OST");
+    Ok(identity)
+}
+
+#[cfg(test)]
+mod tests;
