@@ -1,1 +1,143 @@
-pub struct OstHandler;
+//! The OST as a `weft-rpc` service.
+
+use crate::target::Ost;
+use bytes::Bytes;
+use std::future::Future;
+use std::sync::Arc;
+use weft_proto::WireResult;
+use weft_proto::ost::{OstReply, OstRequest};
+use weft_rpc::{Handler, Peer};
+
+/// Serves [`OstRequest`]s from the transport with an [`Ost`].
+#[derive(Debug, Clone)]
+pub struct OstHandler {
+    ost: Arc<Ost>,
+}
+
+impl OstHandler {
+    /// A handler serving `ost`.
+    pub fn new(ost: Arc<Ost>) -> Self {
+        Self { ost }
+    }
+
+    /// The target it serves.
+    pub fn ost(&self) -> &Arc<Ost> {
+        &self.ost
+    }
+}
+
+impl Handler for OstHandler {
+    type Request = OstRequest;
+    type Reply = OstReply;
+
+    fn handle(
+        &self,
+        _peer: &Peer,
+        request: OstRequest,
+        bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(OstReply, Bytes)>> + Send {
+        let ost = Arc::clone(&self.ost);
+        async move { ost.execute(request, bulk).await }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OstOptions;
+    use weft_proto::ost::ObjectAttr;
+    use weft_proto::{ConnectRequest, Errno, Fid, ObjectId, PROTOCOL_VERSION, TargetId};
+    use weft_rpc::{
+        ClientOptions, Connection, Router, RpcError, Server, ServerOptions, TcpTransport,
+        TypedService,
+    };
+
+    #[tokio::test]
+    async fn serves_reads_and_writes_over_tcp() {
+        let dir = tempfile::tempdir().unwrap();
+        let ost = Ost::open(
+            dir.path(),
+            OstOptions {
+                index: 1,
+                fsname: "svc".into(),
+            },
+        )
+        .unwrap();
+        let router = Router::new("svc");
+        router.add(TypedService::new(
+            TargetId::ost(1),
+            ost.uuid(),
+            Arc::new(OstHandler::new(ost.clone())),
+        ));
+        let server = Server::bind("127.0.0.1:0", router, ServerOptions::default())
+            .await
+            .unwrap();
+        let hello = ConnectRequest {
+            fsname: "svc".into(),
+            client_uuid: uuid::Uuid::new_v4(),
+            protocol_version: PROTOCOL_VERSION,
+            features: 0,
+            target: TargetId::ost(1),
+        };
+        let addr = server.local_addr().to_string();
+        let conn = Connection::connect(
+            &TcpTransport,
+            &addr,
+            &hello,
+            None,
+            &ClientOptions::default(),
+        )
+        .await
+        .unwrap();
+        let object = ObjectId {
+            fid: Fid {
+                seq: 0x2_0000_0400,
+                oid: 1,
+                ver: 0,
+            },
+            component: 0,
+            stripe: 0,
+        };
+        let data = Bytes::from(vec![5u8; 1 << 20]);
+        let (reply, _): (OstReply, Bytes) = conn
+            .call(
+                &OstRequest::Write {
+                    object,
+                    offset: 0,
+                    sync: true,
+                },
+                data.clone(),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(
+            reply,
+            OstReply::Attr(ObjectAttr { size: 1048576, .. })
+        ));
+        let (reply, bulk): (OstReply, Bytes) = conn
+            .call(
+                &OstRequest::Read {
+                    object,
+                    offset: 0,
+                    len: 2 << 20,
+                },
+                Bytes::new(),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(reply, OstReply::Data { .. }));
+        assert_eq!(bulk, data);
+        let e = conn
+            .call::<_, OstReply>(
+                &OstRequest::Punch {
+                    object,
+                    size: u64::MAX,
+                },
+                Bytes::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, RpcError::Remote(w) if w.errno == Errno::FBig));
+        server.shutdown().await;
+    }
+}

@@ -515,10 +515,8 @@ impl Ost {
         let read = |f: &File| {
             dataversion::get_xattr(f).map_err(wire_io(format!("read data version of {id}")))
         };
-        if let Some(v) = read(file)? {
-            if self.versions.is_current(v) {
-                return Ok(v);
-            }
+        if let Some(v) = read(file)?.filter(|v| self.versions.is_current(*v)) {
+            return Ok(v);
         }
         let _g = self
             .lock_of(id)
@@ -526,10 +524,8 @@ impl Ost {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         // Another request may have refreshed it while we waited.
-        if let Some(v) = read(file)? {
-            if self.versions.is_current(v) {
-                return Ok(v);
-            }
+        if let Some(v) = read(file)?.filter(|v| self.versions.is_current(*v)) {
+            return Ok(v);
         }
         self.assign_version(id, file)
     }
