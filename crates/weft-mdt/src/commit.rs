@@ -1,0 +1,353 @@
+//! Group commit: one thread applies every pending write operation in one redb write
+//! transaction, commits once with a durable fsync, then answers all of them.
+//!
+//! A batch is whatever queued up while the previous commit was syncing (up to
+//! `max_batch`), so under load one fsync carries many operations and with a single client
+//! the latency is one fsync. An operation that fails validation has written nothing and is
+//! answered with its errno while the rest of the batch commits. A store failure aborts the
+//! batch: every operation in it gets EIO and handle changes are reverted.
+
+use crate::engine::{Effects, Engine, Tx, lock};
+use crate::error::{Fail, StoreError, store_to_wire};
+use crate::store;
+use redb::Durability;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::{Notify, mpsc, oneshot};
+use weft_proto::mdt::{MdtReply, MdtRequest};
+use weft_proto::{Errno, FidSeqRange, WireError};
+
+/// A write operation for the commit thread.
+#[derive(Debug)]
+pub(crate) enum WriteOp {
+    /// A client request that changes state (or must be ordered with changes: open).
+    Req(MdtRequest),
+    /// Close every handle of the connection.
+    DropConn,
+    /// Add FID sequences granted by the MGS.
+    GrantSeq(FidSeqRange),
+    /// Answers `Ok` if a FID can be allocated, `NeedSeq` otherwise.
+    HasFids,
+    /// Remove destroy-log records whose objects are all gone.
+    DestroyDone(Vec<u64>),
+}
+
+/// How an operation ended, as the commit thread reports it.
+pub(crate) enum Outcome {
+    Done(Result<MdtReply, WireError>),
+    /// No FID left: here is the operation back, to retry after a grant.
+    NeedSeq(WriteOp),
+}
+
+pub(crate) struct Pending {
+    pub conn: u64,
+    pub op: WriteOp,
+    pub reply: Option<oneshot::Sender<Outcome>>,
+}
+
+pub(crate) enum Msg {
+    Op(Pending),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Tuning of the commit loop.
+pub(crate) struct CommitConfig {
+    pub max_batch: usize,
+}
+
+/// Runs the commit loop until the channel closes or a shutdown message arrives.
+pub(crate) fn run(
+    mut engine: Engine,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    cfg: CommitConfig,
+    destroy_wake: Arc<Notify>,
+) -> Option<oneshot::Sender<()>> {
+    let mut shutdown = None;
+    while shutdown.is_none() {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut batch = Vec::new();
+        match first {
+            Msg::Op(p) => batch.push(p),
+            Msg::Shutdown(ack) => shutdown = Some(ack),
+        }
+        while batch.len() < cfg.max_batch && shutdown.is_none() {
+            match rx.try_recv() {
+                Ok(Msg::Op(p)) => batch.push(p),
+                Ok(Msg::Shutdown(ack)) => shutdown = Some(ack),
+                Err(_) => break,
+            }
+        }
+        if !batch.is_empty() {
+            run_batch(&mut engine, batch, &destroy_wake);
+        }
+    }
+    // Drain what raced with shutdown so no caller waits forever.
+    rx.close();
+    let mut rest = Vec::new();
+    while let Ok(Msg::Op(p)) = rx.try_recv() {
+        rest.push(p);
+    }
+    if !rest.is_empty() {
+        run_batch(&mut engine, rest, &destroy_wake);
+    }
+    drop(engine);
+    shutdown
+}
+
+fn run_batch(engine: &mut Engine, batch: Vec<Pending>, destroy_wake: &Notify) {
+    let n = batch.len() as u64;
+    let (outcomes, fx, result) = apply_batch(engine, batch);
+    let mut outcomes = outcomes;
+    match result {
+        Ok(()) => {
+            if fx.wrote {
+                engine.counters.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            engine.publish();
+            if fx.destroys {
+                destroy_wake.notify_one();
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "MDT commit failed; batch answered with EIO");
+            lock(&engine.handles).undo(fx.undo);
+            if let Ok(Some(meta)) = reload_meta(engine) {
+                engine.meta = meta;
+            }
+            let err = store_to_wire(&e);
+            for (_, o) in outcomes.iter_mut() {
+                if matches!(o, Outcome::Done(Ok(_))) {
+                    *o = Outcome::Done(Err(err.clone()));
+                }
+            }
+        }
+    }
+    engine.counters.ops.fetch_add(n, Ordering::Relaxed);
+    for (reply, outcome) in outcomes {
+        if let Some(reply) = reply {
+            // The caller may have gone away (its request was cancelled): nothing to do.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+type Answered = Vec<(Option<oneshot::Sender<Outcome>>, Outcome)>;
+
+fn apply_batch(
+    engine: &mut Engine,
+    batch: Vec<Pending>,
+) -> (Answered, Effects, Result<(), StoreError>) {
+    let mut fx = Effects::default();
+    let mut out: Answered = Vec::with_capacity(batch.len());
+    let txn = match engine.db.begin_write() {
+        Ok(t) => t,
+        Err(e) => {
+            let e = StoreError::from(e);
+            let w = store_to_wire(&e);
+            for p in batch {
+                out.push((p.reply, Outcome::Done(Err(w.clone()))));
+            }
+            return (out, fx, Err(e));
+        }
+    };
+    let meta_before = engine.meta.clone();
+    let mut failure: Option<StoreError> = None;
+    {
+        let mut tx = match Tx::open(&txn) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let w = store_to_wire(&e);
+                for p in batch {
+                    out.push((p.reply, Outcome::Done(Err(w.clone()))));
+                }
+                return (out, fx, Err(e));
+            }
+        };
+        for p in batch {
+            if let Some(e) = &failure {
+                out.push((p.reply, Outcome::Done(Err(store_to_wire(e)))));
+                continue;
+            }
+            let outcome = match apply(engine, &mut tx, &mut fx, p.conn, &p.op) {
+                Ok(reply) => Outcome::Done(Ok(reply)),
+                Err(Fail::Wire(e)) => Outcome::Done(Err(e)),
+                Err(Fail::NeedSeq) => Outcome::NeedSeq(p.op),
+                Err(Fail::Store(e)) => {
+                    let w = store_to_wire(&e);
+                    failure = Some(e);
+                    Outcome::Done(Err(w))
+                }
+            };
+            out.push((p.reply, outcome));
+        }
+    }
+    if let Some(e) = failure {
+        drop(txn);
+        engine.meta = meta_before;
+        return (out, fx, Err(e));
+    }
+    if !fx.wrote && engine.meta == meta_before {
+        // Nothing changed (reads ordered with writes, failed validations): no fsync needed.
+        drop(txn);
+        return (out, fx, Ok(()));
+    }
+    fx.wrote = true;
+    let result = (|| -> Result<(), StoreError> {
+        let mut txn = txn;
+        {
+            let mut meta = txn.open_table(store::META)?;
+            let v = store::encode(&engine.meta)?;
+            meta.insert(store::META_KEY, v.as_slice())?;
+        }
+        txn.set_durability(Durability::Immediate)?;
+        txn.commit()?;
+        Ok(())
+    })();
+    (out, fx, result)
+}
+
+fn reload_meta(engine: &Engine) -> Result<Option<store::Meta>, StoreError> {
+    use redb::ReadableDatabase;
+    let r = engine.db.begin_read()?;
+    let t = r.open_table(store::META)?;
+    store::get_meta(&t)
+}
+
+/// Applies one operation.
+fn apply(
+    engine: &mut Engine,
+    tx: &mut Tx<'_>,
+    fx: &mut Effects,
+    conn: u64,
+    op: &WriteOp,
+) -> Result<MdtReply, Fail> {
+    match op {
+        WriteOp::Req(req) => apply_req(engine, tx, fx, conn, req),
+        WriteOp::DropConn => engine.drop_conn(tx, fx, conn),
+        WriteOp::GrantSeq(range) => {
+            engine.grant(*range, fx);
+            Ok(MdtReply::Ok)
+        }
+        WriteOp::HasFids => {
+            if engine.fid_available() {
+                Ok(MdtReply::Ok)
+            } else {
+                Err(Fail::NeedSeq)
+            }
+        }
+        WriteOp::DestroyDone(seqs) => (|| {
+            for s in seqs {
+                tx.destroy.remove(s.to_be_bytes().as_slice())?;
+            }
+            fx.wrote = true;
+            Ok(MdtReply::Ok)
+        })(),
+    }
+}
+
+fn apply_req(
+    engine: &mut Engine,
+    tx: &mut Tx<'_>,
+    fx: &mut Effects,
+    conn: u64,
+    req: &MdtRequest,
+) -> Result<MdtReply, Fail> {
+    match req {
+        MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
+        MdtRequest::Create {
+            parent,
+            name,
+            mode,
+            rdev,
+            exclusive,
+            layout,
+            open,
+            cred,
+        } => engine.create(
+            tx,
+            fx,
+            conn,
+            *parent,
+            name,
+            *mode,
+            *rdev,
+            *exclusive,
+            layout.as_ref(),
+            *open,
+            cred,
+        ),
+        MdtRequest::Mkdir {
+            parent,
+            name,
+            mode,
+            cred,
+        } => engine.mkdir(tx, fx, *parent, name, *mode, cred),
+        MdtRequest::Symlink {
+            parent,
+            name,
+            target,
+            cred,
+        } => engine.symlink(tx, fx, *parent, name, target, cred),
+        MdtRequest::Link {
+            fid,
+            new_parent,
+            new_name,
+            cred,
+        } => engine.link(tx, fx, *fid, *new_parent, new_name, cred),
+        MdtRequest::Unlink { parent, name, cred } => {
+            engine.unlink(tx, fx, *parent, name, cred, false)
+        }
+        MdtRequest::Rmdir { parent, name, cred } => {
+            engine.unlink(tx, fx, *parent, name, cred, true)
+        }
+        MdtRequest::Rename {
+            src_parent,
+            src_name,
+            dst_parent,
+            dst_name,
+            flags,
+            cred,
+        } => engine.rename(
+            tx,
+            fx,
+            *src_parent,
+            src_name,
+            *dst_parent,
+            dst_name,
+            *flags,
+            cred,
+        ),
+        MdtRequest::SetXattr {
+            fid,
+            name,
+            value,
+            mode,
+            cred,
+        } => engine.setxattr(tx, fx, *fid, name, value, *mode, cred),
+        MdtRequest::RemoveXattr { fid, name, cred } => engine.removexattr(tx, fx, *fid, name, cred),
+        MdtRequest::Open { fid, flags, cred } => engine.open(tx, fx, conn, *fid, *flags, cred),
+        MdtRequest::Close {
+            handle,
+            size,
+            blocks,
+            modified,
+        } => engine.close(tx, fx, conn, *handle, *size, *blocks, *modified),
+        MdtRequest::SetLayout {
+            fid,
+            template,
+            cred,
+        } => engine.setlayout(tx, fx, *fid, template.as_ref(), cred),
+        MdtRequest::Lookup { .. }
+        | MdtRequest::GetAttr { .. }
+        | MdtRequest::ReadLink { .. }
+        | MdtRequest::ReadDir { .. }
+        | MdtRequest::GetXattr { .. }
+        | MdtRequest::ListXattr { .. }
+        | MdtRequest::StatFs
+        | MdtRequest::GetLayout { .. } => {
+            Err(crate::error::fail(Errno::Proto, "not a write operation"))
+        }
+    }
+}

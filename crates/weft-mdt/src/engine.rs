@@ -1,0 +1,293 @@
+//! The write side of the MDT: the state the commit thread owns and the primitives every
+//! namespace operation is built from (allocating FIDs, writing inodes, dropping links,
+//! destroying inodes through the destroy log).
+//!
+//! Every operation runs in two phases inside the batch's shared write transaction: first it
+//! validates everything (returning a [`Fail::Wire`] having written nothing), then it
+//! mutates, where only store failures can occur. A store failure poisons the whole batch,
+//! which is then dropped uncommitted.
+
+use crate::cluster::ClusterView;
+use crate::error::{Fail, StoreError};
+use crate::handles::{Handles, Undo};
+use crate::placement::Placement;
+use crate::store::{self, DestroyRecord, Inode, Meta, Readable};
+use redb::{Database, Table, WriteTransaction};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use weft_proto::{Errno, Fid, FidSeqRange, ObjectId};
+
+/// A byte-keyed table open in the batch's write transaction.
+pub(crate) type WTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+
+/// The tables of one write transaction, opened once per batch.
+pub(crate) struct Tx<'t> {
+    pub inodes: WTable<'t>,
+    pub dirents: WTable<'t>,
+    pub xattrs: WTable<'t>,
+    pub orphans: WTable<'t>,
+    pub destroy: WTable<'t>,
+}
+
+impl<'t> Tx<'t> {
+    pub fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            inodes: txn.open_table(store::INODES)?,
+            dirents: txn.open_table(store::DIRENTS)?,
+            xattrs: txn.open_table(store::XATTRS)?,
+            orphans: txn.open_table(store::ORPHANS)?,
+            destroy: txn.open_table(store::DESTROY_LOG)?,
+        })
+    }
+}
+
+/// What the operations of a batch did besides their replies.
+#[derive(Debug, Default)]
+pub(crate) struct Effects {
+    /// Something was written: the batch must commit.
+    pub wrote: bool,
+    /// Destroy-log records were added: wake the destroy task after commit.
+    pub destroys: bool,
+    /// Handle-table changes to revert if the commit fails.
+    pub undo: Vec<Undo>,
+}
+
+/// Counters other threads may read at any time.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Directories stored.
+    pub dirs: AtomicU64,
+    /// Non-directories stored.
+    pub files: AtomicU64,
+    /// Destroy-log records written so far (since start).
+    pub destroys_logged: AtomicU64,
+    /// Write transactions committed.
+    pub commits: AtomicU64,
+    /// Operations answered by the commit thread.
+    pub ops: AtomicU64,
+}
+
+/// The commit thread's state.
+pub(crate) struct Engine {
+    pub db: Arc<Database>,
+    pub meta: Meta,
+    pub cluster: Arc<dyn ClusterView>,
+    pub placement: Placement,
+    pub handles: Arc<Mutex<Handles>>,
+    pub seq_width: u64,
+    pub counters: Arc<Counters>,
+}
+
+/// The most links a non-directory may have (ext4's `EXT4_LINK_MAX`).
+pub const LINK_MAX: u32 = 65000;
+
+/// How deep a parent chain may go before it is declared corrupt.
+const MAX_DEPTH: usize = 1 << 16;
+
+impl Engine {
+    pub fn handles(&self) -> MutexGuard<'_, Handles> {
+        lock(&self.handles)
+    }
+
+    /// Whether a new FID can be allocated without asking the MGS.
+    pub fn fid_available(&self) -> bool {
+        (self.meta.cur_seq != 0 && self.meta.next_oid <= self.seq_width)
+            || self.meta.free_seqs.iter().any(|r| !r.is_empty())
+    }
+
+    /// Allocates a FID; callers check [`Engine::fid_available`] while validating.
+    pub fn alloc_fid(&mut self) -> Result<Fid, Fail> {
+        if self.meta.cur_seq == 0 || self.meta.next_oid > self.seq_width {
+            self.meta.free_seqs.retain(|r| !r.is_empty());
+            let Some(range) = self.meta.free_seqs.first_mut() else {
+                return Err(Fail::NeedSeq);
+            };
+            self.meta.cur_seq = range.start;
+            range.start += 1;
+            self.meta.next_oid = 1;
+        }
+        let oid = u32::try_from(self.meta.next_oid).map_err(|_| Fail::NeedSeq)?;
+        self.meta.next_oid += 1;
+        Ok(Fid {
+            seq: self.meta.cur_seq,
+            oid,
+            ver: 0,
+        })
+    }
+
+    /// Adds sequences granted by the MGS.
+    pub fn grant(&mut self, range: FidSeqRange, fx: &mut Effects) {
+        if !range.is_empty() && !self.meta.free_seqs.contains(&range) {
+            self.meta.free_seqs.push(range);
+            fx.wrote = true;
+        }
+    }
+
+    pub fn put_inode(
+        &self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        ino: &Inode,
+    ) -> Result<(), StoreError> {
+        let v = store::encode(ino)?;
+        tx.inodes.insert(fid.to_bytes().as_slice(), v.as_slice())?;
+        fx.wrote = true;
+        Ok(())
+    }
+
+    /// An inode just lost its last name: it becomes an orphan while handles hold it open,
+    /// else it is destroyed now.
+    pub fn unlinked(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        ino: &Inode,
+    ) -> Result<(), StoreError> {
+        if self.handles().count(fid) > 0 {
+            tx.orphans.insert(
+                fid.to_bytes().as_slice(),
+                [store::RECORD_VERSION].as_slice(),
+            )?;
+            self.put_inode(tx, fx, fid, ino)
+        } else {
+            self.destroy_inode(tx, fx, fid, ino)
+        }
+    }
+
+    /// Removes an inode with its extended attributes and logs its objects for destruction.
+    pub fn destroy_inode(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        ino: &Inode,
+    ) -> Result<(), StoreError> {
+        tx.inodes.remove(fid.to_bytes().as_slice())?;
+        tx.orphans.remove(fid.to_bytes().as_slice())?;
+        let (start, end) = store::fid_prefix_range(fid);
+        let keys = collect_keys(&tx.xattrs, &start, end.as_deref())?;
+        for k in keys {
+            tx.xattrs.remove(k.as_slice())?;
+        }
+        if ino.is_dir() {
+            self.meta.dirs = self.meta.dirs.saturating_sub(1);
+        } else {
+            self.meta.files = self.meta.files.saturating_sub(1);
+        }
+        if let Some(layout) = &ino.layout {
+            self.log_destroy(tx, fx, fid, layout.objects(fid).collect())?;
+        }
+        fx.wrote = true;
+        Ok(())
+    }
+
+    /// Writes a destroy-log record for `objects` (nothing if empty).
+    pub fn log_destroy(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        objects: Vec<(u32, ObjectId)>,
+    ) -> Result<(), StoreError> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        let seq = self.meta.next_destroy;
+        self.meta.next_destroy += 1;
+        let rec = store::encode(&DestroyRecord { fid, objects })?;
+        tx.destroy
+            .insert(seq.to_be_bytes().as_slice(), rec.as_slice())?;
+        fx.wrote = true;
+        fx.destroys = true;
+        self.counters
+            .destroys_logged
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether `anc` is `fid` or one of its ancestors, following directory parent links.
+    pub fn is_ancestor_or_self(
+        &self,
+        inodes: &impl Readable,
+        anc: Fid,
+        fid: Fid,
+    ) -> Result<bool, Fail> {
+        let mut cur = fid;
+        for _ in 0..MAX_DEPTH {
+            if cur == anc {
+                return Ok(true);
+            }
+            let Some(ino) = store::get_inode(inodes, cur)? else {
+                return Ok(false);
+            };
+            if ino.parent == cur {
+                return Ok(false);
+            }
+            cur = ino.parent;
+        }
+        Err(crate::error::fail(
+            Errno::Loop,
+            "directory parent chain too deep",
+        ))
+    }
+
+    /// Destroys every orphan left by a previous run: their handles died with it.
+    pub fn reap_orphans(&mut self, tx: &mut Tx<'_>, fx: &mut Effects) -> Result<usize, StoreError> {
+        let keys = collect_keys(&tx.orphans, &[], None)?;
+        let mut n = 0;
+        for k in keys {
+            let mut b = [0u8; 16];
+            if k.len() != 16 {
+                tx.orphans.remove(k.as_slice())?;
+                continue;
+            }
+            b.copy_from_slice(&k);
+            let fid = Fid::from_bytes(b);
+            match store::get_inode(&tx.inodes, fid)? {
+                Some(ino) if ino.nlink == 0 => {
+                    self.destroy_inode(tx, fx, fid, &ino)?;
+                    n += 1;
+                }
+                _ => {
+                    tx.orphans.remove(k.as_slice())?;
+                    fx.wrote = true;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Publishes counters after a commit.
+    pub fn publish(&self) {
+        self.counters.dirs.store(self.meta.dirs, Ordering::Relaxed);
+        self.counters
+            .files
+            .store(self.meta.files, Ordering::Relaxed);
+    }
+}
+
+/// Locks a mutex, recovering from poisoning (the protected maps stay consistent because
+/// every mutation is a single map operation).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The keys in `[start, end)` (`end` `None`: to the end of the table).
+pub(crate) fn collect_keys(
+    table: &impl Readable,
+    start: &[u8],
+    end: Option<&[u8]>,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    let mut out = Vec::new();
+    let iter = match end {
+        Some(end) => table.range::<&[u8]>(start..end)?,
+        None => table.range::<&[u8]>(start..)?,
+    };
+    for item in iter {
+        let (k, _) = item?;
+        out.push(k.value().to_vec());
+    }
+    Ok(out)
+}

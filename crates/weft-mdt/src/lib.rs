@@ -1,0 +1,76 @@
+//! The weftfs metadata target (MDT): one shard of the namespace and everything that makes
+//! it durable.
+//!
+//! # What this crate owns
+//! Inodes, directory entries, symlink targets, extended attributes, file layouts and
+//! directory default layouts, open handles, orphans (unlinked files still open) and the
+//! destroy log (objects to remove from OSTs). It performs POSIX permission checks with the
+//! caller's credentials and assigns layouts (OST choice) to new files. It does not own the
+//! transport (`weft-rpc`), the cluster configuration (the MGS, seen through
+//! [`ClusterView`]), file data (OSTs) or path resolution (clients resolve `.`, `..` and
+//! symlinks, and apply the umask).
+//!
+//! # Store
+//! One redb database, `mdt.redb`, in the target's data directory (see [`store`] for the
+//! tables). Directory entries are keyed (parent FID, 63-bit xxh3 name hash, name), so a
+//! directory lists in hash order by range scan, and a readdir cookie is the hash of the last
+//! entry returned: stable while the entry exists and O(page) to resume, whatever the
+//! directory's size. Pages never split a group of names with equal hashes. Every record
+//! carries a version byte; the meta record carries the format version, the file system
+//! name and the MDT index so a directory formatted for another target is refused.
+//!
+//! # Group commit
+//! Reads (lookup, getattr, readdir, xattrs, readlink, getlayout, statfs) run in redb read
+//! transactions on blocking threads, concurrently. Everything that changes state, plus open
+//! and close (which must be ordered with unlinks), goes through one channel to one commit
+//! thread ([`commit`]). It takes every queued operation, applies them one after another in
+//! a single write transaction (each validates before it mutates, so a refused operation
+//! leaves nothing behind), commits once with `Durability::Immediate` (fsync) and then
+//! answers them all: acknowledged means durable, and N concurrent creates cost one fsync.
+//!
+//! # FIDs
+//! New FIDs come from sequences granted by the MGS ([`ClusterView::alloc_seq`]); the
+//! current sequence, next object id and unused grants live in the meta record. When an
+//! operation finds no FID left, the request path fetches a sequence, commits the grant and
+//! retries the operation.
+//!
+//! # Open files, orphans and the destroy log
+//! Handles live in memory, keyed by (connection, handle id). An inode whose last link goes
+//! while it is open is recorded in the orphan table and stays reachable by FID until its
+//! last close. When an inode with a layout is finally removed, a destroy-log record listing
+//! its objects is written in the same transaction; a background task ([`destroy`]) asks the
+//! OSTs to destroy them, retrying with backoff per OST, and deletes the record once every
+//! object is confirmed gone. Records survive restarts; orphans found at start are
+//! destroyed, since their handles died with the previous process.
+//!
+//! # Known deviations from Linux
+//! No POSIX ACLs (`system.*` attributes are refused with EOPNOTSUPP); E2BIG is reported as
+//! ERANGE (the wire errno set has no E2BIG); `fs.protected_hardlinks` is not enforced;
+//! components of a composite (PFL) layout beyond the first are left uninstantiated and
+//! the protocol has no request yet to instantiate them on first write.
+
+pub mod cluster;
+mod commit;
+pub mod destroy;
+mod engine;
+pub mod error;
+mod handles;
+mod mdt;
+pub mod memory;
+pub mod names;
+mod namespace;
+pub mod perm;
+pub mod placement;
+mod reads;
+pub mod service;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+pub use cluster::{BoxFuture, ClusterView, OstInfo};
+pub use destroy::DestroyConfig;
+pub use error::{MdtError, StoreError};
+pub use mdt::{DB_FILE, Mdt, MdtOptions, MdtStats, SEQ_WIDTH};
+pub use memory::MemoryCluster;
+pub use service::MdtHandler;

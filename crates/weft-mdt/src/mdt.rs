@@ -1,0 +1,449 @@
+//! The metadata target: opening (and formatting) its store, dispatching requests to the
+//! read path or the commit thread, background work and shutdown.
+
+use crate::cluster::ClusterView;
+use crate::commit::{self, CommitConfig, Msg, Outcome, Pending, WriteOp};
+use crate::destroy::{self, DestroyConfig};
+use crate::engine::{Counters, Effects, Engine, Tx, lock};
+use crate::error::{Fail, MdtError, StoreError, store_to_wire};
+use crate::handles::Handles;
+use crate::namespace::DIR_SIZE;
+use crate::placement::Placement;
+use crate::reads;
+use crate::store::{self, FORMAT_VERSION, Inode, Meta};
+use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, mpsc, oneshot};
+use uuid::Uuid;
+use weft_proto::mdt::{FileKind, MdtReply, MdtRequest};
+use weft_proto::{Errno, Fid, Timestamp, WireError, WireResult};
+
+/// Object ids per FID sequence in production (every oid from 1 to `u32::MAX`).
+pub const SEQ_WIDTH: u32 = u32::MAX;
+/// The name of the store file in the data directory.
+pub const DB_FILE: &str = "mdt.redb";
+
+/// How to open an MDT.
+#[derive(Debug, Clone)]
+pub struct MdtOptions {
+    /// The MDT's index (MDT0 holds the root directory).
+    pub index: u32,
+    /// The file system's name; a store formatted for another name is refused.
+    pub fsname: String,
+    /// Object ids used per FID sequence before asking for a new one ([`SEQ_WIDTH`]; tests
+    /// lower it to exercise sequence changes).
+    pub seq_width: u32,
+    /// Most operations committed in one transaction.
+    pub max_batch: usize,
+    /// Tuning of the object-destroy worker.
+    pub destroy: DestroyConfig,
+}
+
+impl Default for MdtOptions {
+    fn default() -> Self {
+        Self {
+            index: 0,
+            fsname: "weft".into(),
+            seq_width: SEQ_WIDTH,
+            max_batch: 4096,
+            destroy: DestroyConfig::default(),
+        }
+    }
+}
+
+/// Counters for `get_param` and monitoring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MdtStats {
+    /// Directories stored (including unlinked ones still open).
+    pub dirs: u64,
+    /// Other inodes stored (including unlinked ones still open).
+    pub files: u64,
+    /// Unlinked inodes kept alive by open handles.
+    pub orphans: u64,
+    /// Destroy-log records not yet confirmed by every OST.
+    pub pending_destroys: u64,
+    /// Open handles.
+    pub open_handles: u64,
+    /// Write transactions committed since start.
+    pub commits: u64,
+    /// Operations handled by the commit thread since start.
+    pub write_ops: u64,
+}
+
+type CommitThread = std::thread::JoinHandle<()>;
+
+/// One metadata target: a shard of the namespace with its durable store.
+pub struct Mdt {
+    dir: PathBuf,
+    index: u32,
+    fsname: String,
+    uuid: Uuid,
+    db: Arc<Database>,
+    cluster: Arc<dyn ClusterView>,
+    handles: Arc<Mutex<Handles>>,
+    counters: Arc<Counters>,
+    sender: Mutex<Option<mpsc::UnboundedSender<Msg>>>,
+    thread: Mutex<Option<CommitThread>>,
+    seq_lock: tokio::sync::Mutex<()>,
+    destroy_wake: Arc<Notify>,
+    destroy_cfg: DestroyConfig,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Mdt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mdt")
+            .field("dir", &self.dir)
+            .field("index", &self.index)
+            .field("fsname", &self.fsname)
+            .field("uuid", &self.uuid)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> MdtError + '_ {
+    move |source| MdtError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl Mdt {
+    /// Opens the MDT stored in `dir`, formatting it if the directory holds none. MDT0 gets
+    /// the root directory. Orphans left by a previous run are destroyed (their handles died
+    /// with it). Starts the commit thread; call [`Mdt::start_background`] from a tokio
+    /// runtime to start object destruction.
+    ///
+    /// This does blocking disk I/O: call it at startup or from `spawn_blocking`.
+    pub fn open(
+        dir: &Path,
+        opts: MdtOptions,
+        cluster: Arc<dyn ClusterView>,
+    ) -> Result<Arc<Mdt>, MdtError> {
+        if opts.fsname.is_empty() || opts.fsname.len() > 255 {
+            return Err(MdtError::Options("fsname must be 1 to 255 bytes".into()));
+        }
+        if opts.seq_width == 0 || opts.max_batch == 0 {
+            return Err(MdtError::Options(
+                "seq_width and max_batch must be positive".into(),
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let path = dir.join(DB_FILE);
+        let db = Arc::new(Database::create(&path).map_err(StoreError::from)?);
+        let shown = dir.display().to_string();
+
+        let txn = db.begin_write().map_err(StoreError::from)?;
+        let existing = {
+            let t = txn.open_table(store::META).map_err(StoreError::from)?;
+            store::get_meta(&t)?
+        };
+        let now = Timestamp::now();
+        let (meta, fresh) = match existing {
+            Some(m) => {
+                if m.format_version > FORMAT_VERSION {
+                    return Err(MdtError::FormatVersion {
+                        path: shown,
+                        found: m.format_version,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+                if m.fsname != opts.fsname {
+                    return Err(MdtError::WrongFsname {
+                        path: shown,
+                        found: m.fsname,
+                        expected: opts.fsname,
+                    });
+                }
+                if m.index != opts.index {
+                    return Err(MdtError::WrongIndex {
+                        path: shown,
+                        found: m.index,
+                        expected: opts.index,
+                    });
+                }
+                (m, false)
+            }
+            None => (
+                Meta {
+                    format_version: FORMAT_VERSION,
+                    fsname: opts.fsname.clone(),
+                    index: opts.index,
+                    uuid: Uuid::new_v4(),
+                    cur_seq: 0,
+                    next_oid: 1,
+                    free_seqs: Vec::new(),
+                    next_destroy: 1,
+                    dirs: 0,
+                    files: 0,
+                },
+                true,
+            ),
+        };
+        let counters = Arc::new(Counters::default());
+        let handles = Arc::new(Mutex::new(Handles::default()));
+        let seed = u64::from(now.nsec) ^ (now.sec as u64).rotate_left(32) ^ u64::from(opts.index);
+        let mut engine = Engine {
+            db: db.clone(),
+            meta,
+            cluster: cluster.clone(),
+            placement: Placement::new(seed),
+            handles: handles.clone(),
+            seq_width: u64::from(opts.seq_width),
+            counters: counters.clone(),
+        };
+        {
+            let mut tx = Tx::open(&txn)?;
+            let mut fx = Effects::default();
+            if fresh && opts.index == 0 {
+                let mut root = Inode::new(FileKind::Directory, 0o755, 0, 0, now);
+                root.nlink = 2;
+                root.size = DIR_SIZE;
+                root.blocks = DIR_SIZE / 512;
+                root.parent = Fid::ROOT;
+                engine.put_inode(&mut tx, &mut fx, Fid::ROOT, &root)?;
+                engine.meta.dirs = 1;
+            }
+            let reaped = engine.reap_orphans(&mut tx, &mut fx)?;
+            if reaped > 0 {
+                tracing::info!(reaped, "destroyed orphans left by the previous run");
+            }
+        }
+        {
+            let mut t = txn.open_table(store::META).map_err(StoreError::from)?;
+            let v = store::encode(&engine.meta)?;
+            t.insert(store::META_KEY, v.as_slice())
+                .map_err(StoreError::from)?;
+        }
+        let mut txn = txn;
+        txn.set_durability(Durability::Immediate)
+            .map_err(StoreError::from)?;
+        txn.commit().map_err(StoreError::from)?;
+        engine.publish();
+
+        let uuid = engine.meta.uuid;
+        let (sender, rx) = mpsc::unbounded_channel();
+        let destroy_wake = Arc::new(Notify::new());
+        let wake = destroy_wake.clone();
+        let cfg = CommitConfig {
+            max_batch: opts.max_batch,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("mdt{}-commit", opts.index))
+            .spawn(move || {
+                if let Some(ack) = commit::run(engine, rx, cfg, wake) {
+                    let _ = ack.send(());
+                }
+            })
+            .map_err(io_err(dir))?;
+        Ok(Arc::new(Mdt {
+            dir: dir.to_path_buf(),
+            index: opts.index,
+            fsname: opts.fsname,
+            uuid,
+            db,
+            cluster,
+            handles,
+            counters,
+            sender: Mutex::new(Some(sender)),
+            thread: Mutex::new(Some(thread)),
+            seq_lock: tokio::sync::Mutex::new(()),
+            destroy_wake,
+            destroy_cfg: opts.destroy,
+            tasks: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The target's UUID, fixed when it was formatted.
+    pub fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    /// The MDT's index.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The file system's name.
+    pub fn fsname(&self) -> &str {
+        &self.fsname
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn db(&self) -> Arc<Database> {
+        self.db.clone()
+    }
+
+    pub(crate) fn cluster(&self) -> Arc<dyn ClusterView> {
+        self.cluster.clone()
+    }
+
+    /// Starts the background work (object destruction from the destroy log). Call once,
+    /// from inside a tokio runtime.
+    pub fn start_background(self: &Arc<Self>) {
+        let task = tokio::spawn(destroy::run(
+            Arc::downgrade(self),
+            self.destroy_wake.clone(),
+            self.destroy_cfg,
+        ));
+        lock(&self.tasks).push(task);
+    }
+
+    /// Stops background tasks and the commit thread after it has committed and answered
+    /// everything queued. Later write requests fail with EIO; handles are forgotten (not
+    /// closed), as if the process stopped. Drop every `Arc<Mdt>` afterwards to release the
+    /// store so it can be opened again.
+    pub async fn shutdown(&self) {
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        for t in tasks {
+            t.abort();
+            let _ = t.await;
+        }
+        let sender = lock(&self.sender).take();
+        if let Some(s) = sender {
+            let (ack, rx) = oneshot::channel();
+            if s.send(Msg::Shutdown(ack)).is_ok() {
+                let _ = rx.await;
+            }
+        }
+        let thread = lock(&self.thread).take();
+        if let Some(t) = thread {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+
+    /// Handles one request from connection `conn_id` (handles belong to that connection).
+    pub async fn execute(&self, conn_id: u64, req: MdtRequest) -> WireResult<MdtReply> {
+        match req {
+            MdtRequest::Lookup { .. }
+            | MdtRequest::GetAttr { .. }
+            | MdtRequest::ReadLink { .. }
+            | MdtRequest::ReadDir { .. }
+            | MdtRequest::GetXattr { .. }
+            | MdtRequest::ListXattr { .. }
+            | MdtRequest::StatFs
+            | MdtRequest::GetLayout { .. } => self.read(req).await,
+            _ => self.write(conn_id, WriteOp::Req(req)).await,
+        }
+    }
+
+    /// Forgets a connection: closes its handles (which may destroy orphans). Does not wait.
+    pub fn disconnect(&self, conn_id: u64) {
+        if let Some(s) = lock(&self.sender).as_ref() {
+            let _ = s.send(Msg::Op(Pending {
+                conn: conn_id,
+                op: WriteOp::DropConn,
+                reply: None,
+            }));
+        }
+    }
+
+    /// Closes a connection's handles and waits until that is durable.
+    pub async fn disconnect_and_wait(&self, conn_id: u64) -> WireResult<()> {
+        self.write(conn_id, WriteOp::DropConn).await.map(|_| ())
+    }
+
+    /// Counters for monitoring.
+    pub fn stats(&self) -> MdtStats {
+        let (orphans, pending_destroys) = (|| -> Result<(u64, u64), StoreError> {
+            let r = self.db.begin_read()?;
+            let o = r.open_table(store::ORPHANS)?.len()?;
+            let d = r.open_table(store::DESTROY_LOG)?.len()?;
+            Ok((o, d))
+        })()
+        .unwrap_or_default();
+        MdtStats {
+            dirs: self.counters.dirs.load(Ordering::Relaxed),
+            files: self.counters.files.load(Ordering::Relaxed),
+            orphans,
+            pending_destroys,
+            open_handles: lock(&self.handles).len() as u64,
+            commits: self.counters.commits.load(Ordering::Relaxed),
+            write_ops: self.counters.ops.load(Ordering::Relaxed),
+        }
+    }
+
+    async fn read(&self, req: MdtRequest) -> WireResult<MdtReply> {
+        let db = self.db.clone();
+        let handles = self.handles.clone();
+        let dir = self.dir.clone();
+        let r = tokio::task::spawn_blocking(move || reads::run(&db, &dir, &handles, &req))
+            .await
+            .map_err(|e| WireError::new(Errno::Io, format!("read task failed: {e}")))?;
+        r.map_err(fail_to_wire)
+    }
+
+    fn shut() -> WireError {
+        WireError::new(Errno::Io, "MDT is shutting down")
+    }
+
+    async fn submit(&self, conn: u64, op: WriteOp) -> WireResult<Outcome> {
+        let (reply, rx) = oneshot::channel();
+        let sender = lock(&self.sender).clone().ok_or_else(Self::shut)?;
+        sender
+            .send(Msg::Op(Pending {
+                conn,
+                op,
+                reply: Some(reply),
+            }))
+            .map_err(|_| Self::shut())?;
+        rx.await.map_err(|_| Self::shut())
+    }
+
+    /// Runs an internal write and waits for it to be durable.
+    pub(crate) async fn submit_internal(&self, op: WriteOp) -> WireResult<()> {
+        self.write(0, op).await.map(|_| ())
+    }
+
+    async fn write(&self, conn: u64, mut op: WriteOp) -> WireResult<MdtReply> {
+        // A few rounds: each grant holds at least one whole sequence.
+        for _ in 0..4 {
+            match self.submit(conn, op).await? {
+                Outcome::Done(r) => return r,
+                Outcome::NeedSeq(back) => {
+                    op = back;
+                    self.refill_seq().await?;
+                }
+            }
+        }
+        Err(WireError::new(
+            Errno::NoSpc,
+            "could not obtain a FID sequence",
+        ))
+    }
+
+    /// Gets a new FID sequence from the MGS unless another task just did.
+    async fn refill_seq(&self) -> WireResult<()> {
+        let _one_at_a_time = self.seq_lock.lock().await;
+        if let Outcome::Done(Ok(_)) = self.submit(0, WriteOp::HasFids).await? {
+            return Ok(());
+        }
+        let range =
+            self.cluster.alloc_seq(1).await.map_err(|e| {
+                WireError::new(Errno::Again, format!("FID sequence grant failed: {e}"))
+            })?;
+        tracing::info!(
+            start = range.start,
+            end = range.end,
+            "granted FID sequences"
+        );
+        match self.submit(0, WriteOp::GrantSeq(range)).await? {
+            Outcome::Done(r) => r.map(|_| ()),
+            Outcome::NeedSeq(_) => Err(WireError::new(Errno::Io, "sequence grant not applied")),
+        }
+    }
+}
+
+pub(crate) fn fail_to_wire(f: Fail) -> WireError {
+    match f {
+        Fail::Wire(e) => e,
+        Fail::Store(e) => store_to_wire(&e),
+        Fail::NeedSeq => WireError::new(Errno::Io, "no FID sequence"),
+    }
+}

@@ -1,0 +1,143 @@
+//! An in-memory [`ClusterView`] for tests: OSTs with settable free space and state, pools,
+//! a default layout, a sequence allocator, and OSTs that can be taken down so destroys fail.
+
+use crate::cluster::{BoxFuture, ClusterView, OstInfo};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+use weft_proto::fid::FIRST_GRANTED_SEQ;
+use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId};
+
+#[derive(Debug, Default)]
+struct State {
+    osts: Vec<OstInfo>,
+    pools: BTreeMap<String, Vec<u32>>,
+    default_layout: LayoutTemplate,
+    next_seq: u64,
+    seq_grants: u64,
+    down: BTreeSet<u32>,
+    destroyed: Vec<(u32, ObjectId)>,
+    failed_destroys: u64,
+}
+
+/// A cluster that lives in memory. Cheap to build; every method is deterministic.
+#[derive(Debug)]
+pub struct MemoryCluster {
+    state: Mutex<State>,
+}
+
+impl MemoryCluster {
+    /// A cluster with `ost_count` active OSTs with 1 TiB free each and no default layout.
+    pub fn new(ost_count: u32) -> Self {
+        let osts = (0..ost_count)
+            .map(|index| OstInfo {
+                index,
+                active: true,
+                free_bytes: 1 << 40,
+            })
+            .collect();
+        Self {
+            state: Mutex::new(State {
+                osts,
+                next_seq: FIRST_GRANTED_SEQ,
+                ..State::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means a test thread panicked; the state is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the OST list.
+    pub fn set_osts(&self, osts: Vec<OstInfo>) {
+        self.lock().osts = osts;
+    }
+
+    /// Sets the free space of OST `index`.
+    pub fn set_free(&self, index: u32, free_bytes: u64) {
+        for o in self.lock().osts.iter_mut().filter(|o| o.index == index) {
+            o.free_bytes = free_bytes;
+        }
+    }
+
+    /// Marks OST `index` active or inactive for allocation.
+    pub fn set_active(&self, index: u32, active: bool) {
+        for o in self.lock().osts.iter_mut().filter(|o| o.index == index) {
+            o.active = active;
+        }
+    }
+
+    /// Makes destroys on OST `index` fail (`down = true`) or succeed again.
+    pub fn set_down(&self, index: u32, down: bool) {
+        let mut s = self.lock();
+        if down {
+            s.down.insert(index);
+        } else {
+            s.down.remove(&index);
+        }
+    }
+
+    /// Defines (or replaces) a pool.
+    pub fn set_pool(&self, name: &str, osts: Vec<u32>) {
+        self.lock().pools.insert(name.to_string(), osts);
+    }
+
+    /// Sets the file system's default layout.
+    pub fn set_default_layout(&self, template: LayoutTemplate) {
+        self.lock().default_layout = template;
+    }
+
+    /// Every object destroyed so far, in order (repeats show replays).
+    pub fn destroyed(&self) -> Vec<(u32, ObjectId)> {
+        self.lock().destroyed.clone()
+    }
+
+    /// How many destroys failed because their OST was down.
+    pub fn failed_destroys(&self) -> u64 {
+        self.lock().failed_destroys
+    }
+
+    /// How many sequence grants were asked for.
+    pub fn seq_grants(&self) -> u64 {
+        self.lock().seq_grants
+    }
+}
+
+impl ClusterView for MemoryCluster {
+    fn osts(&self) -> Vec<OstInfo> {
+        self.lock().osts.clone()
+    }
+
+    fn pool(&self, name: &str) -> Option<Vec<u32>> {
+        self.lock().pools.get(name).cloned()
+    }
+
+    fn default_layout(&self) -> LayoutTemplate {
+        self.lock().default_layout.clone()
+    }
+
+    fn alloc_seq(&self, count: u32) -> BoxFuture<'_, Result<FidSeqRange, String>> {
+        let mut s = self.lock();
+        let start = s.next_seq;
+        s.next_seq = start.saturating_add(u64::from(count.max(1)));
+        s.seq_grants += 1;
+        let range = FidSeqRange {
+            start,
+            end: s.next_seq,
+        };
+        Box::pin(async move { Ok(range) })
+    }
+
+    fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>> {
+        let mut s = self.lock();
+        let result = if s.down.contains(&ost) {
+            s.failed_destroys += 1;
+            Err(format!("OST{ost:04x} is down"))
+        } else {
+            s.destroyed.push((ost, object));
+            Ok(())
+        };
+        Box::pin(async move { result })
+    }
+}

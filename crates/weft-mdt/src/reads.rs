@@ -1,0 +1,247 @@
+//! Read-only operations, each in its own redb read transaction (a consistent snapshot of
+//! the last commit), run on blocking threads concurrently with the commit thread.
+
+use crate::engine::lock;
+use crate::error::{Fail, fail};
+use crate::handles::Handles;
+use crate::names::check_name;
+use crate::namespace::{XATTR_LIST_MAX, load, load_dir, load_entry, xattr_ns, xattr_permission};
+use crate::perm::{self, MAY_READ};
+use crate::store::{self, Dirent, Readable};
+use redb::{Database, ReadableDatabase, ReadableTableMetadata};
+use std::path::Path;
+use std::sync::Mutex;
+use weft_proto::mdt::{Credentials, DirEntry, FileKind, MdtReply, MdtRequest, StatFs};
+use weft_proto::{Errno, Fid, NAME_MAX};
+
+/// Most entries in one readdir page, whatever the client asks.
+pub const READDIR_MAX_ENTRIES: usize = 4096;
+/// Budget of encoded bytes for one readdir page (well under the 4 MiB frame body limit).
+const READDIR_MAX_BYTES: usize = 2 << 20;
+/// Approximate encoded size of one entry besides its name (FID, kind, cookie, attributes).
+const ENTRY_OVERHEAD: usize = 160;
+/// Bytes of store an inode is assumed to need, to estimate free inodes from free space.
+const INODE_BYTES_ESTIMATE: u64 = 1024;
+
+/// Runs one read-only request.
+pub(crate) fn run(
+    db: &Database,
+    dir: &Path,
+    handles: &Mutex<Handles>,
+    req: &MdtRequest,
+) -> Result<MdtReply, Fail> {
+    let r = db.begin_read().map_err(crate::error::StoreError::from)?;
+    let inodes = r
+        .open_table(store::INODES)
+        .map_err(crate::error::StoreError::from)?;
+    let open_count = |fid: Fid| lock(handles).count(fid);
+    match req {
+        MdtRequest::Lookup { parent, name, cred } => {
+            let dirents = r
+                .open_table(store::DIRENTS)
+                .map_err(crate::error::StoreError::from)?;
+            load_dir(&inodes, *parent, cred)?;
+            check_name(name)?;
+            let (de, ino) = load_entry(&inodes, &dirents, *parent, name)?;
+            Ok(MdtReply::Attr(ino.attr(de.fid, open_count(de.fid))))
+        }
+        MdtRequest::GetAttr { fid } => {
+            let ino = load(&inodes, *fid)?;
+            Ok(MdtReply::Attr(ino.attr(*fid, open_count(*fid))))
+        }
+        MdtRequest::ReadLink { fid } => {
+            let ino = load(&inodes, *fid)?;
+            if ino.kind != FileKind::Symlink {
+                return Err(fail(Errno::Inval, "not a symlink"));
+            }
+            Ok(MdtReply::Link(ino.symlink))
+        }
+        MdtRequest::ReadDir {
+            fid,
+            cookie,
+            max_entries,
+            plus,
+            cred,
+        } => {
+            let dirents = r
+                .open_table(store::DIRENTS)
+                .map_err(crate::error::StoreError::from)?;
+            readdir(
+                &inodes,
+                &dirents,
+                handles,
+                *fid,
+                *cookie,
+                *max_entries,
+                *plus,
+                cred,
+            )
+        }
+        MdtRequest::GetXattr { fid, name, cred } => {
+            let xattrs = r
+                .open_table(store::XATTRS)
+                .map_err(crate::error::StoreError::from)?;
+            let ino = load(&inodes, *fid)?;
+            let ns = xattr_ns(name)?;
+            xattr_permission(&ino, cred, ns, false)?;
+            match xattrs
+                .get(store::xattr_key(*fid, name).as_slice())
+                .map_err(crate::error::StoreError::from)?
+            {
+                Some(v) => Ok(MdtReply::Xattr(
+                    v.value().get(1..).unwrap_or_default().to_vec(),
+                )),
+                None => Err(fail(Errno::NoData, "no such attribute")),
+            }
+        }
+        MdtRequest::ListXattr { fid, cred } => {
+            let xattrs = r
+                .open_table(store::XATTRS)
+                .map_err(crate::error::StoreError::from)?;
+            load(&inodes, *fid)?;
+            listxattr(&xattrs, *fid, cred)
+        }
+        MdtRequest::GetLayout { fid } => {
+            let ino = load(&inodes, *fid)?;
+            if ino.is_dir() {
+                Ok(MdtReply::Template(ino.default_layout))
+            } else {
+                Ok(MdtReply::Layout(ino.layout))
+            }
+        }
+        MdtRequest::StatFs => {
+            let used = inodes.len().map_err(crate::error::StoreError::from)?;
+            statfs(dir, used)
+        }
+        _ => Err(fail(Errno::Proto, "not a read operation")),
+    }
+}
+
+fn listxattr(xattrs: &impl Readable, fid: Fid, cred: &Credentials) -> Result<MdtReply, Fail> {
+    let (start, end) = store::fid_prefix_range(fid);
+    let keys = crate::engine::collect_keys(xattrs, &start, end.as_deref())?;
+    let mut names = Vec::new();
+    let mut total = 0usize;
+    for k in keys {
+        let name = k.get(16..).unwrap_or_default().to_vec();
+        if cred.uid != 0 && name.starts_with(b"trusted.") {
+            continue;
+        }
+        total += name.len() + 1;
+        if total > XATTR_LIST_MAX {
+            return Err(fail(Errno::Range, "attribute list too large"));
+        }
+        names.push(name);
+    }
+    Ok(MdtReply::XattrNames(names))
+}
+
+/// One page of a directory, in hash order after `cookie`.
+///
+/// A page never ends in the middle of a group of names with equal hashes (the cookie is the
+/// hash, so the next page resumes after the whole group): a trailing partial group is left
+/// for the next page, and a single group larger than a page is returned whole.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn readdir(
+    inodes: &impl Readable,
+    dirents: &impl Readable,
+    handles: &Mutex<Handles>,
+    fid: Fid,
+    cookie: u64,
+    max_entries: u32,
+    plus: bool,
+    cred: &Credentials,
+) -> Result<MdtReply, Fail> {
+    let dir = load(inodes, fid)?;
+    if !dir.is_dir() {
+        return Err(fail(Errno::NotDir, "not a directory"));
+    }
+    perm::check(&dir, cred, MAY_READ)?;
+    if max_entries == 0 {
+        return Err(fail(Errno::Inval, "a page of zero entries"));
+    }
+    let max = usize::try_from(max_entries)
+        .unwrap_or(usize::MAX)
+        .min(READDIR_MAX_ENTRIES);
+    let from = if cookie == 0 {
+        0
+    } else {
+        match cookie.checked_add(1) {
+            Some(c) => c,
+            None => {
+                return Ok(MdtReply::Entries {
+                    entries: Vec::new(),
+                    eof: true,
+                });
+            }
+        }
+    };
+    let (start, end) = store::dirent_range(fid, from);
+    let mut page: Vec<(u64, Vec<u8>, Dirent)> = Vec::new();
+    let mut bytes = 0usize;
+    let mut eof = true;
+    for item in dirents
+        .range::<&[u8]>(start.as_slice()..end.as_slice())
+        .map_err(crate::error::StoreError::from)?
+    {
+        let (k, v) = item.map_err(crate::error::StoreError::from)?;
+        let (hash, name) = store::split_dirent_key(k.value())?;
+        if page.len() >= max || bytes >= READDIR_MAX_BYTES {
+            let last = page.last().map(|e| e.0);
+            let first = page.first().map(|e| e.0);
+            if last == Some(hash) {
+                if first == Some(hash) {
+                    // One group fills the page: it cannot be split, so it goes out whole.
+                    let de: Dirent = store::decode("dirents", v.value())?;
+                    bytes += name.len() + ENTRY_OVERHEAD;
+                    page.push((hash, name.to_vec(), de));
+                    continue;
+                }
+                while page.last().map(|e| e.0) == Some(hash) {
+                    page.pop();
+                }
+            }
+            eof = false;
+            break;
+        }
+        let de: Dirent = store::decode("dirents", v.value())?;
+        bytes += name.len() + ENTRY_OVERHEAD;
+        page.push((hash, name.to_vec(), de));
+    }
+    let mut entries = Vec::with_capacity(page.len());
+    for (hash, name, de) in page {
+        let attr = if plus {
+            store::get_inode(inodes, de.fid)?
+                .map(|ino| ino.attr(de.fid, lock(handles).count(de.fid)))
+        } else {
+            None
+        };
+        entries.push(DirEntry {
+            name,
+            fid: de.fid,
+            kind: de.kind,
+            cookie: hash,
+            attr,
+        });
+    }
+    Ok(MdtReply::Entries { entries, eof })
+}
+
+fn statfs(dir: &Path, used_inodes: u64) -> Result<MdtReply, Fail> {
+    let s = rustix::fs::statvfs(dir).map_err(|e| fail(Errno::Io, format!("statvfs: {e}")))?;
+    let frsize = if s.f_frsize > 0 {
+        s.f_frsize
+    } else {
+        s.f_bsize.max(1)
+    };
+    let ffree = s.f_bavail.saturating_mul(frsize) / INODE_BYTES_ESTIMATE;
+    Ok(MdtReply::StatFs(StatFs {
+        bsize: u32::try_from(frsize).unwrap_or(4096),
+        blocks: s.f_blocks,
+        bfree: s.f_bfree,
+        bavail: s.f_bavail,
+        files: used_inodes.saturating_add(ffree),
+        ffree,
+        namelen: NAME_MAX as u32,
+    }))
+}

@@ -1,0 +1,357 @@
+//! The on-disk shape of an MDT: redb tables, their keys, and versioned records.
+//!
+//! Every key is raw bytes with big-endian integers so that byte order is numeric order.
+//! Every value starts with a record version byte followed by a postcard body.
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `inodes` | FID (16 bytes) | [`Inode`] |
+//! | `dirents` | parent FID (16) + name hash (8) + name | [`Dirent`] |
+//! | `xattrs` | FID (16) + attribute name | version byte + raw value |
+//! | `orphans` | FID (16) | version byte (inodes unlinked while open) |
+//! | `destroy_log` | sequence (8) | [`DestroyRecord`] |
+//! | `meta` | `"meta"` | [`Meta`] |
+
+use crate::error::StoreError;
+use crate::names::name_hash;
+use redb::{ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+use weft_proto::mdt::{Attr, FileKind};
+use weft_proto::{Fid, FidSeqRange, Layout, LayoutTemplate, ObjectId, Timestamp};
+
+/// The one record version this build writes and reads.
+pub const RECORD_VERSION: u8 = 1;
+/// The store layout version kept in [`Meta`].
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A table of byte keys and byte values.
+pub type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+/// Inodes by FID.
+pub const INODES: Def = TableDefinition::new("inodes");
+/// Directory entries by (parent, hash, name).
+pub const DIRENTS: Def = TableDefinition::new("dirents");
+/// Extended attributes by (FID, name).
+pub const XATTRS: Def = TableDefinition::new("xattrs");
+/// Inodes whose last name is gone while handles keep them open.
+pub const ORPHANS: Def = TableDefinition::new("orphans");
+/// Objects waiting to be destroyed on OSTs, by log sequence.
+pub const DESTROY_LOG: Def = TableDefinition::new("destroy_log");
+/// The MDT's identity and allocators.
+pub const META: Def = TableDefinition::new("meta");
+/// The key of the one record in [`META`].
+pub const META_KEY: &[u8] = b"meta";
+
+/// A byte-keyed table readable in a read or a write transaction.
+pub trait Readable: ReadableTable<&'static [u8], &'static [u8]> {}
+impl<T: ReadableTable<&'static [u8], &'static [u8]>> Readable for T {}
+
+/// An inode as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inode {
+    /// Type.
+    pub kind: FileKind,
+    /// Permission bits (`0o7777`).
+    pub mode: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size as the MDT knows it.
+    pub size: u64,
+    /// 512-byte blocks as last reported.
+    pub blocks: u64,
+    /// Access time.
+    pub atime: Timestamp,
+    /// Modification time.
+    pub mtime: Timestamp,
+    /// Status change time.
+    pub ctime: Timestamp,
+    /// Device number.
+    pub rdev: u64,
+    /// Data version.
+    pub data_version: u64,
+    /// HSM flags.
+    pub hsm_flags: u32,
+    /// HSM archive id.
+    pub archive_id: u32,
+    /// Project id.
+    pub project_id: u32,
+    /// For directories: the parent directory (the root is its own parent). Used to refuse
+    /// renames that would make a directory its own ancestor.
+    pub parent: Fid,
+    /// Whether a writer ever reported modifying the data (a layout can no longer change).
+    pub written: bool,
+    /// A regular file's layout.
+    pub layout: Option<Layout>,
+    /// A directory's default layout for new files.
+    pub default_layout: Option<LayoutTemplate>,
+    /// A symlink's target.
+    pub symlink: Vec<u8>,
+}
+
+impl Inode {
+    /// A fresh inode with one link and all times set to `now`.
+    pub fn new(kind: FileKind, mode: u32, uid: u32, gid: u32, now: Timestamp) -> Self {
+        Self {
+            kind,
+            mode: mode & 0o7777,
+            nlink: 1,
+            uid,
+            gid,
+            size: 0,
+            blocks: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            data_version: 0,
+            hsm_flags: 0,
+            archive_id: 0,
+            project_id: 0,
+            parent: Fid::ROOT,
+            written: false,
+            layout: None,
+            default_layout: None,
+            symlink: Vec::new(),
+        }
+    }
+
+    /// The attributes a client sees.
+    pub fn attr(&self, fid: Fid, open_count: u32) -> Attr {
+        Attr {
+            fid,
+            kind: self.kind,
+            mode: self.mode,
+            nlink: self.nlink,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            blocks: self.blocks,
+            atime: self.atime,
+            mtime: self.mtime,
+            ctime: self.ctime,
+            rdev: self.rdev,
+            data_version: self.data_version,
+            hsm_flags: self.hsm_flags,
+            archive_id: self.archive_id,
+            project_id: self.project_id,
+            open_count,
+        }
+    }
+
+    /// Whether this is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileKind::Directory
+    }
+}
+
+/// A directory entry's value (the name is in the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dirent {
+    /// The inode named.
+    pub fid: Fid,
+    /// Its type, so readdir needs no inode lookup.
+    pub kind: FileKind,
+}
+
+/// Objects of one removed file, to destroy on their OSTs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestroyRecord {
+    /// The file they belonged to.
+    pub fid: Fid,
+    /// (OST index, object) pairs.
+    pub objects: Vec<(u32, ObjectId)>,
+}
+
+/// The MDT's identity and allocator state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// Store layout version.
+    pub format_version: u32,
+    /// The file system this MDT belongs to.
+    pub fsname: String,
+    /// The MDT's index.
+    pub index: u32,
+    /// The target's UUID, fixed at format.
+    pub uuid: Uuid,
+    /// The sequence new FIDs come from (0: none yet).
+    pub cur_seq: u64,
+    /// The next object id in `cur_seq`.
+    pub next_oid: u64,
+    /// Sequences granted by the MGS and not used yet.
+    pub free_seqs: Vec<FidSeqRange>,
+    /// The next destroy-log sequence.
+    pub next_destroy: u64,
+    /// Directories stored (orphans included).
+    pub dirs: u64,
+    /// Non-directories stored (orphans included).
+    pub files: u64,
+}
+
+/// Encodes a record: version byte, then postcard.
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    postcard::to_extend(value, vec![RECORD_VERSION]).map_err(|e| StoreError::Corrupt {
+        table: "(encode)",
+        message: e.to_string(),
+    })
+}
+
+/// Decodes a record written by [`encode`].
+pub fn decode<T: DeserializeOwned>(table: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
+    match bytes.split_first() {
+        Some((&RECORD_VERSION, body)) => {
+            postcard::from_bytes(body).map_err(|e| StoreError::Corrupt {
+                table,
+                message: e.to_string(),
+            })
+        }
+        Some((&v, _)) => Err(StoreError::Version(v)),
+        None => Err(StoreError::Corrupt {
+            table,
+            message: "empty record".into(),
+        }),
+    }
+}
+
+/// The key of a directory entry.
+pub fn dirent_key(parent: Fid, name: &[u8]) -> Vec<u8> {
+    dirent_key_hashed(parent, name_hash(name), name)
+}
+
+/// The key of a directory entry whose hash is known.
+pub fn dirent_key_hashed(parent: Fid, hash: u64, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(24 + name.len());
+    k.extend_from_slice(&parent.to_bytes());
+    k.extend_from_slice(&hash.to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// Key bounds `[start, end)` of the entries of `parent` with hash at least `from_hash`.
+pub fn dirent_range(parent: Fid, from_hash: u64) -> (Vec<u8>, Vec<u8>) {
+    // Hashes are below 2^63, so no key of `parent` reaches hash u64::MAX.
+    (
+        dirent_key_hashed(parent, from_hash, b""),
+        dirent_key_hashed(parent, u64::MAX, b""),
+    )
+}
+
+/// Splits a directory entry key into (hash, name).
+pub fn split_dirent_key(key: &[u8]) -> Result<(u64, &[u8]), StoreError> {
+    let bad = || StoreError::Corrupt {
+        table: "dirents",
+        message: "short key".into(),
+    };
+    let hash = key.get(16..24).ok_or_else(bad)?;
+    let name = key.get(24..).ok_or_else(bad)?;
+    let mut h = [0u8; 8];
+    h.copy_from_slice(hash);
+    Ok((u64::from_be_bytes(h), name))
+}
+
+/// The key of an extended attribute.
+pub fn xattr_key(fid: Fid, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16 + name.len());
+    k.extend_from_slice(&fid.to_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// Key bounds of everything keyed by `fid` as a prefix: `[fid, next fid)` (end `None` for
+/// the largest FID).
+pub fn fid_prefix_range(fid: Fid) -> (Vec<u8>, Option<Vec<u8>>) {
+    let start = fid.to_bytes();
+    let end = u128::from_be_bytes(start)
+        .checked_add(1)
+        .map(|n| n.to_be_bytes().to_vec());
+    (start.to_vec(), end)
+}
+
+/// Reads and decodes one record.
+pub fn get<T: DeserializeOwned>(
+    table: &impl Readable,
+    name: &'static str,
+    key: &[u8],
+) -> Result<Option<T>, StoreError> {
+    match table.get(key)? {
+        Some(v) => decode(name, v.value()).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads an inode.
+pub fn get_inode(inodes: &impl Readable, fid: Fid) -> Result<Option<Inode>, StoreError> {
+    get(inodes, "inodes", &fid.to_bytes())
+}
+
+/// Reads a directory entry.
+pub fn get_dirent(
+    dirents: &impl Readable,
+    parent: Fid,
+    name: &[u8],
+) -> Result<Option<Dirent>, StoreError> {
+    get(dirents, "dirents", &dirent_key(parent, name))
+}
+
+/// Whether directory `fid` has no entries (a range scan that stops at the first entry).
+pub fn dir_is_empty(dirents: &impl Readable, fid: Fid) -> Result<bool, StoreError> {
+    let (start, end) = dirent_range(fid, 0);
+    let mut it = dirents.range::<&[u8]>(start.as_slice()..end.as_slice())?;
+    Ok(it.next().transpose()?.is_none())
+}
+
+/// Reads the meta record.
+pub fn get_meta(meta: &impl Readable) -> Result<Option<Meta>, StoreError> {
+    get(meta, "meta", META_KEY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_carry_a_version_and_refuse_unknown_ones() {
+        let d = Dirent {
+            fid: Fid::ROOT,
+            kind: FileKind::Directory,
+        };
+        let bytes = encode(&d).unwrap();
+        assert_eq!(bytes[0], RECORD_VERSION);
+        assert_eq!(decode::<Dirent>("dirents", &bytes).unwrap(), d);
+        let mut future = bytes.clone();
+        future[0] = 9;
+        assert_eq!(
+            decode::<Dirent>("dirents", &future),
+            Err(StoreError::Version(9))
+        );
+        assert!(decode::<Dirent>("dirents", &[]).is_err());
+        assert!(decode::<Dirent>("dirents", &bytes[..3]).is_err());
+    }
+
+    #[test]
+    fn dirent_keys_sort_by_parent_then_hash() {
+        let a = Fid {
+            seq: 5,
+            oid: 1,
+            ver: 0,
+        };
+        let b = Fid {
+            seq: 5,
+            oid: 2,
+            ver: 0,
+        };
+        let (start, end) = dirent_range(a, 0);
+        let k = dirent_key(a, b"name");
+        assert!(start <= k && k < end);
+        assert!(dirent_key(b, b"") >= end);
+        let (h, n) = split_dirent_key(&k).unwrap();
+        assert_eq!((h, n), (name_hash(b"name"), &b"name"[..]));
+        let (s, e) = fid_prefix_range(a);
+        assert!(s <= xattr_key(a, b"user.x") && Some(xattr_key(a, b"\xff\xff")) < e);
+    }
+}
