@@ -460,13 +460,17 @@ mod model {
         fn object_behaves_like_a_byte_vector(ops in proptest::collection::vec(op(), 1..40)) {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
             rt.block_on(async {
-                let (_d, ost) = new_ost();
+                // One target for all cases (formatting costs several fsyncs), a new object each.
+                static SHARED: std::sync::LazyLock<(tempfile::TempDir, Arc<Ost>)> = std::sync::LazyLock::new(new_ost);
+                static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+                let ost = &SHARED.1;
+                let id = oid(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
                 let mut model: Option<Vec<u8>> = None;
                 let mut last_version = 0;
                 for op in ops {
                     match op {
                         Op::Write { offset, len, fill } => {
-                            let a = ost.write(oid(1), offset, Bytes::from(vec![fill; len]), false).await.unwrap();
+                            let a = ost.write(id, offset, Bytes::from(vec![fill; len]), false).await.unwrap();
                             let m = model.get_or_insert_with(Vec::new);
                             let end = offset as usize + len;
                             if m.len() < end {
@@ -478,14 +482,14 @@ mod model {
                             last_version = a.data_version;
                         }
                         Op::Punch { size } => {
-                            let a = ost.punch(oid(1), size).await.unwrap();
+                            let a = ost.punch(id, size).await.unwrap();
                             model.get_or_insert_with(Vec::new).resize(size as usize, 0);
                             assert_eq!(a.size, size);
                             assert!(a.data_version > last_version);
                             last_version = a.data_version;
                         }
                         Op::Read { offset, len } => {
-                            let (a, data) = ost.read(oid(1), offset, len).await.unwrap();
+                            let (a, data) = ost.read(id, offset, len).await.unwrap();
                             match &model {
                                 None => {
                                     assert!(!a.exists);
@@ -504,4 +508,58 @@ mod model {
             });
         }
     }
+}
+
+#[test]
+fn an_interrupted_format_is_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a crash during format can leave: some subdirectories, the reservation, a temp file.
+    std::fs::create_dir_all(dir.path().join("O/00")).unwrap();
+    DataVersions::format(dir.path()).unwrap();
+    std::fs::write(dir.path().join("target.json.tmp"), b"{").unwrap();
+    let ost = Ost::open(dir.path(), opts()).unwrap();
+    assert_eq!(ost.index(), 3);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("O")).unwrap().count(),
+        256
+    );
+
+    // But an object directory with objects in it is not ours to format.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("O/07")).unwrap();
+    std::fs::write(dir.path().join("O/07/200000400-1-0-c0-s0"), b"data").unwrap();
+    assert!(matches!(
+        Ost::open(dir.path(), opts()),
+        Err(OstError::NotEmpty(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_object_without_a_version_gets_a_fresh_one() {
+    let (d, ost) = new_ost();
+    let w = ost
+        .write(oid(1), 0, Bytes::from_static(b"abc"), false)
+        .await
+        .unwrap();
+    let f = std::fs::File::open(object_path(d.path(), &oid(1))).unwrap();
+    rustix::fs::fremovexattr(&f, crate::DV_XATTR).unwrap();
+    let a = ost.getattr(oid(1)).await.unwrap();
+    assert!(a.data_version > w.data_version);
+    assert_eq!(
+        ost.getattr(oid(1)).await.unwrap().data_version,
+        a.data_version,
+        "and keeps it"
+    );
+}
+
+#[tokio::test]
+async fn read_reports_the_version_of_the_data_it_returns() {
+    let (_d, ost) = new_ost();
+    let w = ost
+        .write(oid(1), 0, Bytes::from_static(b"abc"), true)
+        .await
+        .unwrap();
+    let (a, _) = ost.read(oid(1), 0, 3).await.unwrap();
+    assert_eq!(a.data_version, w.data_version);
+    assert!(a.blocks > 0);
 }
