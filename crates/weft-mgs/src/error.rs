@@ -31,6 +31,9 @@ pub enum MgsError {
     /// The directory holds files but no MGS state: formatting it could destroy data.
     #[error("{0}: directory is not empty and holds no MGS configuration; refusing to format it")]
     NotEmpty(PathBuf),
+    /// Another process (or another open in this one) is serving the directory.
+    #[error("{0}: the MGS data directory is already in use by another process")]
+    Busy(PathBuf),
     /// The state file is damaged (bad header, checksum, or content).
     #[error("{path}: corrupt MGS state: {reason}")]
     Corrupt {

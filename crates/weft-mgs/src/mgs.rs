@@ -80,6 +80,8 @@ pub struct Mgs {
     /// Serialises changes (held across the durable write).
     writer: tokio::sync::Mutex<()>,
     subscribers: Subscribers,
+    /// Keeps the directory's exclusive lock.
+    _dir_lock: std::fs::File,
 }
 
 impl std::fmt::Debug for Mgs {
@@ -121,9 +123,24 @@ impl Mgs {
         if let Some(name) = fsname.filter(|n| !is_valid_fsname(n)) {
             return Err(MgsError::InvalidFsname(name.to_owned()));
         }
-        std::fs::create_dir_all(dir).map_err(|source| MgsError::Io {
+        let io = |source| MgsError::Io {
             path: dir.to_owned(),
             source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let dir_lock = std::fs::File::open(dir).map_err(io)?;
+        // Held for the service's lifetime: two MGSs on one directory would grant the same
+        // sequences and overwrite each other's changes.
+        rustix::fs::flock(
+            &dir_lock,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .map_err(|e| {
+            if e == rustix::io::Errno::WOULDBLOCK {
+                MgsError::Busy(dir.to_owned())
+            } else {
+                io(e.into())
+            }
         })?;
         let record = match state::load(dir)? {
             Some(r) => {
@@ -162,6 +179,7 @@ impl Mgs {
             live: Mutex::new(live),
             writer: tokio::sync::Mutex::new(()),
             subscribers: Subscribers::default(),
+            _dir_lock: dir_lock,
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(liveness_task(Arc::downgrade(&mgs)));

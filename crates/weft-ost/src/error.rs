@@ -58,6 +58,9 @@ pub enum OstError {
         /// The index asked for.
         requested: u32,
     },
+    /// Another process (or another open in this one) is serving the directory.
+    #[error("{0}: the target is already in use by another process")]
+    Busy(PathBuf),
     /// The file system name is not 1 to 8 characters of `[A-Za-z0-9_-]`.
     #[error("invalid file system name {0:?}: use 1 to 8 characters of A-Z a-z 0-9 _ -")]
     InvalidFsname(String),

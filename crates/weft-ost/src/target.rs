@@ -86,6 +86,20 @@ impl Ost {
             return Err(OstError::InvalidIndex(opts.index));
         }
         std::fs::create_dir_all(dir).map_err(|e| OstError::io(dir, e))?;
+        let dir_fd = File::open(dir).map_err(|e| OstError::io(dir, e))?;
+        // Held for the target's lifetime: two servers on one directory would hand out the
+        // same data versions and race on every object.
+        rustix::fs::flock(
+            &dir_fd,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .map_err(|e| {
+            if e == rustix::io::Errno::WOULDBLOCK {
+                OstError::Busy(dir.to_owned())
+            } else {
+                OstError::io(dir, e.into())
+            }
+        })?;
         let identity = match Identity::load(dir)? {
             Some(id) => {
                 id.check(&opts.fsname, opts.index)?;
@@ -101,7 +115,6 @@ impl Ost {
             });
         }
         let versions = DataVersions::open(dir)?;
-        let dir_fd = File::open(dir).map_err(|e| OstError::io(dir, e))?;
         tracing::info!(dir = %dir.display(), fsname = %identity.fsname, index = identity.index, uuid = %identity.uuid, "OST opened");
         Ok(Arc::new(Ost {
             dir: dir.to_owned(),

@@ -432,6 +432,18 @@ fn opening_checks_name_and_directory() {
 }
 
 #[test]
+fn a_directory_is_served_by_one_mgs_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(dir.path(), Some("alpha")).unwrap();
+    assert!(matches!(
+        Mgs::open(dir.path(), Some("alpha")),
+        Err(MgsError::Busy(_))
+    ));
+    drop(mgs);
+    Mgs::open(dir.path(), Some("alpha")).unwrap();
+}
+
+#[test]
 fn corrupt_state_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     Mgs::open(dir.path(), Some("alpha")).unwrap();

@@ -195,6 +195,18 @@ fn reopen_checks_identity() {
 }
 
 #[test]
+fn a_directory_is_served_by_one_target_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let ost = Ost::open(dir.path(), opts()).unwrap();
+    assert!(matches!(
+        Ost::open(dir.path(), opts()),
+        Err(OstError::Busy(_))
+    ));
+    drop(ost);
+    Ost::open(dir.path(), opts()).unwrap();
+}
+
+#[test]
 fn refuses_foreign_directories() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("precious.txt"), b"user data").unwrap();
