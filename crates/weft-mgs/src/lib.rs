@@ -20,7 +20,11 @@
 //!
 //! `next_seq` is the next FID sequence to grant; it is persisted before a grant is answered,
 //! so no sequence is ever granted twice. Heartbeat times live in memory only (the persisted
-//! `last_seen` is refreshed whenever something else is written).
+//! `last_seen` is refreshed whenever something else is written); active/inactive
+//! transitions are persisted like any other change. A served directory is held with an
+//! exclusive `flock`, so a second MGS on it is refused.
+//!
+//! Sequence grants are not tied to registration: an MDT may ask before it registers.
 
 mod durable;
 mod error;

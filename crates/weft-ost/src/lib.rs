@@ -22,7 +22,12 @@
 //! `target.json` and `dv_reserve.json` are written with the durable recipe (temporary file,
 //! fsync, rename, fsync directory); `target.json` is written last at format, so a directory
 //! without it is either empty or an interrupted format. The file system must support user
-//! extended attributes (checked at format).
+//! extended attributes (checked at format). A served directory is held with an exclusive
+//! `flock`, so a second server on it is refused.
+//!
+//! Data versions are handed out from an OST-wide counter whose reserved range is persisted
+//! before use, so they never go backwards; a version stored before the last start is not
+//! trusted (a crash may have split data from its attribute) and is replaced on first access.
 
 mod brw;
 mod dataversion;
