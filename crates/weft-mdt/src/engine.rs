@@ -65,6 +65,8 @@ pub struct Counters {
     pub commits: AtomicU64,
     /// Operations answered by the commit thread.
     pub ops: AtomicU64,
+    /// FIDs allocatable without asking the MGS (saturating).
+    pub fids_left: AtomicU64,
 }
 
 /// The commit thread's state.
@@ -265,6 +267,14 @@ impl Engine {
         self.counters
             .files
             .store(self.meta.files, Ordering::Relaxed);
+        let in_cur = if self.meta.cur_seq == 0 {
+            0
+        } else {
+            (self.seq_width + 1).saturating_sub(self.meta.next_oid)
+        };
+        let free: u64 = self.meta.free_seqs.iter().map(|r| r.len()).sum();
+        let left = in_cur.saturating_add(free.saturating_mul(self.seq_width));
+        self.counters.fids_left.store(left, Ordering::Relaxed);
     }
 }
 

@@ -421,6 +421,10 @@ impl Mdt {
     /// Gets a new FID sequence from the MGS unless another task just did.
     async fn refill_seq(&self) -> WireResult<()> {
         let _one_at_a_time = self.seq_lock.lock().await;
+        // Whoever held the lock before may have fetched a sequence already.
+        if self.counters.fids_left.load(Ordering::Relaxed) > 0 {
+            return Ok(());
+        }
         if let Outcome::Done(Ok(_)) = self.submit(0, WriteOp::HasFids).await? {
             return Ok(());
         }

@@ -1,1 +1,7 @@
-//! Tests.
+//! Tests that drive a whole MDT through [`crate::Mdt::execute`], without a network.
+
+mod harness;
+mod lifecycle;
+mod model;
+mod namespace_ops;
+mod readdir;

@@ -1,0 +1,235 @@
+//! Durability, restarts, orphans, the destroy log, group commit and FID sequences.
+
+use super::harness::{H, errno, opts, root};
+use crate::{Mdt, MdtError, MdtOptions};
+use std::collections::HashSet;
+use std::sync::Arc;
+use weft_proto::mdt::{MdtReply, MdtRequest, XattrMode};
+use weft_proto::{Errno, Fid, LayoutTemplate};
+
+#[tokio::test]
+async fn everything_survives_a_restart() {
+    let h = H::new().await;
+    let uuid = h.mdt.uuid();
+    let d = h.mkdir(Fid::ROOT, "d").await;
+    let f = h.create(d, "f").await;
+    let x = MdtRequest::SetXattr {
+        fid: f,
+        name: "user.k".into(),
+        value: b"v".to_vec(),
+        mode: XattrMode::Create,
+        cred: root(),
+    };
+    h.run(x).await.unwrap();
+    let h = h.reopen().await;
+    assert_eq!(h.mdt.uuid(), uuid);
+    assert_eq!(h.lookup(Fid::ROOT, "d").await.unwrap().fid, d);
+    assert_eq!(h.lookup(d, "f").await.unwrap().fid, f);
+    let get = MdtRequest::GetXattr {
+        fid: f,
+        name: "user.k".into(),
+        cred: root(),
+    };
+    assert_eq!(h.run(get).await.unwrap(), MdtReply::Xattr(b"v".to_vec()));
+    assert_eq!((h.mdt.stats().dirs, h.mdt.stats().files), (2, 1));
+    // New FIDs never repeat old ones.
+    let g = h.create(d, "g").await;
+    assert_ne!(g, f);
+}
+
+#[tokio::test]
+async fn a_directory_of_another_file_system_or_index_is_refused() {
+    let h = H::new().await;
+    h.mdt.shutdown().await;
+    let (dir, cluster) = (h.dir.path().to_path_buf(), h.cluster.clone());
+    drop(h.mdt);
+    let other = MdtOptions {
+        fsname: "other".into(),
+        ..opts()
+    };
+    assert!(matches!(
+        Mdt::open(&dir, other, cluster.clone()),
+        Err(MdtError::WrongFsname { .. })
+    ));
+    let idx = MdtOptions { index: 3, ..opts() };
+    assert!(matches!(
+        Mdt::open(&dir, idx, cluster.clone()),
+        Err(MdtError::WrongIndex { .. })
+    ));
+    assert!(Mdt::open(&dir, opts(), cluster).is_ok());
+}
+
+#[tokio::test]
+async fn non_zero_mdts_have_no_root() {
+    let h = H::with(MdtOptions { index: 1, ..opts() }, 2).await;
+    assert_eq!(errno(h.getattr(Fid::ROOT).await), Errno::Stale);
+}
+
+#[tokio::test]
+async fn unlinked_open_file_stays_readable_until_close() {
+    let h = H::new().await;
+    h.mdt.start_background();
+    let (f, handle) = h
+        .create_open(5, Fid::ROOT, "f", Some(LayoutTemplate::raid0(2, 0, -1)))
+        .await;
+    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+    assert_eq!(errno(h.lookup(Fid::ROOT, "f").await), Errno::NoEnt);
+    let a = h.getattr(f).await.unwrap();
+    assert_eq!((a.nlink, a.open_count), (0, 1));
+    assert_eq!(h.mdt.stats().orphans, 1);
+    assert!(matches!(
+        h.run(MdtRequest::GetLayout { fid: f }).await.unwrap(),
+        MdtReply::Layout(Some(_))
+    ));
+    assert!(h.cluster.destroyed().is_empty());
+    h.run_on(
+        5,
+        MdtRequest::Close {
+            handle,
+            size: Some(10),
+            blocks: None,
+            modified: true,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(errno(h.getattr(f).await), Errno::Stale);
+    h.wait_destroys().await;
+    let destroyed = h.cluster.destroyed();
+    assert_eq!(destroyed.len(), 2);
+    assert!(destroyed.iter().all(|(_, o)| o.fid == f));
+    assert_eq!(h.mdt.stats().orphans, 0);
+    h.mdt.shutdown().await;
+}
+
+#[tokio::test]
+async fn orphans_of_a_previous_run_are_destroyed_at_start() {
+    let h = H::new().await;
+    let (f, _handle) = h.create_open(5, Fid::ROOT, "f", None).await;
+    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+    let h = h.reopen().await;
+    assert_eq!(errno(h.getattr(f).await), Errno::Stale);
+    assert_eq!(h.mdt.stats().orphans, 0);
+    assert_eq!(h.mdt.stats().pending_destroys, 1);
+    h.mdt.start_background();
+    h.wait_destroys().await;
+    h.mdt.shutdown().await;
+}
+
+#[tokio::test]
+async fn destroy_log_survives_restart_and_ost_outage() {
+    let h = H::new().await;
+    for i in 0..4 {
+        h.cluster.set_down(i, true);
+    }
+    h.mdt.start_background();
+    let f = h.create(Fid::ROOT, "f").await;
+    let MdtReply::Layout(Some(layout)) = h.run(MdtRequest::GetLayout { fid: f }).await.unwrap()
+    else {
+        panic!()
+    };
+    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+    for _ in 0..200 {
+        if h.cluster.failed_destroys() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(
+        h.cluster.failed_destroys() >= 2,
+        "destroys should be retried"
+    );
+    assert_eq!(h.mdt.stats().pending_destroys, 1);
+    let h = h.reopen().await;
+    assert_eq!(h.mdt.stats().pending_destroys, 1);
+    for i in 0..4 {
+        h.cluster.set_down(i, false);
+    }
+    h.mdt.start_background();
+    h.wait_destroys().await;
+    let want: Vec<_> = layout.objects(f).collect();
+    assert_eq!(h.cluster.destroyed(), want);
+    h.mdt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_share_commits() {
+    let h = Arc::new(H::new().await);
+    h.create(Fid::ROOT, "warm-up").await;
+    let mut tasks = Vec::new();
+    for i in 0..299 {
+        let h = h.clone();
+        tasks.push(tokio::spawn(async move {
+            h.create(Fid::ROOT, &format!("f{i}")).await
+        }));
+    }
+    let mut fids = HashSet::new();
+    for t in tasks {
+        fids.insert(t.await.unwrap());
+    }
+    assert_eq!(fids.len(), 299);
+    let stats = h.mdt.stats();
+    assert_eq!(stats.files, 300);
+    assert!(
+        stats.commits < 300,
+        "expected batching, got {} commits",
+        stats.commits
+    );
+    assert_eq!(h.list(Fid::ROOT, 1000).await.len(), 300);
+}
+
+#[tokio::test]
+async fn fid_sequences_roll_over_and_stay_unique_across_restarts() {
+    let h = H::with(
+        MdtOptions {
+            seq_width: 5,
+            ..opts()
+        },
+        1,
+    )
+    .await;
+    let mut fids = HashSet::new();
+    for i in 0..12 {
+        fids.insert(h.create(Fid::ROOT, &format!("a{i}")).await);
+    }
+    let grants = h.cluster.seq_grants();
+    assert!(grants >= 3, "{grants} grants");
+    let h = h.reopen().await;
+    for i in 0..12 {
+        fids.insert(h.create(Fid::ROOT, &format!("b{i}")).await);
+    }
+    assert_eq!(fids.len(), 24);
+    assert!(fids.iter().all(|f| f.oid >= 1 && f.oid <= 5));
+}
+
+#[tokio::test]
+async fn disconnect_closes_handles_and_destroys_orphans() {
+    let h = H::new().await;
+    h.mdt.start_background();
+    let (f, _) = h.create_open(42, Fid::ROOT, "f", None).await;
+    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+    h.mdt.disconnect(42);
+    for _ in 0..500 {
+        if h.getattr(f).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!(errno(h.getattr(f).await), Errno::Stale);
+    h.wait_destroys().await;
+    assert_eq!(h.cluster.destroyed().len(), 1);
+    h.mdt.shutdown().await;
+    // After shutdown, writes fail cleanly.
+    assert_eq!(
+        errno(
+            h.run(MdtRequest::Mkdir {
+                parent: Fid::ROOT,
+                name: "x".into(),
+                mode: 0o755,
+                cred: root()
+            })
+            .await
+        ),
+        Errno::Io
+    );
+}
