@@ -1,5 +1,5 @@
 //! Errors of the MDT: opening and formatting failures ([`MdtError`]), store failures
-//! ([`StoreError`]) and the internal outcome of one namespace operation ([`Fail`]).
+//! ([`StoreError`]) and the internal outcome of one namespace operation (`Fail`).
 
 use weft_proto::{Errno, WireError};
 

@@ -23,7 +23,7 @@
 //! Reads (lookup, getattr, readdir, xattrs, readlink, getlayout, statfs) run in redb read
 //! transactions on blocking threads, concurrently. Everything that changes state, plus open
 //! and close (which must be ordered with unlinks), goes through one channel to one commit
-//! thread ([`commit`]). It takes every queued operation, applies them one after another in
+//! thread (module `commit`). It takes every queued operation, applies them one after another in
 //! a single write transaction (each validates before it mutates, so a refused operation
 //! leaves nothing behind), commits once with `Durability::Immediate` (fsync) and then
 //! answers them all: acknowledged means durable, and N concurrent creates cost one fsync.
