@@ -238,7 +238,23 @@ impl TestCluster {
                 bail!("{id} not active");
             }
         }
-        c.mdt(0)?.statfs().await?;
+        let mdt = c.mdt(0)?;
+        mdt.statfs().await?;
+        // The MDT must also know the OSTs: a file can be created (and is removed again).
+        let root = weft_proto::mdt::Credentials::root();
+        let probe = b".testkit-ready-probe";
+        mdt.create(
+            weft_proto::Fid::ROOT,
+            probe,
+            0o100600,
+            0,
+            false,
+            None,
+            None,
+            &root,
+        )
+        .await?;
+        mdt.unlink(weft_proto::Fid::ROOT, probe, &root).await?;
         for i in 0..self.osts {
             c.ost(i)?.statfs().await?;
         }

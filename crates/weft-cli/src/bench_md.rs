@@ -1,0 +1,166 @@
+//! `weft bench-mdt`: create, stat (lookup) and unlink rates of one MDT through the protocol,
+//! with 1..N concurrent clients, each its own connection and its own directory.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+use weft_client::{Cluster, ClusterOptions, MdtClient};
+use weft_proto::Fid;
+use weft_proto::mdt::Credentials;
+
+/// Flags of `weft bench-mdt`.
+#[derive(Args, Debug)]
+pub struct BenchMdtArgs {
+    /// Address of the MGS (a running `weft up` or `weft mgs`).
+    #[arg(long, default_value = "127.0.0.1:9400", value_parser = crate::parse_addr)]
+    pub mgs: String,
+    /// File system name.
+    #[arg(long, default_value = "weft")]
+    pub fsname: String,
+    /// Client counts to run, comma separated; each client has its own connection.
+    #[arg(long, default_value = "1,8", value_delimiter = ',')]
+    pub clients: Vec<u32>,
+    /// Files each client creates, stats and unlinks.
+    #[arg(long, default_value_t = 20_000)]
+    pub files: u32,
+    /// Requests each client keeps in flight.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub depth: u32,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct RunResult {
+    clients: u32,
+    depth: u32,
+    files_total: u64,
+    create_per_s: f64,
+    stat_per_s: f64,
+    unlink_per_s: f64,
+}
+
+/// Runs every client count in turn and reports the rates.
+pub async fn run(args: BenchMdtArgs) -> Result<()> {
+    if args.clients.iter().any(|&c| c == 0 || c > 1024) {
+        bail!("--clients values must be between 1 and 1024");
+    }
+    let mut results = Vec::new();
+    for &clients in &args.clients {
+        results.push(run_one(&args, clients).await?);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        println!(
+            "{:>8} {:>6} {:>10} {:>12} {:>12} {:>12}",
+            "clients", "depth", "files", "create/s", "stat/s", "unlink/s"
+        );
+        for r in &results {
+            println!(
+                "{:>8} {:>6} {:>10} {:>12.0} {:>12.0} {:>12.0}",
+                r.clients, r.depth, r.files_total, r.create_per_s, r.stat_per_s, r.unlink_per_s
+            );
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Phase {
+    Create,
+    Stat,
+    Unlink,
+}
+
+async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
+    let cred = Credentials::root();
+    let mut mdts = Vec::new();
+    for _ in 0..clients {
+        let cluster = Cluster::connect(&args.mgs, &args.fsname, ClusterOptions::default())
+            .await
+            .with_context(|| format!("connecting to {}", args.mgs))?;
+        mdts.push((cluster.mdt(0)?, cluster));
+    }
+    let (root_mdt, _) = &mdts[0];
+    let top = format!("bench-mdt.{}.{}", std::process::id(), clients);
+    let top_attr = root_mdt
+        .mkdir(Fid::ROOT, top.as_bytes(), 0o755, &cred)
+        .await?;
+    let mut dirs = Vec::new();
+    for i in 0..clients {
+        dirs.push(
+            root_mdt
+                .mkdir(top_attr.fid, format!("c{i}").as_bytes(), 0o755, &cred)
+                .await?
+                .fid,
+        );
+    }
+    let mut rates = [0f64; 3];
+    for (slot, phase) in [Phase::Create, Phase::Stat, Phase::Unlink]
+        .into_iter()
+        .enumerate()
+    {
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (c, (mdt, _)) in mdts.iter().enumerate() {
+            for lane in 0..args.depth {
+                let (mdt, dir, cred) = (mdt.clone(), dirs[c], cred.clone());
+                let (files, depth) = (args.files, args.depth);
+                tasks.push(tokio::spawn(async move {
+                    lane_work(mdt, dir, cred, phase, lane, depth, files).await
+                }));
+            }
+        }
+        for t in tasks {
+            t.await??;
+        }
+        let ops = f64::from(clients) * f64::from(args.files);
+        rates[slot] = ops / start.elapsed().as_secs_f64();
+    }
+    for i in 0..clients {
+        root_mdt
+            .rmdir(top_attr.fid, format!("c{i}").as_bytes(), &cred)
+            .await?;
+    }
+    root_mdt.rmdir(Fid::ROOT, top.as_bytes(), &cred).await?;
+    Ok(RunResult {
+        clients,
+        depth: args.depth,
+        files_total: u64::from(clients) * u64::from(args.files),
+        create_per_s: rates[0],
+        stat_per_s: rates[1],
+        unlink_per_s: rates[2],
+    })
+}
+
+/// One in-flight lane of one client: handles files `lane, lane + depth, ...`.
+async fn lane_work(
+    mdt: Arc<MdtClient>,
+    dir: Fid,
+    cred: Credentials,
+    phase: Phase,
+    lane: u32,
+    depth: u32,
+    files: u32,
+) -> Result<()> {
+    let mut i = lane;
+    while i < files {
+        let name = format!("f{i}");
+        match phase {
+            Phase::Create => {
+                mdt.create(dir, name.as_bytes(), 0o100644, 0, true, None, None, &cred)
+                    .await?;
+            }
+            Phase::Stat => {
+                mdt.lookup(dir, name.as_bytes(), &cred).await?;
+            }
+            Phase::Unlink => mdt.unlink(dir, name.as_bytes(), &cred).await?,
+        }
+        i += depth;
+    }
+    Ok(())
+}

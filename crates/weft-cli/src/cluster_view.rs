@@ -1,0 +1,115 @@
+//! What an MDT needs to know about the rest of the file system, served from the client
+//! library: OSTs with their free space (polled), pools and the default layout (from the
+//! MGS configuration), FID sequence grants (from the MGS) and object destruction (on OSTs).
+
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+use weft_client::Cluster;
+use weft_mdt::{ClusterView, OstInfo};
+use weft_proto::layout::LayoutTemplate;
+use weft_proto::mgs::TargetState;
+use weft_proto::{FidSeqRange, ObjectId, TargetKind};
+use weft_rpc::service::BoxFuture;
+
+/// How often OST usage is polled for the allocator.
+const POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// How often the configuration version is checked for changes.
+const CONFIG_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// How long one OST may take to answer a poll before it counts as inactive.
+const POLL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The cluster as one MDT sees it.
+pub struct MdtClusterView {
+    cluster: Arc<Cluster>,
+    mdt: u32,
+    osts: RwLock<Vec<OstInfo>>,
+}
+
+impl MdtClusterView {
+    /// Polls OST usage once, then keeps polling in the background while the view lives.
+    pub async fn start(cluster: Arc<Cluster>, mdt: u32) -> Arc<Self> {
+        let view = Arc::new(Self {
+            cluster,
+            mdt,
+            osts: RwLock::new(Vec::new()),
+        });
+        view.poll().await;
+        let weak: Weak<Self> = Arc::downgrade(&view);
+        tokio::spawn(async move {
+            let mut seen_version = 0;
+            let mut last_poll = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(CONFIG_CHECK_INTERVAL).await;
+                let Some(view) = weak.upgrade() else { return };
+                // Poll at once when the configuration changed (an OST registered or went
+                // inactive), else every POLL_INTERVAL for free space.
+                let version = view.cluster.config().version;
+                if version != seen_version || last_poll.elapsed() >= POLL_INTERVAL {
+                    seen_version = version;
+                    view.poll().await;
+                    last_poll = tokio::time::Instant::now();
+                }
+            }
+        });
+        view
+    }
+
+    async fn poll(&self) {
+        let config = self.cluster.config();
+        let mut found = Vec::new();
+        for t in config.targets_of(TargetKind::Ost) {
+            let index = t.id.index;
+            let usage = match self.cluster.ost(index) {
+                Ok(client) => tokio::time::timeout(POLL_TIMEOUT, client.statfs())
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+                Err(_) => None,
+            };
+            found.push(match usage {
+                Some(s) => OstInfo {
+                    index,
+                    active: t.state == TargetState::Active,
+                    free_bytes: s.bavail.saturating_mul(u64::from(s.bsize)),
+                },
+                None => OstInfo {
+                    index,
+                    active: false,
+                    free_bytes: 0,
+                },
+            });
+        }
+        *self.osts.write().unwrap_or_else(|p| p.into_inner()) = found;
+    }
+}
+
+impl ClusterView for MdtClusterView {
+    fn osts(&self) -> Vec<OstInfo> {
+        self.osts.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn pool(&self, name: &str) -> Option<Vec<u32>> {
+        self.cluster.config().pools.get(name).cloned()
+    }
+
+    fn default_layout(&self) -> LayoutTemplate {
+        self.cluster.config().default_layout.clone()
+    }
+
+    fn alloc_seq(&self, count: u32) -> BoxFuture<'_, Result<FidSeqRange, String>> {
+        Box::pin(async move {
+            self.cluster
+                .mgs()
+                .alloc_seq(self.mdt, count)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let client = self.cluster.ost(ost).map_err(|e| e.to_string())?;
+            client.destroy(object).await.map_err(|e| e.to_string())
+        })
+    }
+}

@@ -1,0 +1,117 @@
+//! `weft`: the one binary of weftfs — servers, the all-in-one embedded file system, and
+//! tools. Subcommands parse their flags here and hand over to a module of their own.
+
+mod bench_md;
+mod cluster_view;
+mod roles;
+mod shutdown;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// weftfs: a parallel distributed file system for AI training.
+#[derive(Parser, Debug)]
+#[command(name = "weft", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the management service (MGS).
+    Mgs(roles::mgs::MgsArgs),
+    /// Run a metadata server hosting one or more MDTs.
+    Mds(roles::mds::MdsArgs),
+    /// Run an object storage server hosting one or more OSTs.
+    Oss(roles::oss::OssArgs),
+    /// Run a whole file system in one process: MGS, MDTs and OSTs with local data.
+    Up(roles::up::UpArgs),
+    /// Measure MDT create, stat and unlink rates through the protocol.
+    BenchMdt(bench_md::BenchMdtArgs),
+}
+
+/// A `HOST:PORT` argument, parsed early so a typo fails with a clear message.
+pub(crate) fn parse_addr(s: &str) -> Result<String, String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{s}' is not HOST:PORT"))?;
+    if host.is_empty() {
+        return Err(format!("'{s}' has no host"));
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("'{s}' has no valid port"))?;
+    Ok(s.to_string())
+}
+
+/// An `INDEX=DIR` argument of `--mdt` / `--ost`.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexedDir {
+    pub index: u32,
+    pub dir: PathBuf,
+}
+
+pub(crate) fn parse_indexed_dir(s: &str) -> Result<IndexedDir, String> {
+    let (i, d) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not INDEX=DIR"))?;
+    let index = i
+        .parse::<u32>()
+        .map_err(|_| format!("'{i}' is not a target index"))?;
+    if index > 0xffff {
+        return Err(format!("target index {index} is above the maximum 65535"));
+    }
+    if d.is_empty() {
+        return Err(format!("'{s}' has an empty directory"));
+    }
+    Ok(IndexedDir {
+        index,
+        dir: PathBuf::from(d),
+    })
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weft: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result: Result<()> = runtime.block_on(async move {
+        match cli.command {
+            Command::Mgs(a) => roles::mgs::run(a).await,
+            Command::Mds(a) => roles::mds::run(a).await,
+            Command::Oss(a) => roles::oss::run(a).await,
+            Command::Up(a) => roles::up::run(a).await,
+            Command::BenchMdt(a) => bench_md::run(a).await,
+        }
+    });
+    // Background tasks (connections, heartbeats) must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The server roles the `weft` binary runs, and what they share: connecting to the MGS with
+//! retries, registering targets and sending heartbeats.
+
+pub mod mds;
+pub mod mgs;
+pub mod oss;
+pub mod up;
+
+use anyhow::{Context, Result, bail};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+use weft_client::{Cluster, ClusterOptions};
+use weft_proto::TargetId;
+use weft_rpc::{Router, Server, ServerOptions};
+
+/// How often a target tells the MGS it is alive.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Connects to the MGS, retrying until `timeout` passes; then fails with a clear message.
+pub async fn connect_mgs(mgs: &str, fsname: &str, timeout: Duration) -> Result<Arc<Cluster>> {
+    let start = Instant::now();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match Cluster::connect(mgs, fsname, ClusterOptions::default()).await {
+            Ok(c) => return Ok(c),
+            Err(e) if start.elapsed() + delay < timeout => {
+                tracing::warn!(mgs, error = %e, "MGS not reachable yet; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => bail!(
+                "MGS at {mgs} unreachable after {:.0?}: {e}",
+                start.elapsed()
+            ),
+        }
+    }
+}
+
+/// Binds the listen address, with the message an operator needs when the port is taken.
+pub async fn listen(addr: &str, router: Arc<Router>) -> Result<Server> {
+    Server::bind(addr, router, ServerOptions::default())
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
+}
+
+/// Registers a target with the MGS.
+pub async fn register(cluster: &Cluster, id: TargetId, uuid: Uuid, address: &str) -> Result<()> {
+    cluster
+        .mgs()
+        .register(id, uuid, address.to_string(), false)
+        .await
+        .with_context(|| format!("registering {id} with the MGS"))?;
+    tracing::info!(target = %id, %uuid, address, "registered with the MGS");
+    Ok(())
+}
+
+/// Sends heartbeats for `targets` until the task is dropped; re-registers a target the MGS
+/// has forgotten (a reformatted MGS keeps working with running targets).
+pub fn spawn_heartbeats(
+    cluster: Arc<Cluster>,
+    targets: Vec<(TargetId, Uuid)>,
+    address: String,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            for (id, uuid) in &targets {
+                if let Err(e) = cluster.mgs().heartbeat(*id, *uuid).await {
+                    if e.errno() == weft_proto::Errno::NoEnt {
+                        let _ = register(&cluster, *id, *uuid, &address).await;
+                    } else {
+                        tracing::warn!(target = %id, error = %e, "heartbeat to the MGS failed");
+                    }
+                }
+            }
+        }
+    })
+}

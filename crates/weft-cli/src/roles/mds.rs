@@ -1,0 +1,96 @@
+//! `weft mds`: a metadata server hosting one or more MDTs.
+
+use crate::IndexedDir;
+use crate::cluster_view::MdtClusterView;
+use crate::shutdown::wait_for_signal;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_client::Cluster;
+use weft_mdt::{Mdt, MdtHandler, MdtOptions};
+use weft_proto::TargetId;
+use weft_rpc::{Router, TypedService};
+
+/// Flags of `weft mds`.
+#[derive(Args, Debug)]
+pub struct MdsArgs {
+    /// Address of the MGS.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub mgs: String,
+    /// Address to listen on.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub listen: String,
+    /// Address clients should use, when it differs from --listen (e.g. listening on 0.0.0.0).
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub advertise: Option<String>,
+    /// An MDT to serve, as INDEX=DIR (repeatable).
+    #[arg(long = "mdt", value_parser = crate::parse_indexed_dir, required = true)]
+    pub mdts: Vec<IndexedDir>,
+    /// Seconds to keep retrying an unreachable MGS before giving up.
+    #[arg(long, default_value_t = 60)]
+    pub mgs_timeout: u64,
+}
+
+/// Opens each MDT, adds it to `router`, registers it with the MGS at `address` and starts
+/// its background work (object destruction, OST usage polling).
+pub async fn start(
+    cluster: &Arc<Cluster>,
+    router: &Router,
+    mdts: &[IndexedDir],
+    address: &str,
+) -> Result<Vec<Arc<Mdt>>> {
+    let mut out = Vec::new();
+    for m in mdts {
+        let id = TargetId::mdt(m.index);
+        std::fs::create_dir_all(&m.dir)
+            .with_context(|| format!("cannot create {}", m.dir.display()))?;
+        let view = MdtClusterView::start(cluster.clone(), m.index).await;
+        let opts = MdtOptions {
+            index: m.index,
+            fsname: cluster.fsname().to_string(),
+            ..Default::default()
+        };
+        let mdt = Mdt::open(&m.dir, opts, view)
+            .with_context(|| format!("cannot open {id} in {}", m.dir.display()))?;
+        router.add(TypedService::new(
+            id,
+            mdt.uuid(),
+            Arc::new(MdtHandler::new(mdt.clone())),
+        ));
+        super::register(cluster, id, mdt.uuid(), address).await?;
+        mdt.start_background();
+        out.push(mdt);
+    }
+    Ok(out)
+}
+
+/// Flushes and stops every MDT.
+pub async fn stop(mdts: &[Arc<Mdt>]) {
+    for m in mdts {
+        m.shutdown().await;
+    }
+}
+
+/// Runs until SIGINT/SIGTERM.
+pub async fn run(args: MdsArgs) -> Result<()> {
+    let cluster = super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout)).await?;
+    let router = Router::new(cluster.fsname());
+    let server = super::listen(&args.listen, router.clone()).await?;
+    let address = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| server.local_addr().to_string());
+    let mdts = start(&cluster, &router, &args.mdts, &address).await?;
+    let ids = mdts
+        .iter()
+        .map(|m| (TargetId::mdt(m.index()), m.uuid()))
+        .collect();
+    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+    tracing::info!(fsname = cluster.fsname(), %address, mdts = mdts.len(), "MDS serving");
+    wait_for_signal().await;
+    heartbeats.abort();
+    server.shutdown().await;
+    stop(&mdts).await;
+    Ok(())
+}

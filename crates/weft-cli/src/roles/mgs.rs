@@ -1,0 +1,58 @@
+//! `weft mgs`: the management service as its own process.
+
+use crate::shutdown::wait_for_signal;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
+use weft_mgs::{Mgs, MgsHandler};
+use weft_proto::TargetId;
+use weft_rpc::{Router, TypedService};
+
+/// Flags of `weft mgs`.
+#[derive(Args, Debug)]
+pub struct MgsArgs {
+    /// Directory holding the MGS's configuration (created if empty).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Address to listen on.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub listen: String,
+    /// File system name; needed the first time, checked afterwards.
+    #[arg(long)]
+    pub fsname: Option<String>,
+}
+
+/// Opens the MGS and adds its service to `router`.
+pub async fn start(
+    data: &std::path::Path,
+    fsname: Option<&str>,
+    router: &Router,
+) -> Result<Arc<Mgs>> {
+    std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
+    let mgs = Mgs::open(data, fsname)
+        .with_context(|| format!("cannot open the MGS in {}", data.display()))?;
+    router.set_fsname(mgs.fsname());
+    router.add(TypedService::new(
+        TargetId::MGS,
+        mgs.uuid(),
+        Arc::new(MgsHandler::new(mgs.clone())),
+    ));
+    Ok(mgs)
+}
+
+/// Runs until SIGINT/SIGTERM.
+pub async fn run(args: MgsArgs) -> Result<()> {
+    let router = Router::new("");
+    let mgs = start(
+        &args.data,
+        Some(args.fsname.as_deref().unwrap_or("weft")),
+        &router,
+    )
+    .await?;
+    let server = super::listen(&args.listen, router).await?;
+    tracing::info!(fsname = mgs.fsname(), address = %server.local_addr(), "MGS serving");
+    wait_for_signal().await;
+    server.shutdown().await;
+    Ok(())
+}

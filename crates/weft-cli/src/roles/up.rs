@@ -1,0 +1,91 @@
+//! `weft up`: the whole file system in one process — MGS, MDTs and OSTs on one listen
+//! address with data under one directory. The same code as the separate servers, wired
+//! together; the roles still talk to each other through the protocol.
+
+use crate::IndexedDir;
+use crate::shutdown::wait_for_signal;
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+use weft_proto::TargetId;
+use weft_rpc::Router;
+
+/// Flags of `weft up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Directory holding every target's data (created if missing).
+    #[arg(long, default_value = "weft-data")]
+    pub data: PathBuf,
+    /// Where to mount the file system (needs the FUSE client, not built yet).
+    #[arg(long)]
+    pub mount: Option<PathBuf>,
+    /// Number of MDTs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub mdts: u32,
+    /// Number of OSTs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub osts: u32,
+    /// Address every role listens on.
+    #[arg(long, default_value = "127.0.0.1:9400", value_parser = crate::parse_addr)]
+    pub listen: String,
+    /// File system name (used when the data directory is new; checked afterwards).
+    #[arg(long, default_value = "weft")]
+    pub fsname: String,
+}
+
+/// Runs until SIGINT/SIGTERM.
+pub async fn run(args: UpArgs) -> Result<()> {
+    if let Some(m) = &args.mount {
+        bail!(
+            "mounting is not available yet: the FUSE client is not built (asked to mount at {})",
+            m.display()
+        );
+    }
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("cannot create {}", args.data.display()))?;
+    let router = Router::new("");
+    let mgs = super::mgs::start(&args.data.join("mgs"), Some(&args.fsname), &router).await?;
+    let server = super::listen(&args.listen, router.clone()).await?;
+    let address = server.local_addr().to_string();
+    let cluster = super::connect_mgs(&address, mgs.fsname(), Duration::from_secs(10)).await?;
+
+    let osts: Vec<IndexedDir> = (0..args.osts)
+        .map(|i| IndexedDir {
+            index: i,
+            dir: args.data.join(format!("ost{i}")),
+        })
+        .collect();
+    let mdts: Vec<IndexedDir> = (0..args.mdts)
+        .map(|i| IndexedDir {
+            index: i,
+            dir: args.data.join(format!("mdt{i}")),
+        })
+        .collect();
+    let osts = super::oss::start(&cluster, &router, &osts, &address).await?;
+    let mdts = super::mds::start(&cluster, &router, &mdts, &address).await?;
+    let mut ids: Vec<_> = osts
+        .iter()
+        .map(|o| (TargetId::ost(o.index()), o.uuid()))
+        .collect();
+    ids.extend(mdts.iter().map(|m| (TargetId::mdt(m.index()), m.uuid())));
+    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+
+    println!(
+        "weft up: file system '{}' serving at {address} (MGS, {} MDT, {} OST; data in {})",
+        mgs.fsname(),
+        mdts.len(),
+        osts.len(),
+        args.data.display()
+    );
+    println!(
+        "weft up: clients connect to {address}:/{}; Ctrl-C stops",
+        mgs.fsname()
+    );
+    wait_for_signal().await;
+    heartbeats.abort();
+    server.shutdown().await;
+    super::mds::stop(&mdts).await;
+    println!("weft up: stopped");
+    Ok(())
+}

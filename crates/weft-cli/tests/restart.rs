@@ -1,0 +1,229 @@
+//! Fault tests: every server process is killed (SIGKILL) and restarted, and every change it
+//! acknowledged is still there; object destruction survives OST and MDT restarts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use weft_proto::mdt::{Credentials, XattrMode};
+use weft_proto::{Errno, Fid, ObjectId, TargetId};
+use weft_testkit::TestCluster;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// Retries `f` until it succeeds or 20 s pass (servers coming back up).
+async fn eventually<T, E: std::fmt::Debug, F: std::future::Future<Output = Result<T, E>>>(
+    mut f: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("still failing after 20 s: {e:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let client = tc.client().await.unwrap();
+    let cred = Credentials::root();
+    let mdt = client.mdt(0).unwrap();
+
+    // Metadata: many creates acknowledged in groups, then SIGKILL of the MDS.
+    let dir = mdt.mkdir(Fid::ROOT, b"keep", 0o750, &cred).await.unwrap();
+    let mut fids = Vec::new();
+    for i in 0..200 {
+        fids.push(
+            mdt.create(
+                dir.fid,
+                format!("f{i}").as_bytes(),
+                0o100640,
+                0,
+                true,
+                None,
+                None,
+                &cred,
+            )
+            .await
+            .unwrap()
+            .attr
+            .fid,
+        );
+    }
+    mdt.setxattr(dir.fid, b"user.k", b"v", XattrMode::Any, &cred)
+        .await
+        .unwrap();
+    mdt.symlink(dir.fid, b"sl", b"f1", &cred).await.unwrap();
+
+    // Objects: data on both OSTs, then SIGKILL of the OSS.
+    let obj = |i: u32| ObjectId {
+        fid: fids[0],
+        component: 0,
+        stripe: i,
+    };
+    let payload: Vec<u8> = (0..(3 << 20)).map(|i: u32| (i % 251) as u8).collect();
+    for i in 0..2 {
+        client
+            .ost(i)
+            .unwrap()
+            .write(obj(i), 4096, Bytes::from(payload.clone()), true)
+            .await
+            .unwrap();
+    }
+
+    // Configuration: a pool and a parameter, then SIGKILL of the MGS.
+    client.mgs().pool_new("fast".into()).await.unwrap();
+    client.mgs().pool_add("fast".into(), vec![1]).await.unwrap();
+    client
+        .mgs()
+        .set_param("osc.*.max_dirty_mb".into(), Some("512".into()))
+        .await
+        .unwrap();
+
+    tc.mds.kill().unwrap();
+    tc.oss.kill().unwrap();
+    tc.mgs.kill().unwrap();
+    tc.mgs.restart().unwrap();
+    tc.oss.restart().unwrap();
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+
+    // The old client reconnects by itself.
+    let entries = eventually(|| mdt.readdir_all(dir.fid, &cred)).await;
+    assert_eq!(entries.len(), 201);
+    for (i, fid) in fids.iter().enumerate() {
+        assert_eq!(
+            mdt.lookup(dir.fid, format!("f{i}").as_bytes(), &cred)
+                .await
+                .unwrap()
+                .fid,
+            *fid
+        );
+    }
+    assert_eq!(mdt.getxattr(dir.fid, b"user.k", &cred).await.unwrap(), b"v");
+    assert_eq!(mdt.getattr(dir.fid).await.unwrap().mode & 0o7777, 0o750);
+    for i in 0..2 {
+        let ost = client.ost(i).unwrap();
+        let (data, attr) = eventually(|| ost.read(obj(i), 0, 4 << 20)).await;
+        assert_eq!(attr.size, 4096 + payload.len() as u64);
+        assert!(
+            data[..4096].iter().all(|&b| b == 0),
+            "the hole reads as zeros"
+        );
+        assert!(data[4096..] == payload[..]);
+    }
+    let fresh = tc.client().await.unwrap();
+    let config = fresh.config();
+    assert_eq!(config.pools.get("fast"), Some(&vec![1]));
+    assert_eq!(
+        config.params.get("osc.*.max_dirty_mb").map(String::as_str),
+        Some("512")
+    );
+    assert!(config.target(TargetId::ost(1)).is_some());
+    // New FIDs after the restart never collide with old ones.
+    let newer = mdt
+        .create(dir.fid, b"after", 0o100644, 0, true, None, None, &cred)
+        .await
+        .unwrap();
+    assert!(!fids.contains(&newer.attr.fid));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_unlinked_files_are_destroyed_even_when_the_ost_was_down() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let client = tc.client().await.unwrap();
+    let cred = Credentials::root();
+    let mdt = client.mdt(0).unwrap();
+    let template = weft_proto::LayoutTemplate::raid0(-1, 1 << 20, -1);
+    let c = mdt
+        .create(
+            Fid::ROOT,
+            b"victim",
+            0o100644,
+            0,
+            true,
+            Some(template),
+            None,
+            &cred,
+        )
+        .await
+        .unwrap();
+    let layout = c.layout.unwrap();
+    let objects: Vec<(u32, ObjectId)> = layout.objects(c.attr.fid).collect();
+    assert_eq!(objects.len(), 2, "stripe count -1 uses both OSTs");
+    for (ost, obj) in &objects {
+        client
+            .ost(*ost)
+            .unwrap()
+            .write(*obj, 0, Bytes::from_static(b"doomed"), true)
+            .await
+            .unwrap();
+    }
+
+    // The OSS is down when the file is unlinked; the MDS restarts before the OSS is back.
+    tc.oss.kill().unwrap();
+    mdt.unlink(Fid::ROOT, b"victim", &cred).await.unwrap();
+    tc.mds.kill().unwrap();
+    tc.mds.restart().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tc.oss.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+
+    for (ost, obj) in &objects {
+        let ost = client.ost(*ost).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(a) = ost.getattr(*obj).await {
+                if !a.exists {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "object {obj} still exists a minute after unlink"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert_eq!(
+        mdt.lookup(Fid::ROOT, b"victim", &cred)
+            .await
+            .unwrap_err()
+            .errno(),
+        Errno::NoEnt
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_ost_surfaces_as_an_error_and_a_restarted_one_serves_again() {
+    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    let client = tc
+        .client_with_timeout(Duration::from_secs(3))
+        .await
+        .unwrap();
+    let ost = client.ost(0).unwrap();
+    let obj = ObjectId {
+        fid: Fid {
+            seq: 0x2_0000_0400,
+            oid: 9,
+            ver: 0,
+        },
+        component: 0,
+        stripe: 0,
+    };
+    ost.write(obj, 0, Bytes::from_static(b"hello"), false)
+        .await
+        .unwrap();
+    tc.oss.kill().unwrap();
+    let err = ost.read(obj, 0, 5).await.unwrap_err();
+    assert_eq!(err.errno(), Errno::Io, "{err}");
+    tc.oss.restart().unwrap();
+    let (data, _) = eventually(|| ost.read(obj, 0, 5)).await;
+    assert_eq!(&data[..], b"hello");
+}
