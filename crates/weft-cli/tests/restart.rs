@@ -179,10 +179,8 @@ async fn objects_of_unlinked_files_are_destroyed_even_when_the_ost_was_down() {
         let ost = client.ost(*ost).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(a) = ost.getattr(*obj).await {
-                if !a.exists {
-                    break;
-                }
+            if ost.getattr(*obj).await.is_ok_and(|a| !a.exists) {
+                break;
             }
             assert!(
                 Instant::now() < deadline,
