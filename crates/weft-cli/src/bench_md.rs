@@ -28,6 +28,9 @@ pub struct BenchMdtArgs {
     /// Requests each client keeps in flight.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub depth: u32,
+    /// Put every client's files in one shared directory instead of one directory each.
+    #[arg(long)]
+    pub shared: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -37,9 +40,11 @@ pub struct BenchMdtArgs {
 struct RunResult {
     clients: u32,
     depth: u32,
+    shared_dir: bool,
     files_total: u64,
     create_per_s: f64,
     stat_per_s: f64,
+    readdir_entries_per_s: f64,
     unlink_per_s: f64,
 }
 
@@ -56,13 +61,19 @@ pub async fn run(args: BenchMdtArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         println!(
-            "{:>8} {:>6} {:>10} {:>12} {:>12} {:>12}",
-            "clients", "depth", "files", "create/s", "stat/s", "unlink/s"
+            "{:>8} {:>6} {:>10} {:>12} {:>12} {:>12} {:>12}",
+            "clients", "depth", "files", "create/s", "stat/s", "readdir/s", "unlink/s"
         );
         for r in &results {
             println!(
-                "{:>8} {:>6} {:>10} {:>12.0} {:>12.0} {:>12.0}",
-                r.clients, r.depth, r.files_total, r.create_per_s, r.stat_per_s, r.unlink_per_s
+                "{:>8} {:>6} {:>10} {:>12.0} {:>12.0} {:>12.0} {:>12.0}",
+                r.clients,
+                r.depth,
+                r.files_total,
+                r.create_per_s,
+                r.stat_per_s,
+                r.readdir_entries_per_s,
+                r.unlink_per_s
             );
         }
     }
@@ -73,6 +84,7 @@ pub async fn run(args: BenchMdtArgs) -> Result<()> {
 enum Phase {
     Create,
     Stat,
+    Readdir,
     Unlink,
 }
 
@@ -90,66 +102,84 @@ async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
     let top_attr = root_mdt
         .mkdir(Fid::ROOT, top.as_bytes(), 0o755, &cred)
         .await?;
+    // One directory per client, or one for all (`--shared`).
+    let dir_count = if args.shared { 1 } else { clients };
     let mut dirs = Vec::new();
-    for i in 0..clients {
+    for i in 0..dir_count {
         dirs.push(
             root_mdt
-                .mkdir(top_attr.fid, format!("c{i}").as_bytes(), 0o755, &cred)
+                .mkdir(top_attr.fid, format!("d{i}").as_bytes(), 0o755, &cred)
                 .await?
                 .fid,
         );
     }
-    let mut rates = [0f64; 3];
-    for (slot, phase) in [Phase::Create, Phase::Stat, Phase::Unlink]
-        .into_iter()
-        .enumerate()
-    {
+    let mut rates = [0f64; 4];
+    let phases = [Phase::Create, Phase::Stat, Phase::Readdir, Phase::Unlink];
+    for (slot, phase) in phases.into_iter().enumerate() {
         let start = Instant::now();
         let mut tasks = Vec::new();
         for (c, (mdt, _)) in mdts.iter().enumerate() {
-            for lane in 0..args.depth {
-                let (mdt, dir, cred) = (mdt.clone(), dirs[c], cred.clone());
+            let dir = dirs[if args.shared { 0 } else { c }];
+            // Readdir: each client lists its own directory once (in shared mode, client 0
+            // lists the shared one).
+            let lanes = match phase {
+                Phase::Readdir if args.shared && c > 0 => 0,
+                Phase::Readdir => 1,
+                _ => args.depth,
+            };
+            for lane in 0..lanes {
+                let (mdt, cred) = (mdt.clone(), cred.clone());
                 let (files, depth) = (args.files, args.depth);
+                let client = c as u32;
                 tasks.push(tokio::spawn(async move {
-                    lane_work(mdt, dir, cred, phase, lane, depth, files).await
+                    lane_work(mdt, dir, cred, phase, client, lane, depth, files).await
                 }));
             }
         }
+        let mut done = 0u64;
         for t in tasks {
-            t.await??;
+            done += t.await??;
         }
-        let ops = f64::from(clients) * f64::from(args.files);
-        rates[slot] = ops / start.elapsed().as_secs_f64();
+        rates[slot] = done as f64 / start.elapsed().as_secs_f64();
     }
-    for i in 0..clients {
+    for i in 0..dir_count {
         root_mdt
-            .rmdir(top_attr.fid, format!("c{i}").as_bytes(), &cred)
+            .rmdir(top_attr.fid, format!("d{i}").as_bytes(), &cred)
             .await?;
     }
     root_mdt.rmdir(Fid::ROOT, top.as_bytes(), &cred).await?;
     Ok(RunResult {
         clients,
         depth: args.depth,
+        shared_dir: args.shared,
         files_total: u64::from(clients) * u64::from(args.files),
         create_per_s: rates[0],
         stat_per_s: rates[1],
-        unlink_per_s: rates[2],
+        readdir_entries_per_s: rates[2],
+        unlink_per_s: rates[3],
     })
 }
 
-/// One in-flight lane of one client: handles files `lane, lane + depth, ...`.
+/// One in-flight lane of one client: handles files `lane, lane + depth, ...` (or lists the
+/// directory). Returns the number of operations (entries, for readdir) done.
+#[allow(clippy::too_many_arguments)]
 async fn lane_work(
     mdt: Arc<MdtClient>,
     dir: Fid,
     cred: Credentials,
     phase: Phase,
+    client: u32,
     lane: u32,
     depth: u32,
     files: u32,
-) -> Result<()> {
+) -> Result<u64> {
+    if let Phase::Readdir = phase {
+        return Ok(mdt.readdir_all(dir, &cred).await?.len() as u64);
+    }
     let mut i = lane;
+    let mut done = 0;
     while i < files {
-        let name = format!("f{i}");
+        let name = format!("c{client}-f{i}");
         match phase {
             Phase::Create => {
                 mdt.create(dir, name.as_bytes(), 0o100644, 0, true, None, None, &cred)
@@ -158,9 +188,11 @@ async fn lane_work(
             Phase::Stat => {
                 mdt.lookup(dir, name.as_bytes(), &cred).await?;
             }
+            Phase::Readdir => {}
             Phase::Unlink => mdt.unlink(dir, name.as_bytes(), &cred).await?,
         }
+        done += 1;
         i += depth;
     }
-    Ok(())
+    Ok(done)
 }
