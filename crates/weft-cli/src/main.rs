@@ -3,6 +3,7 @@
 
 mod bench_md;
 mod cluster_view;
+mod metrics;
 mod roles;
 mod shutdown;
 

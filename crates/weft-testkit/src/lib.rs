@@ -131,6 +131,8 @@ pub struct TestCluster {
     pub mds_addr: String,
     /// The OSS's `HOST:PORT`.
     pub oss_addr: String,
+    /// Where each process serves Prometheus metrics (`HOST:PORT`): MGS, MDS, OSS.
+    pub metrics_addrs: [String; 3],
     /// The MGS process.
     pub mgs: ServerProcess,
     /// The MDS process.
@@ -151,6 +153,11 @@ impl TestCluster {
             format!("127.0.0.1:{}", free_port()?),
             format!("127.0.0.1:{}", free_port()?),
         );
+        let metrics_addrs = [
+            format!("127.0.0.1:{}", free_port()?),
+            format!("127.0.0.1:{}", free_port()?),
+            format!("127.0.0.1:{}", free_port()?),
+        ];
         let s = |x: &Path| x.display().to_string();
         let mgs = ServerProcess::start(
             "mgs",
@@ -163,6 +170,8 @@ impl TestCluster {
                 mgs_addr.clone(),
                 "--fsname".into(),
                 FSNAME.into(),
+                "--metrics".into(),
+                metrics_addrs[0].clone(),
             ],
             d.join("mgs.log"),
         )?;
@@ -172,6 +181,8 @@ impl TestCluster {
             mgs_addr.clone(),
             "--listen".into(),
             oss_addr.clone(),
+            "--metrics".into(),
+            metrics_addrs[2].clone(),
         ];
         for i in 0..osts {
             oss_args.push("--ost".into());
@@ -189,6 +200,8 @@ impl TestCluster {
                 mds_addr.clone(),
                 "--mdt".into(),
                 format!("0={}", s(&d.join("mdt0"))),
+                "--metrics".into(),
+                metrics_addrs[1].clone(),
             ],
             d.join("mds.log"),
         )?;
@@ -197,6 +210,7 @@ impl TestCluster {
             mgs_addr,
             mds_addr,
             oss_addr,
+            metrics_addrs,
             mgs,
             mds,
             oss,

@@ -2,6 +2,7 @@
 
 use crate::IndexedDir;
 use crate::cluster_view::MdtClusterView;
+use crate::metrics::Metrics;
 use crate::shutdown::wait_for_signal;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -27,6 +28,9 @@ pub struct MdsArgs {
     /// An MDT to serve, as INDEX=DIR (repeatable).
     #[arg(long = "mdt", value_parser = crate::parse_indexed_dir, required = true)]
     pub mdts: Vec<IndexedDir>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub metrics: Option<String>,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -87,9 +91,18 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         .map(|m| (TargetId::mdt(m.index()), m.uuid()))
         .collect();
     let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+    let metrics = match &args.metrics {
+        Some(addr) => Some(
+            crate::metrics::serve(addr, Metrics::new(router.clone(), mdts.clone(), vec![])).await?,
+        ),
+        None => None,
+    };
     tracing::info!(fsname = cluster.fsname(), %address, mdts = mdts.len(), "MDS serving");
     wait_for_signal().await;
     heartbeats.abort();
+    if let Some(m) = metrics {
+        m.abort();
+    }
     server.shutdown().await;
     stop(&mdts).await;
     Ok(())

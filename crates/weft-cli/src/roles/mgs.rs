@@ -1,5 +1,6 @@
 //! `weft mgs`: the management service as its own process.
 
+use crate::metrics::Metrics;
 use crate::shutdown::wait_for_signal;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -21,6 +22,9 @@ pub struct MgsArgs {
     /// File system name; needed the first time, checked afterwards.
     #[arg(long)]
     pub fsname: Option<String>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub metrics: Option<String>,
 }
 
 /// Opens the MGS and adds its service to `router`.
@@ -50,9 +54,18 @@ pub async fn run(args: MgsArgs) -> Result<()> {
         &router,
     )
     .await?;
-    let server = super::listen(&args.listen, router).await?;
+    let server = super::listen(&args.listen, router.clone()).await?;
+    let metrics = match &args.metrics {
+        Some(addr) => {
+            Some(crate::metrics::serve(addr, Metrics::new(router, vec![], vec![])).await?)
+        }
+        None => None,
+    };
     tracing::info!(fsname = mgs.fsname(), address = %server.local_addr(), "MGS serving");
     wait_for_signal().await;
+    if let Some(m) = metrics {
+        m.abort();
+    }
     server.shutdown().await;
     Ok(())
 }

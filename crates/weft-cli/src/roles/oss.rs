@@ -1,6 +1,7 @@
 //! `weft oss`: an object storage server hosting one or more OSTs.
 
 use crate::IndexedDir;
+use crate::metrics::Metrics;
 use crate::shutdown::wait_for_signal;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -26,6 +27,9 @@ pub struct OssArgs {
     /// An OST to serve, as INDEX=DIR (repeatable).
     #[arg(long = "ost", value_parser = crate::parse_indexed_dir, required = true)]
     pub osts: Vec<IndexedDir>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub metrics: Option<String>,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -75,9 +79,18 @@ pub async fn run(args: OssArgs) -> Result<()> {
         .map(|o| (TargetId::ost(o.index()), o.uuid()))
         .collect();
     let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+    let metrics = match &args.metrics {
+        Some(addr) => Some(
+            crate::metrics::serve(addr, Metrics::new(router.clone(), vec![], osts.clone())).await?,
+        ),
+        None => None,
+    };
     tracing::info!(fsname = cluster.fsname(), %address, osts = osts.len(), "OSS serving");
     wait_for_signal().await;
     heartbeats.abort();
+    if let Some(m) = metrics {
+        m.abort();
+    }
     server.shutdown().await;
     Ok(())
 }

@@ -1,0 +1,144 @@
+//! Each server's Prometheus endpoint, scraped over HTTP and parsed with a real text-format
+//! parser; the figures follow the work the servers did.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use std::path::Path;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weft_proto::mdt::Credentials;
+use weft_proto::{Fid, ObjectId};
+use weft_testkit::TestCluster;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+async fn get(addr: &str, path: &str) -> (String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).await.unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+async fn scrape(addr: &str) -> prometheus_parse::Scrape {
+    let (status, body) = get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("valid Prometheus text")
+}
+
+fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    s.samples
+        .iter()
+        .find(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match x.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+        .unwrap_or_else(|| panic!("no sample {name} {labels:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_server_exposes_parseable_metrics_that_count_its_work() {
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let client = tc.client().await.unwrap();
+    let mdt = client.mdt(0).unwrap();
+    let cred = Credentials::root();
+    let dir = mdt.mkdir(Fid::ROOT, b"m", 0o755, &cred).await.unwrap();
+    for i in 0..25 {
+        mdt.create(
+            dir.fid,
+            format!("f{i}").as_bytes(),
+            0o100644,
+            0,
+            true,
+            None,
+            None,
+            &cred,
+        )
+        .await
+        .unwrap();
+    }
+    let _ = mdt.lookup(dir.fid, b"missing", &cred).await;
+    let obj = ObjectId {
+        fid: dir.fid,
+        component: 0,
+        stripe: 0,
+    };
+    client
+        .ost(0)
+        .unwrap()
+        .write(obj, 0, Bytes::from(vec![7u8; 1 << 20]), false)
+        .await
+        .unwrap();
+
+    let [mgs_m, mds_m, oss_m] = &tc.metrics_addrs;
+    let mds = scrape(mds_m).await;
+    // The readiness probe of the test harness creates one file too.
+    assert!(
+        value(
+            &mds,
+            "weft_requests_total",
+            &[("target", "MDT0000"), ("op", "create")]
+        ) >= 25.0
+    );
+    assert!(
+        value(
+            &mds,
+            "weft_request_errors_total",
+            &[("target", "MDT0000"), ("op", "lookup")]
+        ) >= 1.0
+    );
+    assert!(value(&mds, "weft_mdt_files", &[("target", "MDT0000")]) >= 25.0);
+    assert!(value(&mds, "weft_mdt_commits_total", &[("target", "MDT0000")]) >= 1.0);
+    let hist = mds
+        .samples
+        .iter()
+        .find(|x| {
+            x.metric == "weft_request_duration_seconds" && x.labels.get("op") == Some("create")
+        })
+        .expect("a create latency histogram");
+    match &hist.value {
+        prometheus_parse::Value::Histogram(buckets) => {
+            let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
+            assert!(inf.count >= 25.0);
+            assert!(
+                buckets.windows(2).all(|w| w[0].count <= w[1].count),
+                "buckets are cumulative"
+            );
+        }
+        other => panic!("not a histogram: {other:?}"),
+    }
+
+    let oss = scrape(oss_m).await;
+    assert!(
+        value(&oss, "weft_ost_write_bytes_total", &[("target", "OST0000")])
+            >= f64::from(1u32 << 20)
+    );
+    assert!(
+        value(
+            &oss,
+            "weft_requests_total",
+            &[("target", "OST0000"), ("op", "write")]
+        ) >= 1.0
+    );
+
+    let mgs = scrape(mgs_m).await;
+    assert!(
+        value(
+            &mgs,
+            "weft_requests_total",
+            &[("target", "MGS"), ("op", "register")]
+        ) >= 2.0
+    );
+
+    let (status, _) = get(mds_m, "/other").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
