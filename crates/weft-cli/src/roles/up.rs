@@ -32,6 +32,9 @@ pub struct UpArgs {
     /// File system name (used when the data directory is new; checked afterwards).
     #[arg(long, default_value = "weft")]
     pub fsname: String,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics.
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub metrics: Option<String>,
 }
 
 /// Runs until SIGINT/SIGTERM.
@@ -70,6 +73,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .collect();
     ids.extend(mdts.iter().map(|m| (TargetId::mdt(m.index()), m.uuid())));
     let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+    let metrics = match &args.metrics {
+        Some(addr) => {
+            let m = crate::metrics::Metrics::new(router.clone(), mdts.clone(), osts.clone());
+            Some(crate::metrics::serve(addr, m).await?)
+        }
+        None => None,
+    };
 
     println!(
         "weft up: file system '{}' serving at {address} (MGS, {} MDT, {} OST; data in {})",
@@ -84,6 +94,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
     );
     wait_for_signal().await;
     heartbeats.abort();
+    if let Some(m) = metrics {
+        m.abort();
+    }
     server.shutdown().await;
     super::mds::stop(&mdts).await;
     println!("weft up: stopped");
