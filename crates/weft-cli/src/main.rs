@@ -1,6 +1,7 @@
 //! `weft`: the one binary of weftfs — servers, the all-in-one embedded file system, and
 //! tools. Subcommands parse their flags here and hand over to a module of their own.
 
+mod admin;
 mod bench_md;
 mod cluster_view;
 mod metrics;
@@ -31,6 +32,11 @@ enum Command {
     Oss(roles::oss::OssArgs),
     /// Run a whole file system in one process: MGS, MDTs and OSTs with local data.
     Up(roles::up::UpArgs),
+    /// Manage OST pools (like `lctl pool_new/pool_add/...`).
+    Pool(admin::pool::PoolArgs),
+    /// Show MDT and OST usage (like `lfs df`).
+    #[command(disable_help_flag = true)]
+    Df(admin::df::DfArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
     BenchMdt(bench_md::BenchMdtArgs),
 }
@@ -104,6 +110,8 @@ fn main() -> ExitCode {
             Command::Oss(a) => roles::oss::run(a).await,
             Command::Up(a) => roles::up::run(a).await,
             Command::BenchMdt(a) => bench_md::run(a).await,
+            Command::Pool(a) => admin::pool::run(a).await,
+            Command::Df(a) => admin::df::run(a).await,
         }
     });
     // Background tasks (connections, heartbeats) must not keep the process alive.

@@ -1,0 +1,154 @@
+//! Administration verbs against separate server processes: pools (and that a pool
+//! restricts placement) and `weft df`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use weft_proto::layout::{EOF, LayoutTemplate, TemplateComponent};
+use weft_proto::mdt::Credentials;
+use weft_proto::{Fid, TargetId};
+use weft_testkit::{FSNAME, TestCluster};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// Runs `weft args...` (it exits by itself) and returns (success, stdout, stderr).
+fn weft(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_are_managed_from_the_cli_and_restrict_placement() {
+    let tc = TestCluster::start(bin(), 3).await.unwrap();
+    let mgs = tc.mgs_addr.as_str();
+    let pool = format!("{FSNAME}.flash");
+    let (ok, _, err) = weft(&["pool", "--mgs", mgs, "new", &pool]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = weft(&[
+        "pool",
+        "--mgs",
+        mgs,
+        "add",
+        &pool,
+        &format!("{FSNAME}-OST[1-2]"),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = weft(&["pool", "--mgs", mgs, "list", &pool]);
+    assert!(ok);
+    assert_eq!(
+        out.lines().skip(1).collect::<Vec<_>>(),
+        [
+            format!("{FSNAME}-OST0001_UUID"),
+            format!("{FSNAME}-OST0002_UUID")
+        ]
+    );
+    let (ok, _, err) = weft(&["pool", "--mgs", mgs, "destroy", &pool]);
+    assert!(
+        !ok && err.contains("ENOTEMPTY"),
+        "a non-empty pool is kept: {err}"
+    );
+    let (ok, _, err) = weft(&["pool", "--mgs", mgs, "add", &pool, "OST0009"]);
+    assert!(
+        !ok && err.contains("ENOENT"),
+        "unknown OSTs are refused: {err}"
+    );
+
+    // Files striped over "all OSTs of the pool" land only on pool members.
+    let client = tc.client().await.unwrap();
+    let mdt = client.mdt(0).unwrap();
+    let cred = Credentials::root();
+    let template = LayoutTemplate {
+        components: vec![TemplateComponent {
+            end: EOF,
+            stripe_count: -1,
+            stripe_offset: -1,
+            pool: Some("flash".into()),
+            ..Default::default()
+        }],
+    };
+    // The MDT learns the pool from the MGS's change announcement.
+    let mut placed = None;
+    for _ in 0..100 {
+        match mdt
+            .create(
+                Fid::ROOT,
+                b"pooled",
+                0o100644,
+                0,
+                true,
+                Some(template.clone()),
+                None,
+                &cred,
+            )
+            .await
+        {
+            Ok(c) => {
+                placed = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+    let mut osts = placed.expect("create in pool").layout.unwrap().components[0]
+        .osts
+        .clone();
+    osts.sort_unstable();
+    assert_eq!(osts, vec![1, 2]);
+
+    let (ok, _, err) = weft(&["pool", "--mgs", mgs, "remove", &pool, "1", "2"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = weft(&["pool", "--mgs", mgs, "destroy", &pool]);
+    assert!(ok, "{err}");
+    assert!(tc.client().await.unwrap().config().pools.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn df_reports_every_target_with_real_figures() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let spec = format!("{}:/{FSNAME}", tc.mgs_addr);
+    let (ok, out, err) = weft(&["df", "--json", &spec]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mdts"].as_array().unwrap().len(), 1);
+    let osts = v["osts"].as_array().unwrap();
+    assert_eq!(osts.len(), 2);
+    let client = tc.client().await.unwrap();
+    for (i, row) in osts.iter().enumerate() {
+        assert_eq!(
+            row["uuid"],
+            format!("{FSNAME}-{}_UUID", TargetId::ost(i as u32))
+        );
+        let s = client.ost(i as u32).unwrap().statfs().await.unwrap();
+        let total_kib = s.blocks * u64::from(s.bsize) / 1024;
+        assert_eq!(row["total"].as_u64().unwrap(), total_kib);
+        // Free space moves as other things run: within 1%.
+        let avail = row["available"].as_u64().unwrap() as f64;
+        let now = (s.bavail * u64::from(s.bsize) / 1024) as f64;
+        assert!(
+            (avail - now).abs() <= now / 100.0 + 1024.0,
+            "{avail} vs {now}"
+        );
+    }
+    let sum: u64 = osts.iter().map(|r| r["total"].as_u64().unwrap()).sum();
+    assert_eq!(v["summary"]["total"].as_u64().unwrap(), sum);
+
+    let (ok, out, _) = weft(&["df", "-h", "-i", &spec]);
+    assert!(ok);
+    assert!(
+        out.contains("filesystem_summary:") && out.contains("MDT0000"),
+        "{out}"
+    );
+    let (ok, _, err) = weft(&["df", "nonsense"]);
+    assert!(!ok && err.contains("HOST:PORT:/FSNAME"), "{err}");
+}
