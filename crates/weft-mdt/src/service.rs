@@ -5,6 +5,7 @@ use bytes::Bytes;
 use std::future::Future;
 use std::sync::Arc;
 use weft_proto::WireResult;
+use weft_proto::handshake::Counter;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_rpc::{Handler, Peer};
 
@@ -44,5 +45,24 @@ impl Handler for MdtHandler {
 
     fn disconnected(&self, peer: &Peer) {
         self.mdt.disconnect(peer.conn_id);
+    }
+
+    fn counters(&self) -> Vec<Counter> {
+        let s = self.mdt.stats();
+        [
+            ("dirs", s.dirs),
+            ("files", s.files),
+            ("orphans", s.orphans),
+            ("pending_destroys", s.pending_destroys),
+            ("open_handles", s.open_handles),
+            ("commits", s.commits),
+            ("write_ops", s.write_ops),
+        ]
+        .into_iter()
+        .map(|(name, value)| Counter {
+            name: name.to_string(),
+            value,
+        })
+        .collect()
     }
 }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use std::future::Future;
 use std::sync::Arc;
 use weft_proto::WireResult;
+use weft_proto::handshake::Counter;
 use weft_proto::ost::{OstReply, OstRequest};
 use weft_rpc::{Handler, Peer};
 
@@ -38,6 +39,28 @@ impl Handler for OstHandler {
     ) -> impl Future<Output = WireResult<(OstReply, Bytes)>> + Send {
         let ost = Arc::clone(&self.ost);
         async move { ost.execute(request, bulk).await }
+    }
+
+    fn counters(&self) -> Vec<Counter> {
+        let s = self.ost.stats();
+        let mut out = vec![
+            counter("read_bytes", s.read_bytes),
+            counter("write_bytes", s.write_bytes),
+            counter("reads", s.reads),
+            counter("writes", s.writes),
+        ];
+        for b in &s.brw {
+            out.push(counter(&format!("brw.read.{}", b.max_bytes), b.reads));
+            out.push(counter(&format!("brw.write.{}", b.max_bytes), b.writes));
+        }
+        out
+    }
+}
+
+fn counter(name: &str, value: u64) -> Counter {
+    Counter {
+        name: name.to_string(),
+        value,
     }
 }
 

@@ -55,6 +55,17 @@ pub struct ServiceStats {
     pub target: Option<TargetId>,
     /// One row per operation that has been seen.
     pub ops: Vec<OpStats>,
+    /// Counters particular to the target (an OST's bytes written, an MDT's open handles).
+    pub counters: Vec<Counter>,
+}
+
+/// One named counter of a target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    /// Dotted name, e.g. `write_bytes` or `brw.write.1048576`.
+    pub name: String,
+    /// Its value.
+    pub value: u64,
 }
 
 /// Counters and a latency histogram for one operation.

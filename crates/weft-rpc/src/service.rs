@@ -50,6 +50,11 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Called once when a peer's connection to this target closes.
     fn disconnected(&self, _peer: &Peer) {}
+
+    /// Counters particular to this target, reported with its operation statistics.
+    fn counters(&self) -> Vec<weft_proto::handshake::Counter> {
+        Vec::new()
+    }
 }
 
 /// A request as it leaves the transport: opcode, raw body and bulk.
@@ -188,6 +193,7 @@ impl<H: Handler> Service for TypedService<H> {
         ServiceStats {
             target: Some(self.target),
             ops: self.stats.snapshot(),
+            counters: self.handler.counters(),
         }
     }
 
