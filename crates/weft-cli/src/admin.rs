@@ -1,8 +1,10 @@
-//! Administration verbs with Lustre's spelling (`lfs`/`lctl`): pools and `df` today.
+//! Administration verbs with Lustre's spelling (`lfs`/`lctl`): pools, `df`, `get_param`
+//! and `set_param -P` today.
 //! They speak to the servers directly (`--mgs HOST:PORT`, or `HOST:PORT:/FSNAME`); verbs
 //! on paths inside a mount come with the FUSE client.
 
 pub mod df;
+pub mod param;
 pub mod pool;
 
 use anyhow::{Context, Result, bail};

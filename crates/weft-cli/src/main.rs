@@ -37,6 +37,12 @@ enum Command {
     /// Show MDT and OST usage (like `lfs df`).
     #[command(disable_help_flag = true)]
     Df(admin::df::DfArgs),
+    /// Read parameters and statistics (like `lctl get_param`).
+    #[command(name = "get_param")]
+    GetParam(admin::param::GetParamArgs),
+    /// Store parameters on the MGS (like `lctl set_param -P`).
+    #[command(name = "set_param")]
+    SetParam(admin::param::SetParamArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
     BenchMdt(bench_md::BenchMdtArgs),
 }
@@ -112,6 +118,8 @@ fn main() -> ExitCode {
             Command::BenchMdt(a) => bench_md::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,
             Command::Df(a) => admin::df::run(a).await,
+            Command::GetParam(a) => admin::param::get(a).await,
+            Command::SetParam(a) => admin::param::set(a).await,
         }
     });
     // Background tasks (connections, heartbeats) must not keep the process alive.

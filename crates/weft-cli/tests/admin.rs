@@ -152,3 +152,74 @@ async fn df_reports_every_target_with_real_figures() {
     let (ok, _, err) = weft(&["df", "nonsense"]);
     assert!(!ok && err.contains("HOST:PORT:/FSNAME"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_param_reads_live_statistics_and_set_param_stores_on_the_mgs() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let mgs = tc.mgs_addr.as_str();
+    let client = tc.client().await.unwrap();
+    let mdt = client.mdt(0).unwrap();
+    let cred = Credentials::root();
+    for i in 0..7 {
+        mdt.mkdir(Fid::ROOT, format!("d{i}").as_bytes(), 0o755, &cred)
+            .await
+            .unwrap();
+    }
+    let (ok, out, err) = weft(&["get_param", "--mgs", mgs, "mdt.*.md_stats"]);
+    assert!(ok, "{err}");
+    let mkdir = out
+        .lines()
+        .find(|l| l.starts_with("mkdir"))
+        .expect("an mkdir row");
+    assert_eq!(mkdir.split_whitespace().nth(1), Some("7"), "{out}");
+
+    let (ok, out, _) = weft(&[
+        "get_param",
+        "--mgs",
+        mgs,
+        "-n",
+        &format!("obdfilter.{FSNAME}-OST0001.kbytestotal"),
+    ]);
+    assert!(ok);
+    let s = client.ost(1).unwrap().statfs().await.unwrap();
+    assert_eq!(
+        out.trim().parse::<u64>().unwrap(),
+        s.blocks * u64::from(s.bsize) / 1024
+    );
+    let (ok, out, _) = weft(&["get_param", "--mgs", mgs, "obdfilter.*.brw_stats"]);
+    assert!(ok && out.matches("brw_stats=").count() == 2, "{out}");
+
+    let (ok, _, err) = weft(&[
+        "set_param",
+        "--mgs",
+        mgs,
+        "-P",
+        "llite.*.max_read_ahead_mb=128",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        tc.client()
+            .await
+            .unwrap()
+            .config()
+            .params
+            .get("llite.*.max_read_ahead_mb")
+            .map(String::as_str),
+        Some("128")
+    );
+    let (ok, out, _) = weft(&["get_param", "--mgs", mgs, "llite.*"]);
+    assert!(ok && out.trim() == "llite.*.max_read_ahead_mb=128", "{out}");
+    let (ok, _, err) = weft(&[
+        "set_param",
+        "--mgs",
+        mgs,
+        "-P",
+        "-d",
+        "llite.*.max_read_ahead_mb",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = weft(&["get_param", "--mgs", mgs, "llite.*"]);
+    assert!(!ok && err.contains("no parameter matches"), "{err}");
+    let (ok, _, err) = weft(&["set_param", "--mgs", mgs, "-P", "novalue"]);
+    assert!(!ok && err.contains("NAME=VALUE"), "{err}");
+}

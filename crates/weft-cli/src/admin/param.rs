@@ -1,0 +1,275 @@
+//! `weft get_param PATTERN...` and `weft set_param -P NAME=VALUE...` (Lustre's `lctl`).
+//!
+//! Server parameters are read live from each target: `mdt.FS-MDTxxxx.md_stats`,
+//! `obdfilter.FS-OSTxxxx.stats` and `.brw_stats`, usage (`kbytestotal`, `kbytesfree`,
+//! `kbytesavail`, `filestotal`, `filesfree`) and the targets' counters. Parameters stored
+//! with `set_param -P` live on the MGS; every node fetches them with its configuration.
+
+use anyhow::{Result, bail};
+use clap::Args;
+use std::fmt::Write as _;
+use weft_client::Cluster;
+use weft_proto::handshake::ServiceStats;
+use weft_proto::mdt::StatFs;
+use weft_proto::{TargetId, TargetKind};
+
+/// Flags of `weft get_param`.
+#[derive(Args, Debug)]
+pub struct GetParamArgs {
+    /// The MGS (default: $WEFT_MGS, else 127.0.0.1:9400).
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub mgs: Option<String>,
+    /// Print values only, without names.
+    #[arg(short = 'n')]
+    pub values_only: bool,
+    /// Parameter names; `*` and `?` match within the name.
+    #[arg(required = true)]
+    pub patterns: Vec<String>,
+}
+
+/// Flags of `weft set_param`.
+#[derive(Args, Debug)]
+pub struct SetParamArgs {
+    /// The MGS (default: $WEFT_MGS, else 127.0.0.1:9400).
+    #[arg(long, value_parser = crate::parse_addr)]
+    pub mgs: Option<String>,
+    /// Store the setting on the MGS: every node applies it, now and after restarts.
+    #[arg(short = 'P')]
+    pub permanent: bool,
+    /// With -P: delete the stored settings named (NAME, no value).
+    #[arg(short = 'd', requires = "permanent")]
+    pub delete: bool,
+    /// NAME=VALUE settings (or NAMEs with -d).
+    #[arg(required = true)]
+    pub settings: Vec<String>,
+}
+
+/// Whether `name` matches the shell-style `pattern` (`*` any run, `?` one character).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The parameter prefix of a target: `mdt.FS-MDT0000` or `obdfilter.FS-OST0000`.
+fn prefix(fs: &str, id: TargetId) -> Option<String> {
+    match id.kind {
+        TargetKind::Mdt => Some(format!("mdt.{fs}-{id}")),
+        TargetKind::Ost => Some(format!("obdfilter.{fs}-{id}")),
+        TargetKind::Mgs => None,
+    }
+}
+
+/// The names a target offers and, once fetched, their values.
+fn target_params(
+    kind: TargetKind,
+    stats: &ServiceStats,
+    statfs: Option<&StatFs>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let ops_name = if kind == TargetKind::Mdt {
+        "md_stats"
+    } else {
+        "stats"
+    };
+    let mut ops = String::from("\n");
+    for op in &stats.ops {
+        // Lustre's layout: name, samples, unit, then sum; the histogram gives min/max bounds.
+        let min = op
+            .buckets
+            .iter()
+            .position(|&n| n > 0)
+            .map_or(0, |i| if i == 0 { 0 } else { 1u64 << (i - 1) });
+        let max = op
+            .buckets
+            .iter()
+            .rposition(|&n| n > 0)
+            .map_or(0, |i| 1u64 << i);
+        let _ = writeln!(
+            ops,
+            "{:<24} {} samples [usecs] {} {} {} errors {}",
+            op.name, op.count, min, max, op.sum_us, op.errors
+        );
+    }
+    out.push((ops_name.to_string(), ops));
+    if kind == TargetKind::Ost {
+        let mut brw = String::from("\nI/O size        reads      writes\n");
+        let get = |n: &str| {
+            stats
+                .counters
+                .iter()
+                .find(|c| c.name == n)
+                .map_or(0, |c| c.value)
+        };
+        for c in stats
+            .counters
+            .iter()
+            .filter(|c| c.name.starts_with("brw.read."))
+        {
+            let size = c.name.trim_start_matches("brw.read.");
+            let _ = writeln!(
+                brw,
+                "{size:<12} {:>10} {:>10}",
+                c.value,
+                get(&format!("brw.write.{size}"))
+            );
+        }
+        out.push(("brw_stats".to_string(), brw));
+    }
+    for c in stats
+        .counters
+        .iter()
+        .filter(|c| !c.name.starts_with("brw."))
+    {
+        out.push((c.name.clone(), c.value.to_string()));
+    }
+    if let Some(s) = statfs {
+        let kib = |b: u64| (b.saturating_mul(u64::from(s.bsize)) / 1024).to_string();
+        out.push(("kbytestotal".into(), kib(s.blocks)));
+        out.push(("kbytesfree".into(), kib(s.bfree)));
+        out.push(("kbytesavail".into(), kib(s.bavail)));
+        out.push(("filestotal".into(), s.files.to_string()));
+        out.push(("filesfree".into(), s.ffree.to_string()));
+    }
+    out
+}
+
+/// Every parameter whose name matches one of `patterns`, with its value, in name order.
+pub async fn collect(cluster: &Cluster, patterns: &[String]) -> Result<Vec<(String, String)>> {
+    let fs = cluster.fsname().to_string();
+    let config = cluster.config();
+    let mut found = Vec::new();
+    for t in &config.targets {
+        let Some(prefix) = prefix(&fs, t.id) else {
+            continue;
+        };
+        // Only ask a target whose name could match.
+        let could = patterns.iter().any(|p| {
+            let head = p.split('.').take(2).collect::<Vec<_>>().join(".");
+            glob_match(&head, &prefix)
+        });
+        if !could {
+            continue;
+        }
+        let (stats, statfs) = match t.id.kind {
+            TargetKind::Mdt => {
+                let c = cluster.mdt(t.id.index)?;
+                (
+                    c.connection().connection().await?.stats().await?,
+                    c.statfs().await.ok(),
+                )
+            }
+            TargetKind::Ost => {
+                let c = cluster.ost(t.id.index)?;
+                (
+                    c.connection().connection().await?.stats().await?,
+                    c.statfs().await.ok(),
+                )
+            }
+            TargetKind::Mgs => continue,
+        };
+        for (name, value) in target_params(t.id.kind, &stats, statfs.as_ref()) {
+            let full = format!("{prefix}.{name}");
+            if patterns.iter().any(|p| glob_match(p, &full)) {
+                found.push((full, value));
+            }
+        }
+    }
+    for (name, value) in &config.params {
+        if patterns.iter().any(|p| glob_match(p, name)) && !found.iter().any(|(n, _)| n == name) {
+            found.push((name.clone(), value.clone()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Prints the matching parameters.
+pub async fn get(args: GetParamArgs) -> Result<()> {
+    let cluster = super::connect(&super::mgs_address(args.mgs.as_deref()), "").await?;
+    let found = collect(&cluster, &args.patterns).await?;
+    if found.is_empty() {
+        bail!("no parameter matches {}", args.patterns.join(" "));
+    }
+    for (name, value) in found {
+        if args.values_only {
+            println!("{}", value.trim_start_matches('\n'));
+        } else {
+            println!("{name}={value}");
+        }
+    }
+    Ok(())
+}
+
+/// Stores (or deletes) settings on the MGS.
+pub async fn set(args: SetParamArgs) -> Result<()> {
+    if !args.permanent {
+        bail!(
+            "set_param without -P changes one running node; the servers have no run-time settable \
+             parameters yet and client parameters are set on a mount — use -P to store the setting on the MGS"
+        );
+    }
+    let cluster = super::connect(&super::mgs_address(args.mgs.as_deref()), "").await?;
+    for s in &args.settings {
+        let (name, value) = if args.delete {
+            (s.as_str(), None)
+        } else {
+            match s.split_once('=') {
+                Some((n, v)) if !n.is_empty() => (n, Some(v.to_string())),
+                _ => bail!("'{s}' is not NAME=VALUE"),
+            }
+        };
+        cluster
+            .mgs()
+            .set_param(name.to_string(), value.clone())
+            .await?;
+        match value {
+            Some(v) => println!("{name}={v}"),
+            None => println!("{name} deleted"),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs_match_like_lctl() {
+        assert!(glob_match(
+            "osc.*.max_rpcs_in_flight",
+            "osc.weft-OST0001.max_rpcs_in_flight"
+        ));
+        assert!(glob_match("mdt.*.md_stats", "mdt.weft-MDT0000.md_stats"));
+        assert!(!glob_match("mdt.*.md_stats", "mdt.weft-MDT0000.stats"));
+        assert!(glob_match(
+            "obdfilter.weft-OST000?.stats",
+            "obdfilter.weft-OST0003.stats"
+        ));
+        assert!(glob_match("*", "anything.at.all"));
+        assert!(!glob_match("a*b", "acd"));
+        assert!(glob_match("a*b*c", "aXbYbZc"));
+    }
+}
