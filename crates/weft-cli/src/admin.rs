@@ -1,11 +1,12 @@
 //! Administration verbs with Lustre's spelling (`lfs`/`lctl`): pools, `df`, `get_param`
-//! and `set_param -P` today.
+//! and `set_param -P`, `top` today.
 //! They speak to the servers directly (`--mgs HOST:PORT`, or `HOST:PORT:/FSNAME`); verbs
 //! on paths inside a mount come with the FUSE client.
 
 pub mod df;
 pub mod param;
 pub mod pool;
+pub mod top;
 
 use anyhow::{Context, Result, bail};
 use std::sync::Arc;

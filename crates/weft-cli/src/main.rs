@@ -43,6 +43,8 @@ enum Command {
     /// Store parameters on the MGS (like `lctl set_param -P`).
     #[command(name = "set_param")]
     SetParam(admin::param::SetParamArgs),
+    /// Live view of every target's request rates, throughput and latency.
+    Top(admin::top::TopArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
     BenchMdt(bench_md::BenchMdtArgs),
 }
@@ -120,6 +122,7 @@ fn main() -> ExitCode {
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,
             Command::SetParam(a) => admin::param::set(a).await,
+            Command::Top(a) => admin::top::run(a).await,
         }
     });
     // Background tasks (connections, heartbeats) must not keep the process alive.

@@ -223,3 +223,48 @@ async fn get_param_reads_live_statistics_and_set_param_stores_on_the_mgs() {
     let (ok, _, err) = weft(&["set_param", "--mgs", mgs, "-P", "novalue"]);
     assert!(!ok && err.contains("NAME=VALUE"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_shows_every_target_and_the_operations_running() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let client = tc.client().await.unwrap();
+    let mdt = client.mdt(0).unwrap();
+    // Keep the MDT busy for as long as top watches.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let cred = Credentials::root();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                mdt.mkdir(Fid::ROOT, format!("top{i}").as_bytes(), 0o755, &cred)
+                    .await
+                    .unwrap();
+                i += 1;
+            }
+        })
+    };
+    let mgs = tc.mgs_addr.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        weft(&[
+            "top",
+            "--mgs",
+            &mgs,
+            "--iterations",
+            "2",
+            "--interval",
+            "0.3",
+        ])
+    })
+    .await
+    .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.await.unwrap();
+    let (ok, out, err) = out;
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("weft top").count(), 2, "{out}");
+    for t in ["MDT0000", "OST0000", "OST0001"] {
+        assert!(out.contains(t), "{t} missing: {out}");
+    }
+    assert!(out.contains("mkdir"), "the running mkdirs show: {out}");
+}
