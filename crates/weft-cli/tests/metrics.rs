@@ -142,3 +142,49 @@ async fn every_server_exposes_parseable_metrics_that_count_its_work() {
     let (status, _) = get(mds_m, "/other").await;
     assert_eq!(status, "HTTP/1.1 404 Not Found");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_uses_only_metrics_the_servers_export() {
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let client = tc.client().await.unwrap();
+    let obj = ObjectId {
+        fid: Fid::ROOT,
+        component: 0,
+        stripe: 0,
+    };
+    let ost = client.ost(0).unwrap();
+    ost.write(obj, 0, Bytes::from_static(b"x"), false)
+        .await
+        .unwrap();
+    ost.read(obj, 0, 1).await.unwrap();
+    let mut exported = std::collections::BTreeSet::new();
+    for addr in &tc.metrics_addrs {
+        let (_, body) = get(addr, "/metrics").await;
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            if let Some(name) = line.split('{').next() {
+                exported.insert(name.to_string());
+            }
+        }
+    }
+    let dashboard = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/weftfs-dashboard.json"),
+    )
+    .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut used = 0;
+    for panel in json["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("weft_") {
+                    used += 1;
+                    assert!(
+                        exported.contains(word),
+                        "dashboard uses {word}, which no server exports"
+                    );
+                }
+            }
+        }
+    }
+    assert!(used >= 10);
+}
