@@ -254,21 +254,30 @@ impl TestCluster {
         }
         let mdt = c.mdt(0)?;
         mdt.statfs().await?;
-        // The MDT must also know the OSTs: a file can be created (and is removed again).
+        // The MDT must also know every OST: a file striped over all OSTs gets them all
+        // (and is removed again).
         let root = weft_proto::mdt::Credentials::root();
         let probe = b".testkit-ready-probe";
-        mdt.create(
-            weft_proto::Fid::ROOT,
-            probe,
-            0o100600,
-            0,
-            false,
-            None,
-            None,
-            &root,
-        )
-        .await?;
-        mdt.unlink(weft_proto::Fid::ROOT, probe, &root).await?;
+        let all = weft_proto::LayoutTemplate::raid0(-1, 0, -1);
+        let created = mdt
+            .create(
+                weft_proto::Fid::ROOT,
+                probe,
+                0o100600,
+                0,
+                false,
+                Some(all),
+                None,
+                &root,
+            )
+            .await;
+        let _ = mdt.unlink(weft_proto::Fid::ROOT, probe, &root).await;
+        let stripes = created?
+            .layout
+            .map_or(0, |l| l.components.first().map_or(0, |c| c.osts.len()));
+        if stripes != self.osts as usize {
+            bail!("the MDT knows {stripes} of {} OSTs", self.osts);
+        }
         for i in 0..self.osts {
             c.ost(i)?.statfs().await?;
         }
