@@ -240,16 +240,27 @@ impl Cluster {
     }
 }
 
+/// How often a client checks the configuration even without a callback: a client whose
+/// MGS connection broke (an MGS restart) is not subscribed again until it calls the MGS.
+const CONFIG_POLL: std::time::Duration = std::time::Duration::from_secs(10);
+
 async fn refresh_on_callbacks(cluster: Weak<Cluster>, mut rx: mpsc::UnboundedReceiver<u64>) {
-    while let Some(version) = rx.recv().await {
+    loop {
+        let announced = tokio::select! {
+            v = rx.recv() => match v {
+                Some(v) => Some(v),
+                None => return,
+            },
+            _ = tokio::time::sleep(CONFIG_POLL) => None,
+        };
         let Some(cluster) = cluster.upgrade() else {
             return;
         };
-        if cluster.config().version >= version {
+        if announced.is_some_and(|v| cluster.config().version >= v) {
             continue;
         }
         if let Err(e) = cluster.refresh().await {
-            tracing::warn!(error = %e, "could not fetch the new configuration");
+            tracing::debug!(error = %e, "could not fetch the configuration");
         }
     }
 }
