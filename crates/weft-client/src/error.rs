@@ -7,12 +7,13 @@ use weft_rpc::RpcError;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The request failed in transport or on the server.
-    #[error("{target}: {source}")]
+    // The cause is part of the message (not `source()`), so chains print it once.
+    #[error("{target}: {error}")]
     Rpc {
         /// The target asked.
         target: TargetId,
         /// What went wrong.
-        source: RpcError,
+        error: RpcError,
     },
     /// The server answered with a reply of the wrong kind.
     #[error("{target}: unexpected reply to {op}")]
@@ -34,7 +35,7 @@ impl ClientError {
     /// The errno an application should see.
     pub fn errno(&self) -> Errno {
         match self {
-            ClientError::Rpc { source, .. } => source.errno(),
+            ClientError::Rpc { error, .. } => error.errno(),
             ClientError::UnexpectedReply { .. } => Errno::Proto,
             ClientError::UnknownTarget(_) => Errno::Io,
             ClientError::Invalid(_) => Errno::Inval,
@@ -45,7 +46,7 @@ impl ClientError {
     pub fn remote(&self) -> Option<&WireError> {
         match self {
             ClientError::Rpc {
-                source: RpcError::Remote(e),
+                error: RpcError::Remote(e),
                 ..
             } => Some(e),
             _ => None,
@@ -57,7 +58,7 @@ impl From<ClientError> for WireError {
     fn from(e: ClientError) -> Self {
         match e {
             ClientError::Rpc {
-                source: RpcError::Remote(w),
+                error: RpcError::Remote(w),
                 ..
             } => w,
             other => WireError::new(other.errno(), other.to_string()),

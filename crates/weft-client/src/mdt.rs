@@ -72,9 +72,9 @@ impl MdtClient {
             .call(&req, Bytes::new())
             .await
             .map(|(r, _)| r)
-            .map_err(|source| ClientError::Rpc {
+            .map_err(|error| ClientError::Rpc {
                 target: TargetId::mdt(self.index),
-                source,
+                error,
             })
     }
 

@@ -29,9 +29,9 @@ impl MgsClient {
             .call(&req, Bytes::new())
             .await
             .map(|(r, _)| r)
-            .map_err(|source| ClientError::Rpc {
+            .map_err(|error| ClientError::Rpc {
                 target: TargetId::MGS,
-                source,
+                error,
             })
     }
 

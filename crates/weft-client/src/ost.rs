@@ -33,9 +33,9 @@ impl OstClient {
         self.conn
             .call(&req, bulk)
             .await
-            .map_err(|source| ClientError::Rpc {
+            .map_err(|error| ClientError::Rpc {
                 target: TargetId::ost(self.index),
-                source,
+                error,
             })
     }
 
