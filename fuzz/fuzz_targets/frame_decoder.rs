@@ -9,16 +9,16 @@ use weft_proto::handshake::ServiceStats;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::mgs::{MgsCallback, MgsReply, MgsRequest};
 use weft_proto::ost::{OstReply, OstRequest};
-use weft_proto::{ConnectReply, ConnectRequest, WireResult, decode};
+use weft_proto::{ConnectReply, ConnectRequest, RequestHeader, WireResult, decode};
 
 fn decode_all(body: &[u8]) {
     let _ = decode::<ConnectRequest>(body);
     let _ = decode::<WireResult<ConnectReply>>(body);
-    let _ = decode::<MdtRequest>(body);
+    let _ = decode::<(RequestHeader, MdtRequest)>(body);
     let _ = decode::<WireResult<MdtReply>>(body);
-    let _ = decode::<OstRequest>(body);
+    let _ = decode::<(RequestHeader, OstRequest)>(body);
     let _ = decode::<WireResult<OstReply>>(body);
-    let _ = decode::<MgsRequest>(body);
+    let _ = decode::<(RequestHeader, MgsRequest)>(body);
     let _ = decode::<WireResult<MgsReply>>(body);
     let _ = decode::<MgsCallback>(body);
     let _ = decode::<WireResult<ServiceStats>>(body);

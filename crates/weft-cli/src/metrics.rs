@@ -38,6 +38,7 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.render_requests(&mut out);
+        self.render_jobs(&mut out);
         self.render_mdts(&mut out);
         self.render_osts(&mut out);
         out
@@ -139,6 +140,52 @@ impl Metrics {
                     &l,
                     op.count as f64,
                 );
+            }
+        }
+    }
+
+    fn render_jobs(&self, out: &mut String) {
+        let stats: Vec<_> = self
+            .router
+            .targets()
+            .into_iter()
+            .filter_map(|t| self.router.get(t))
+            .map(|s| s.stats())
+            .collect();
+        header(
+            out,
+            "weft_job_requests_total",
+            "counter",
+            "Requests by job id (jobs seen in the last 10 minutes).",
+        );
+        for s in &stats {
+            for j in &s.jobs {
+                for op in &j.ops {
+                    sample(
+                        out,
+                        "weft_job_requests_total",
+                        &job_labels(s.target, &j.jobid, &op.name),
+                        op.count as f64,
+                    );
+                }
+            }
+        }
+        header(
+            out,
+            "weft_job_bulk_bytes_total",
+            "counter",
+            "Bulk bytes by job id.",
+        );
+        for s in &stats {
+            for j in &s.jobs {
+                for op in &j.ops {
+                    sample(
+                        out,
+                        "weft_job_bulk_bytes_total",
+                        &job_labels(s.target, &j.jobid, &op.name),
+                        op.bulk_bytes as f64,
+                    );
+                }
             }
         }
     }
@@ -276,9 +323,23 @@ fn target_label(t: TargetId) -> String {
     format!("target=\"{t}\"")
 }
 
+/// A label value with the characters the text format escapes replaced.
+fn label_value(v: &str) -> String {
+    v.replace(['\\', '"', '\n'], "_")
+}
+
+fn job_labels(target: Option<TargetId>, job: &str, op: &str) -> String {
+    let t = target.map(|t| t.to_string()).unwrap_or_default();
+    format!(
+        "target=\"{t}\",job=\"{}\",op=\"{}\"",
+        label_value(job),
+        label_value(op)
+    )
+}
+
 fn labels(target: Option<TargetId>, op: &str, le: Option<&str>) -> String {
     let t = target.map(|t| t.to_string()).unwrap_or_default();
-    let op = op.replace(['\\', '"', '\n'], "_");
+    let op = label_value(op);
     match le {
         Some(le) => format!("target=\"{t}\",op=\"{op}\",le=\"{le}\""),
         None => format!("target=\"{t}\",op=\"{op}\""),

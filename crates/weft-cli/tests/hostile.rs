@@ -12,7 +12,7 @@ use weft_proto::frame::{FrameHeader, HEADER_LEN, MAX_BULK};
 use weft_proto::handshake::opcode;
 use weft_proto::mdt::{Credentials, MdtRequest};
 use weft_proto::{
-    ConnectReply, ConnectRequest, Errno, Fid, PROTOCOL_VERSION, TargetId, WireResult,
+    ConnectReply, ConnectRequest, Errno, Fid, PROTOCOL_VERSION, RequestHeader, TargetId, WireResult,
 };
 use weft_testkit::{FSNAME, TestCluster};
 
@@ -113,13 +113,30 @@ async fn a_metadata_server_survives_hostile_clients() {
             .errno,
         Errno::Proto
     );
-    let getattr = weft_proto::encode(&MdtRequest::GetAttr { fid: Fid::ROOT }).unwrap();
+    let getattr = weft_proto::encode(&(
+        RequestHeader::default(),
+        MdtRequest::GetAttr { fid: Fid::ROOT },
+    ))
+    .unwrap();
     send(&mut s, 201, 4, &getattr).await;
-    let (h, _) = recv(&mut s).await.unwrap();
+    let (h, body) = recv(&mut s).await.unwrap();
     assert_eq!(h.xid, 4);
+    let attr: WireResult<weft_proto::mdt::MdtReply> = weft_proto::decode(&body).unwrap();
+    assert!(matches!(attr, Ok(weft_proto::mdt::MdtReply::Attr(a)) if a.fid == Fid::ROOT));
+    // A request body without its request header is malformed, not misread.
+    let bare = weft_proto::encode(&MdtRequest::GetAttr { fid: Fid::ROOT }).unwrap();
+    send(&mut s, 201, 5, &bare).await;
+    let (_, body) = recv(&mut s).await.unwrap();
+    assert_eq!(
+        weft_proto::decode::<WireResult<()>>(&body)
+            .unwrap()
+            .unwrap_err()
+            .errno,
+        Errno::Proto
+    );
 
     // An oversized bulk length closes that connection before anything is allocated.
-    let mut h = FrameHeader::new(201, 0, 5, &getattr, &[]).unwrap();
+    let mut h = FrameHeader::new(201, 0, 6, &getattr, &[]).unwrap();
     h.bulk_len = MAX_BULK + 1;
     s.write_all(&h.encode()).await.unwrap();
     assert!(closed(s).await);

@@ -188,3 +188,85 @@ async fn the_grafana_dashboard_uses_only_metrics_the_servers_export() {
     }
     assert!(used >= 10);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_statistics_attribute_requests_to_their_job() {
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let client = tc.client().await.unwrap();
+    let mdt = client.mdt(0).unwrap();
+    let cred = Credentials::root();
+    weft_rpc::jobid::with_jobid(Some("train.7".into()), async {
+        for i in 0..5 {
+            mdt.mkdir(Fid::ROOT, format!("j{i}").as_bytes(), 0o755, &cred)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    weft_rpc::jobid::with_jobid(Some("eval.3".into()), async {
+        for i in 0..2 {
+            mdt.lookup(Fid::ROOT, format!("j{i}").as_bytes(), &cred)
+                .await
+                .unwrap();
+        }
+        let obj = ObjectId {
+            fid: Fid::ROOT,
+            component: 9,
+            stripe: 0,
+        };
+        client
+            .ost(0)
+            .unwrap()
+            .write(obj, 0, Bytes::from(vec![1u8; 4096]), false)
+            .await
+            .unwrap();
+    })
+    .await;
+
+    let mds = scrape(&tc.metrics_addrs[1]).await;
+    assert_eq!(
+        value(
+            &mds,
+            "weft_job_requests_total",
+            &[("job", "train.7"), ("op", "mkdir")]
+        ),
+        5.0
+    );
+    assert_eq!(
+        value(
+            &mds,
+            "weft_job_requests_total",
+            &[("job", "eval.3"), ("op", "lookup")]
+        ),
+        2.0
+    );
+    assert!(!mds.samples.iter().any(|s| s.labels.get("job") == Some("train.7") && s.labels.get("op") == Some("lookup")));
+    let oss = scrape(&tc.metrics_addrs[2]).await;
+    assert_eq!(
+        value(
+            &oss,
+            "weft_job_bulk_bytes_total",
+            &[("job", "eval.3"), ("op", "write")]
+        ),
+        4096.0
+    );
+
+    let out = std::process::Command::new(bin())
+        .args(["get_param", "--mgs", &tc.mgs_addr, "mdt.*.job_stats"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let train = text
+        .split("- job_id:")
+        .find(|e| e.trim_start().starts_with("train.7"))
+        .expect("train.7 listed");
+    assert!(
+        train.contains("mkdir:") && train.contains("samples: 5,"),
+        "{text}"
+    );
+}

@@ -11,6 +11,17 @@ pub trait Message: Serialize + DeserializeOwned {
     fn op_name(&self) -> &'static str;
 }
 
+/// What travels in front of every request body: who the request is for, beyond the
+/// connection. Bodies are `postcard((RequestHeader, Request))`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RequestHeader {
+    /// The job the request belongs to (a batch job id, or `process.uid`), for job statistics.
+    pub jobid: Option<String>,
+}
+
+/// Longest job id kept, in bytes; longer ones are cut (Lustre keeps 32).
+pub const JOBID_MAX: usize = 64;
+
 /// A body that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {

@@ -57,6 +57,21 @@ pub struct ServiceStats {
     pub ops: Vec<OpStats>,
     /// Counters particular to the target (an OST's bytes written, an MDT's open handles).
     pub counters: Vec<Counter>,
+    /// Per-job operation statistics (jobs seen recently), like Lustre's job_stats.
+    pub jobs: Vec<JobStats>,
+}
+
+/// The operations of one job on one target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStats {
+    /// The job id the requests carried.
+    pub jobid: String,
+    /// Seconds since the Unix epoch when the job's first request in this table arrived.
+    pub start_time: u64,
+    /// Seconds since the Unix epoch of the job's latest request.
+    pub snapshot_time: u64,
+    /// Per-operation figures (histogram buckets are left empty).
+    pub ops: Vec<OpStats>,
 }
 
 /// One named counter of a target.

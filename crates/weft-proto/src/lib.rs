@@ -20,7 +20,7 @@ pub mod ost;
 pub mod target;
 pub mod time;
 
-pub use codec::{CodecError, Message, decode, encode};
+pub use codec::{CodecError, JOBID_MAX, Message, RequestHeader, decode, encode};
 pub use errno::{Errno, WireError, WireResult};
 pub use fid::{Fid, FidSeqRange, ObjectId};
 pub use frame::{FrameError, FrameHeader};

@@ -59,7 +59,7 @@ impl CallbackSender {
     /// Sends a callback without waiting for the client's answer. Fails at once if the
     /// connection is closed or its send queue is full (a client that does not read).
     pub fn notify<M: Message>(&self, msg: &M) -> Result<(), RpcError> {
-        let (op, body) = conn::encode_request(msg)?;
+        let (op, body) = conn::encode_callback(msg)?;
         let frame = OutFrame::new(
             op,
             FLAG_CALLBACK,

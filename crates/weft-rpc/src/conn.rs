@@ -238,7 +238,16 @@ pub fn decode_reply<T: serde::de::DeserializeOwned>(
     Ok((reply, frame.bulk))
 }
 
-/// Encodes a request body.
-pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
+/// Encodes a callback body (server to client: no request header).
+pub fn encode_callback<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
     Ok((msg.opcode(), weft_proto::encode(msg)?))
+}
+
+/// Encodes a request body: the [`weft_proto::RequestHeader`] (with the current job id), then
+/// the message.
+pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
+    let header = weft_proto::RequestHeader {
+        jobid: crate::jobid::current().map(|j| j.to_string()),
+    };
+    Ok((msg.opcode(), weft_proto::encode(&(header, msg))?))
 }

@@ -2,7 +2,7 @@
 //! object-safe [`Service`] the router dispatches to.
 
 use crate::client::CallbackSender;
-use crate::stats::OpStatsTable;
+use crate::stats::{JobStatsTable, OpStatsTable};
 use bytes::Bytes;
 use serde::Serialize;
 use std::future::Future;
@@ -102,6 +102,7 @@ pub struct TypedService<H> {
     uuid: Uuid,
     handler: Arc<H>,
     stats: OpStatsTable,
+    jobs: JobStatsTable,
 }
 
 impl<H: Handler> TypedService<H> {
@@ -112,6 +113,7 @@ impl<H: Handler> TypedService<H> {
             uuid,
             handler,
             stats: OpStatsTable::default(),
+            jobs: JobStatsTable::default(),
         })
     }
 
@@ -153,13 +155,15 @@ impl<H: Handler> Service for TypedService<H> {
         Box::pin(async move {
             let start = Instant::now();
             let bulk_in = request.bulk.len() as u64;
-            let decoded: Result<H::Request, _> = weft_proto::decode(&request.body);
+            let decoded: Result<(weft_proto::RequestHeader, H::Request), _> =
+                weft_proto::decode(&request.body);
+            let mut jobid = None;
             let (name, result) = match decoded {
                 Err(e) => (
                     "malformed",
                     Err(WireError::new(Errno::Proto, e.to_string())),
                 ),
-                Ok(msg) if msg.opcode() != request.opcode => (
+                Ok((_, msg)) if msg.opcode() != request.opcode => (
                     "malformed",
                     Err(WireError::new(
                         Errno::Proto,
@@ -170,7 +174,8 @@ impl<H: Handler> Service for TypedService<H> {
                         ),
                     )),
                 ),
-                Ok(msg) => {
+                Ok((header, msg)) => {
+                    jobid = header.jobid;
                     let name = msg.op_name();
                     (name, self.handler.handle(&peer, msg, request.bulk).await)
                 }
@@ -183,8 +188,12 @@ impl<H: Handler> Service for TypedService<H> {
                     (encode_reply::<H::Reply>(&Err(e)), Bytes::new())
                 }
             };
-            self.stats
-                .record(name, start.elapsed(), failed, bulk_in + bulk.len() as u64);
+            let elapsed = start.elapsed();
+            let bulk_bytes = bulk_in + bulk.len() as u64;
+            self.stats.record(name, elapsed, failed, bulk_bytes);
+            if let Some(job) = jobid {
+                self.jobs.record(&job, name, elapsed, failed, bulk_bytes);
+            }
             RawReply { body, bulk }
         })
     }
@@ -194,6 +203,7 @@ impl<H: Handler> Service for TypedService<H> {
             target: Some(self.target),
             ops: self.stats.snapshot(),
             counters: self.handler.counters(),
+            jobs: self.jobs.snapshot(),
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use weft_proto::handshake::OpStats;
+use weft_proto::handshake::{JobStats, OpStats};
 
 /// Number of latency buckets: `< 1 us`, `< 2 us`, ... `< 2^25 us` (~34 s), and slower.
 pub const LATENCY_BUCKETS: usize = 27;
@@ -78,6 +78,98 @@ impl OpStatsTable {
     }
 }
 
+/// Jobs kept per target; past this, the job heard from least recently is dropped.
+pub const MAX_JOBS: usize = 1024;
+/// A job not heard from for this long is dropped (Lustre's `job_cleanup_interval`).
+pub const JOB_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// One job's figures.
+struct JobEntry {
+    start: u64,
+    last: u64,
+    last_seen: std::time::Instant,
+    ops: HashMap<&'static str, OpStats>,
+}
+
+/// Per-job operation statistics, bounded in the number of jobs.
+#[derive(Default)]
+pub struct JobStatsTable {
+    jobs: std::sync::Mutex<HashMap<String, JobEntry>>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl JobStatsTable {
+    /// Records one request of `jobid`.
+    pub fn record(
+        &self,
+        jobid: &str,
+        op: &'static str,
+        elapsed: Duration,
+        failed: bool,
+        bulk_bytes: u64,
+    ) {
+        let now = std::time::Instant::now();
+        let key = crate::jobid::sanitize(jobid);
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if !jobs.contains_key(&key) {
+            jobs.retain(|_, j| now.duration_since(j.last_seen) < JOB_IDLE);
+            if jobs.len() >= MAX_JOBS {
+                let oldest = jobs
+                    .iter()
+                    .min_by_key(|(_, j)| j.last_seen)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    jobs.remove(&k);
+                }
+            }
+        }
+        let t = unix_now();
+        let j = jobs.entry(key).or_insert_with(|| JobEntry {
+            start: t,
+            last: t,
+            last_seen: now,
+            ops: HashMap::new(),
+        });
+        j.last = t;
+        j.last_seen = now;
+        let s = j.ops.entry(op).or_insert_with(|| OpStats {
+            name: op.to_string(),
+            ..Default::default()
+        });
+        s.count += 1;
+        s.errors += u64::from(failed);
+        s.sum_us += u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        s.bulk_bytes += bulk_bytes;
+    }
+
+    /// The jobs seen within [`JOB_IDLE`], sorted by job id.
+    pub fn snapshot(&self) -> Vec<JobStats> {
+        let now = std::time::Instant::now();
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<JobStats> = jobs
+            .iter()
+            .filter(|(_, j)| now.duration_since(j.last_seen) < JOB_IDLE)
+            .map(|(id, j)| {
+                let mut ops: Vec<OpStats> = j.ops.values().cloned().collect();
+                ops.sort_by(|a, b| a.name.cmp(&b.name));
+                JobStats {
+                    jobid: id.clone(),
+                    start_time: j.start,
+                    snapshot_time: j.last,
+                    ops,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.jobid.cmp(&b.jobid));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +182,38 @@ mod tests {
         assert_eq!(
             latency_bucket(Duration::from_secs(10_000)),
             LATENCY_BUCKETS - 1
+        );
+    }
+
+    #[test]
+    fn jobs_are_counted_apart_and_bounded() {
+        let t = JobStatsTable::default();
+        t.record("train.1", "write", Duration::from_micros(5), false, 100);
+        t.record("train.1", "write", Duration::from_micros(5), true, 100);
+        t.record("eval.2", "read", Duration::from_micros(5), false, 7);
+        let s = t.snapshot();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (
+                s[1].jobid.as_str(),
+                s[1].ops[0].count,
+                s[1].ops[0].errors,
+                s[1].ops[0].bulk_bytes
+            ),
+            ("train.1", 2, 1, 200)
+        );
+        for i in 0..(MAX_JOBS + 10) {
+            t.record(&format!("job{i}"), "open", Duration::ZERO, false, 0);
+        }
+        assert_eq!(t.snapshot().len(), MAX_JOBS);
+        let long = "x".repeat(500);
+        t.record(&long, "open", Duration::ZERO, false, 0);
+        t.record(&long, "open", Duration::ZERO, false, 0);
+        let s = t.snapshot();
+        let kept = s.iter().find(|j| j.jobid.starts_with("xxx")).unwrap();
+        assert_eq!(
+            (kept.jobid.len(), kept.ops[0].count),
+            (weft_proto::JOBID_MAX, 2)
         );
     }
 

@@ -1,7 +1,7 @@
 //! `weft get_param PATTERN...` and `weft set_param -P NAME=VALUE...` (Lustre's `lctl`).
 //!
 //! Server parameters are read live from each target: `mdt.FS-MDTxxxx.md_stats`,
-//! `obdfilter.FS-OSTxxxx.stats` and `.brw_stats`, usage (`kbytestotal`, `kbytesfree`,
+//! `obdfilter.FS-OSTxxxx.stats` and `.brw_stats`, `*.job_stats` (per job id), usage (`kbytestotal`, `kbytesfree`,
 //! `kbytesavail`, `filestotal`, `filesfree`) and the targets' counters. Parameters stored
 //! with `set_param -P` live on the MGS; every node fetches them with its configuration.
 
@@ -137,6 +137,25 @@ fn target_params(
         }
         out.push(("brw_stats".to_string(), brw));
     }
+    // Lustre's job_stats layout (YAML), one entry per job seen recently.
+    let mut jobs = String::from("\njob_stats:\n");
+    for j in &stats.jobs {
+        let _ = writeln!(jobs, "- job_id:          {}", j.jobid);
+        let _ = writeln!(jobs, "  snapshot_time:   {}", j.snapshot_time);
+        let _ = writeln!(jobs, "  start_time:      {}", j.start_time);
+        for op in &j.ops {
+            let _ = writeln!(
+                jobs,
+                "  {:<16} {{ samples: {}, unit: usecs, sum: {}, errors: {}, bulk_bytes: {} }}",
+                format!("{}:", op.name),
+                op.count,
+                op.sum_us,
+                op.errors,
+                op.bulk_bytes
+            );
+        }
+    }
+    out.push(("job_stats".to_string(), jobs));
     for c in stats
         .counters
         .iter()
