@@ -11,7 +11,15 @@ use tokio::net::{TcpListener, TcpStream};
 use weft_mdt::Mdt;
 use weft_ost::Ost;
 use weft_proto::TargetId;
+use weft_proto::handshake::ServiceStats;
 use weft_rpc::Router;
+
+/// A per-operation counter: name, help text, and how to read it.
+type OpCounter = (
+    &'static str,
+    &'static str,
+    fn(&weft_proto::handshake::OpStats) -> u64,
+);
 
 /// A gauge of MDT statistics: name, help text, and how to read it.
 type Gauge = (&'static str, &'static str, fn(&weft_mdt::MdtStats) -> u64);
@@ -37,67 +45,44 @@ impl Metrics {
     /// The current figures in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        self.render_requests(&mut out);
-        self.render_jobs(&mut out);
-        self.render_mdts(&mut out);
-        self.render_osts(&mut out);
-        out
-    }
-
-    fn render_requests(&self, out: &mut String) {
-        let stats: Vec<_> = self
+        let stats: Vec<ServiceStats> = self
             .router
             .targets()
             .into_iter()
             .filter_map(|t| self.router.get(t))
             .map(|s| s.stats())
             .collect();
-        header(
-            out,
-            "weft_requests_total",
-            "counter",
-            "Requests handled, by target and operation.",
-        );
-        for s in &stats {
-            for op in &s.ops {
-                sample(
-                    out,
-                    "weft_requests_total",
-                    &labels(s.target, &op.name, None),
-                    op.count as f64,
-                );
-            }
-        }
-        header(
-            out,
-            "weft_request_errors_total",
-            "counter",
-            "Requests answered with an error.",
-        );
-        for s in &stats {
-            for op in &s.ops {
-                sample(
-                    out,
-                    "weft_request_errors_total",
-                    &labels(s.target, &op.name, None),
-                    op.errors as f64,
-                );
-            }
-        }
-        header(
-            out,
-            "weft_request_bulk_bytes_total",
-            "counter",
-            "Bulk bytes received and sent.",
-        );
-        for s in &stats {
-            for op in &s.ops {
-                sample(
-                    out,
-                    "weft_request_bulk_bytes_total",
-                    &labels(s.target, &op.name, None),
-                    op.bulk_bytes as f64,
-                );
+        Self::render_requests(&stats, &mut out);
+        Self::render_jobs(&stats, &mut out);
+        self.render_mdts(&mut out);
+        self.render_osts(&mut out);
+        out
+    }
+
+    fn render_requests(stats: &[ServiceStats], out: &mut String) {
+        let counters: [OpCounter; 3] = [
+            (
+                "weft_requests_total",
+                "Requests handled, by target and operation.",
+                |o| o.count,
+            ),
+            (
+                "weft_request_errors_total",
+                "Requests answered with an error.",
+                |o| o.errors,
+            ),
+            (
+                "weft_request_bulk_bytes_total",
+                "Bulk bytes received and sent.",
+                |o| o.bulk_bytes,
+            ),
+        ];
+        for (name, help, get) in counters {
+            header(out, name, "counter", help);
+            for s in stats {
+                for op in &s.ops {
+                    sample(out, name, &labels(s.target, &op.name, None), get(op) as f64);
+                }
             }
         }
         header(
@@ -106,7 +91,7 @@ impl Metrics {
             "histogram",
             "Time to handle a request.",
         );
-        for s in &stats {
+        for s in stats {
             for op in &s.ops {
                 let mut cumulative = 0u64;
                 let last = op.buckets.len().saturating_sub(1);
@@ -144,47 +129,29 @@ impl Metrics {
         }
     }
 
-    fn render_jobs(&self, out: &mut String) {
-        let stats: Vec<_> = self
-            .router
-            .targets()
-            .into_iter()
-            .filter_map(|t| self.router.get(t))
-            .map(|s| s.stats())
-            .collect();
-        header(
-            out,
-            "weft_job_requests_total",
-            "counter",
-            "Requests by job id (jobs seen in the last 10 minutes).",
-        );
-        for s in &stats {
-            for j in &s.jobs {
-                for op in &j.ops {
-                    sample(
-                        out,
-                        "weft_job_requests_total",
-                        &job_labels(s.target, &j.jobid, &op.name),
-                        op.count as f64,
-                    );
-                }
-            }
-        }
-        header(
-            out,
-            "weft_job_bulk_bytes_total",
-            "counter",
-            "Bulk bytes by job id.",
-        );
-        for s in &stats {
-            for j in &s.jobs {
-                for op in &j.ops {
-                    sample(
-                        out,
-                        "weft_job_bulk_bytes_total",
-                        &job_labels(s.target, &j.jobid, &op.name),
-                        op.bulk_bytes as f64,
-                    );
+    fn render_jobs(stats: &[ServiceStats], out: &mut String) {
+        let counters: [OpCounter; 2] = [
+            (
+                "weft_job_requests_total",
+                "Requests by job id (jobs seen in the last 10 minutes).",
+                |o| o.count,
+            ),
+            ("weft_job_bulk_bytes_total", "Bulk bytes by job id.", |o| {
+                o.bulk_bytes
+            }),
+        ];
+        for (name, help, get) in counters {
+            header(out, name, "counter", help);
+            for s in stats {
+                for j in &s.jobs {
+                    for op in &j.ops {
+                        sample(
+                            out,
+                            name,
+                            &job_labels(s.target, &j.jobid, &op.name),
+                            get(op) as f64,
+                        );
+                    }
                 }
             }
         }
