@@ -15,12 +15,23 @@ use weft_proto::{ConnectRequest, Fid, PROTOCOL_VERSION, TargetId, TargetKind};
 use weft_rpc::{CallbackHandler, ClientOptions, Reconnecting, TcpTransport, Transport};
 
 /// How a client connects.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClusterOptions {
     /// Timeouts of every connection.
     pub rpc: ClientOptions,
     /// This node's identity in handshakes.
     pub node_uuid: Uuid,
+    /// How connections are made (TCP unless a test injects faults).
+    pub transport: Arc<dyn Transport>,
+}
+
+impl std::fmt::Debug for ClusterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterOptions")
+            .field("rpc", &self.rpc)
+            .field("node_uuid", &self.node_uuid)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ClusterOptions {
@@ -28,6 +39,7 @@ impl Default for ClusterOptions {
         Self {
             rpc: ClientOptions::default(),
             node_uuid: Uuid::new_v4(),
+            transport: Arc::new(TcpTransport),
         }
     }
 }
@@ -65,7 +77,7 @@ impl Cluster {
         fsname: &str,
         opts: ClusterOptions,
     ) -> Result<Arc<Self>, ClientError> {
-        let transport: Arc<dyn Transport> = Arc::new(TcpTransport);
+        let transport = opts.transport.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         let hello = ConnectRequest {
             fsname: fsname.to_string(),

@@ -29,6 +29,10 @@ pub enum ClientError {
     /// Bad input from the caller.
     #[error("{0}")]
     Invalid(String),
+    /// The operation failed with an errno decided by the client library (or kept from an
+    /// earlier asynchronous failure, like a write-back error reported at close).
+    #[error("{0}")]
+    Remote(WireError),
 }
 
 impl ClientError {
@@ -39,6 +43,7 @@ impl ClientError {
             ClientError::UnexpectedReply { .. } => Errno::Proto,
             ClientError::UnknownTarget(_) => Errno::Io,
             ClientError::Invalid(_) => Errno::Inval,
+            ClientError::Remote(e) => e.errno,
         }
     }
 
@@ -48,7 +53,8 @@ impl ClientError {
             ClientError::Rpc {
                 error: RpcError::Remote(e),
                 ..
-            } => Some(e),
+            }
+            | ClientError::Remote(e) => Some(e),
             _ => None,
         }
     }
@@ -60,7 +66,8 @@ impl From<ClientError> for WireError {
             ClientError::Rpc {
                 error: RpcError::Remote(w),
                 ..
-            } => w,
+            }
+            | ClientError::Remote(w) => w,
             other => WireError::new(other.errno(), other.to_string()),
         }
     }

@@ -6,14 +6,23 @@
 //! clients to reach each other (an MDT destroys objects on OSTs). The file API with striping,
 //! read-ahead and write-back is built on these (see ARCHITECTURE.md).
 
+pub mod cache;
+pub mod client;
 pub mod cluster;
 pub mod error;
+pub mod file;
+pub mod io;
+pub mod layout;
 pub mod mdt;
 pub mod mgs;
 pub mod ost;
+pub mod params;
 
+pub use client::{Client, ClientOptions, OpenOptions};
 pub use cluster::{Cluster, ClusterOptions};
 pub use error::ClientError;
+pub use file::File;
 pub use mdt::MdtClient;
 pub use mgs::MgsClient;
 pub use ost::OstClient;
+pub use params::{ClientParams, Param};

@@ -385,6 +385,23 @@ impl MdtClient {
         expect_reply!(self, req, "close", MdtReply::Ok | MdtReply::Attr(_) => ())
     }
 
+    /// Merges the size a writer observed into an open file without closing it (fsync).
+    pub async fn size_merge(
+        &self,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> Result<(), ClientError> {
+        let req = MdtRequest::SizeMerge {
+            handle,
+            size,
+            blocks,
+            modified,
+        };
+        expect_reply!(self, req, "size_merge", MdtReply::Ok => ())
+    }
+
     /// A file's layout.
     pub async fn get_layout(&self, fid: Fid) -> Result<Option<Layout>, ClientError> {
         expect_reply!(self, MdtRequest::GetLayout { fid }, "getlayout", MdtReply::Layout(l) => l)

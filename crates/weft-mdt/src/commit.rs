@@ -339,6 +339,12 @@ fn apply_req(
             template,
             cred,
         } => engine.setlayout(tx, fx, *fid, template.as_ref(), cred),
+        MdtRequest::SizeMerge {
+            handle,
+            size,
+            blocks,
+            modified,
+        } => engine.size_merge(tx, fx, conn, *handle, *size, *blocks, *modified),
         MdtRequest::Lookup { .. }
         | MdtRequest::GetAttr { .. }
         | MdtRequest::ReadLink { .. }

@@ -51,6 +51,11 @@ impl Handles {
         *self.counts.entry(handle.fid).or_insert(0) += 1;
     }
 
+    /// The handle `id` of connection `conn`.
+    pub fn get(&self, conn: u64, id: u64) -> Option<Handle> {
+        self.by_key.get(&(conn, id)).copied()
+    }
+
     /// Removes a handle of connection `conn`.
     pub fn close(&mut self, conn: u64, id: u64) -> Option<Handle> {
         let h = self.by_key.remove(&(conn, id))?;

@@ -980,30 +980,35 @@ impl Engine {
         let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
             return Ok(MdtReply::Ok);
         };
-        let mut changed = false;
-        let mut data_changed = modified;
-        if let Some(s) = size.filter(|&s| s > ino.size) {
-            ino.size = s;
-            changed = true;
-            data_changed = true;
-        }
-        if let Some(b) = blocks.filter(|&b| b > ino.blocks) {
-            ino.blocks = b;
-            changed = true;
-        }
-        if modified {
-            let now = Timestamp::now();
-            ino.mtime = now;
-            ino.ctime = now;
-            ino.written = true;
-            changed = true;
-        }
-        if data_changed {
-            ino.data_version += 1;
-        }
+        let changed = merge_size(&mut ino, size, blocks, modified);
         if ino.nlink == 0 && self.handles().count(h.fid) == 0 {
             self.destroy_inode(tx, fx, h.fid, &ino)?;
         } else if changed {
+            self.put_inode(tx, fx, h.fid, &ino)?;
+        }
+        Ok(MdtReply::Ok)
+    }
+
+    /// Merges what a writer observed into the inode of an open handle, keeping it open.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn size_merge(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        conn: u64,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> Result<MdtReply, Fail> {
+        let h = self
+            .handles()
+            .get(conn, handle)
+            .ok_or_else(|| fail(Errno::BadF, "no such handle"))?;
+        let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
+            return Ok(MdtReply::Ok);
+        };
+        if merge_size(&mut ino, size, blocks, modified) {
             self.put_inode(tx, fx, h.fid, &ino)?;
         }
         Ok(MdtReply::Ok)
@@ -1025,4 +1030,31 @@ impl Engine {
         }
         Ok(MdtReply::Ok)
     }
+}
+
+/// Max-merges a writer's size and blocks into an inode and, if it wrote, bumps the times
+/// and the data version. Returns whether the inode changed.
+fn merge_size(ino: &mut Inode, size: Option<u64>, blocks: Option<u64>, modified: bool) -> bool {
+    let mut changed = false;
+    let mut data_changed = modified;
+    if let Some(s) = size.filter(|&s| s > ino.size) {
+        ino.size = s;
+        changed = true;
+        data_changed = true;
+    }
+    if let Some(b) = blocks.filter(|&b| b > ino.blocks) {
+        ino.blocks = b;
+        changed = true;
+    }
+    if modified {
+        let now = Timestamp::now();
+        ino.mtime = now;
+        ino.ctime = now;
+        ino.written = true;
+        changed = true;
+    }
+    if data_changed {
+        ino.data_version += 1;
+    }
+    changed
 }

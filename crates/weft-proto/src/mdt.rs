@@ -358,6 +358,14 @@ pub enum MdtRequest {
         blocks: Option<u64>,
         modified: bool,
     },
+    /// Like `Close` without closing: max-merges `size` and `blocks` of an open handle into
+    /// the inode (fsync of a file being written).
+    SizeMerge {
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    },
     /// A file's layout.
     GetLayout { fid: Fid },
     /// Sets (or with `None` removes) a directory's default layout, or the layout of an
@@ -430,6 +438,7 @@ impl Message for MdtRequest {
             MdtRequest::Close { .. } => 218,
             MdtRequest::GetLayout { .. } => 219,
             MdtRequest::SetLayout { .. } => 220,
+            MdtRequest::SizeMerge { .. } => 221,
         }
     }
 
@@ -456,6 +465,7 @@ impl Message for MdtRequest {
             MdtRequest::Close { .. } => "close",
             MdtRequest::GetLayout { .. } => "getlayout",
             MdtRequest::SetLayout { .. } => "setlayout",
+            MdtRequest::SizeMerge { .. } => "size_merge",
         }
     }
 }

@@ -289,6 +289,25 @@ impl TestCluster {
         Ok(Cluster::connect(&self.mgs_addr, FSNAME, ClusterOptions::default()).await?)
     }
 
+    /// A file-system client (the file API), resending data RPCs for at most `io_retry`.
+    pub async fn fs_client(&self, io_retry: Duration) -> Result<Arc<weft_client::Client>> {
+        let opts = weft_client::ClientOptions {
+            io_retry,
+            ..Default::default()
+        };
+        Ok(weft_client::Client::mount(&self.mgs_addr, FSNAME, opts).await?)
+    }
+
+    /// A file-system client whose connections are made by `transport` (to inject faults).
+    pub async fn fs_client_with(
+        &self,
+        transport: Arc<dyn weft_rpc::Transport>,
+    ) -> Result<Arc<weft_client::Client>> {
+        let mut opts = weft_client::ClientOptions::default();
+        opts.cluster.transport = transport;
+        Ok(weft_client::Client::mount(&self.mgs_addr, FSNAME, opts).await?)
+    }
+
     /// A client whose requests give up after `timeout` (for tests of dead servers).
     pub async fn client_with_timeout(&self, timeout: Duration) -> Result<Arc<Cluster>> {
         let mut opts = ClusterOptions::default();

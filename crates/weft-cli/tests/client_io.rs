@@ -1,0 +1,355 @@
+//! The client file API against separate server processes: striping, write-back, read-ahead,
+//! consistency between two clients, truncate, holes, EOF, dead OSTs and damaged bulk.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use weft_client::{Client, OpenOptions};
+use weft_proto::layout::LayoutTemplate;
+use weft_proto::mdt::{AccessMode, Credentials};
+use weft_proto::{Errno, Fid};
+use weft_testkit::TestCluster;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+fn root() -> Credentials {
+    Credentials::root()
+}
+
+/// Deterministic bytes: position-dependent so misplaced data shows.
+fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| ((offset + i).wrapping_mul(2_654_435_761) >> 7) as u8 ^ seed)
+        .collect()
+}
+
+const RW: OpenOptions = OpenOptions {
+    access: AccessMode::ReadWrite,
+    create: Some(0o644),
+    exclusive: false,
+    truncate: false,
+    append: false,
+};
+
+/// 64 KiB stripes over every OST, so small tests cross many stripe boundaries.
+fn narrow() -> Option<LayoutTemplate> {
+    Some(LayoutTemplate::raid0(-1, 64 << 10, -1))
+}
+
+async fn create(c: &Arc<Client>, name: &str) -> weft_client::File {
+    c.open_in(Fid::ROOT, name.as_bytes(), RW, narrow(), &root())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unaligned_io_across_stripes_holes_and_eof() {
+    let tc = TestCluster::start(bin(), 3).await.unwrap();
+    let c = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let f = create(&c, "u").await;
+    assert_eq!(f.layout().unwrap().components[0].osts.len(), 3);
+    // An unaligned write spanning several 64 KiB stripes, and one far beyond (a hole).
+    let a = pattern(1000, 300_000, 1);
+    f.write_at(1000, &a).await.unwrap();
+    let far = 5 << 20;
+    f.write_at(far, b"tail").await.unwrap();
+    assert_eq!(f.read_at(1000, 300_000).await.unwrap(), a);
+    assert!(
+        f.read_at(0, 1000).await.unwrap().iter().all(|&b| b == 0),
+        "before the first write: zeros"
+    );
+    let hole = f.read_at(301_000, 100_000).await.unwrap();
+    assert_eq!(hole.len(), 100_000);
+    assert!(hole.iter().all(|&b| b == 0), "a hole reads as zeros");
+    // At and past EOF.
+    assert_eq!(f.read_at(far, 100).await.unwrap(), &b"tail"[..]);
+    assert!(f.read_at(far + 4, 10).await.unwrap().is_empty());
+    assert!(f.read_at(far + 1000, 10).await.unwrap().is_empty());
+    f.close().await.unwrap();
+    let attr = c.lookup(Fid::ROOT, b"u", &root()).await.unwrap();
+    assert_eq!(attr.size, far + 4);
+    // Reopened: same bytes (now from the OSTs, through read-ahead for the sequential read).
+    let g = c
+        .open_in(Fid::ROOT, b"u", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    let mut all = Vec::new();
+    let mut off = 0;
+    loop {
+        let chunk = g.read_at(off, 128 << 10).await.unwrap();
+        if chunk.is_empty() {
+            break;
+        }
+        off += chunk.len() as u64;
+        all.extend_from_slice(&chunk);
+    }
+    assert_eq!(all.len() as u64, far + 4);
+    assert_eq!(&all[1000..301_000], &a[..]);
+    g.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_down_and_up() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let c = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let f = create(&c, "t").await;
+    let data = pattern(0, 1 << 20, 2);
+    f.write_at(0, &data).await.unwrap();
+    f.truncate(100_000).await.unwrap();
+    assert_eq!(f.read_at(0, 1 << 20).await.unwrap(), &data[..100_000]);
+    f.truncate(700_000).await.unwrap();
+    let back = f.read_at(0, 1 << 20).await.unwrap();
+    assert_eq!(back.len(), 700_000);
+    assert_eq!(&back[..100_000], &data[..100_000]);
+    assert!(
+        back[100_000..].iter().all(|&b| b == 0),
+        "truncating up adds zeros, never old data"
+    );
+    f.close().await.unwrap();
+    assert_eq!(
+        c.lookup(Fid::ROOT, b"t", &root()).await.unwrap().size,
+        700_000
+    );
+    // O_TRUNC at open empties the objects too.
+    let g = c
+        .open_in(Fid::ROOT, b"t", OpenOptions::create(0o644), None, &root())
+        .await
+        .unwrap();
+    g.write_at(10, b"x").await.unwrap();
+    g.close().await.unwrap();
+    let bytes = c.read_file("/t", &root()).await.unwrap();
+    assert_eq!(&bytes[..], b"\0\0\0\0\0\0\0\0\0\0x");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_write_disjoint_ranges_and_see_each_other_after_close() {
+    let tc = TestCluster::start(bin(), 4).await.unwrap();
+    let a = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let b = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let fa = create(&a, "shared").await;
+    let fb = b
+        .open_in(Fid::ROOT, b"shared", RW, None, &root())
+        .await
+        .unwrap();
+    // An N-to-1 checkpoint: each client writes every other 200 KB block, concurrently.
+    let block = 200_000usize;
+    let (wa, wb) = tokio::join!(
+        async {
+            for i in (0..20).step_by(2) {
+                fa.write_at((i * block) as u64, &pattern((i * block) as u64, block, 0))
+                    .await
+                    .unwrap();
+            }
+            fa.close().await.unwrap();
+        },
+        async {
+            for i in (1..20).step_by(2) {
+                fb.write_at((i * block) as u64, &pattern((i * block) as u64, block, 0))
+                    .await
+                    .unwrap();
+            }
+            fb.close().await.unwrap();
+        }
+    );
+    let _ = (wa, wb);
+    let expect = pattern(0, 20 * block, 0);
+    for client in [&a, &b] {
+        let got = client.read_file("/shared", &root()).await.unwrap();
+        assert_eq!(got.len(), expect.len());
+        assert!(got == expect, "exact bytes from both writers");
+    }
+    // Close-to-open: B caches the file, A rewrites part of it, B reopens and sees it.
+    let rb = b
+        .open_in(Fid::ROOT, b"shared", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    let _ = rb.read_at(0, 1 << 20).await.unwrap();
+    let _ = rb.read_at(1 << 20, 1 << 20).await.unwrap();
+    rb.close().await.unwrap();
+    let wa = a
+        .open_in(Fid::ROOT, b"shared", RW, None, &root())
+        .await
+        .unwrap();
+    wa.write_at(10, b"CHANGED").await.unwrap();
+    wa.close().await.unwrap();
+    let got = b.read_file("/shared", &root()).await.unwrap();
+    assert_eq!(&got[10..17], b"CHANGED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stat_during_a_write_shows_the_bytes_written_so_far() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let writer = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let watcher = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let f = create(&writer, "ckpt").await;
+    f.write_at(0, &pattern(0, 3_000_000, 3)).await.unwrap();
+    f.fsync().await.unwrap();
+    f.write_at(3_000_000, &pattern(3_000_000, 500_000, 3))
+        .await
+        .unwrap();
+    // Not yet closed: the MDT's size may lag, the glimpse asks the OSTs.
+    f.fsync().await.unwrap();
+    let seen = watcher.lookup(Fid::ROOT, b"ckpt", &root()).await.unwrap();
+    assert_eq!(seen.size, 3_500_000);
+    f.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_ost_is_eio_at_the_right_call_and_is_used_again_after_restart() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let c = tc.fs_client(Duration::from_secs(2)).await.unwrap();
+    let f = create(&c, "d").await;
+    f.write_at(0, &pattern(0, 1 << 20, 4)).await.unwrap();
+    f.fsync().await.unwrap();
+    tc.oss.kill().unwrap();
+    // A read needs the OSTs now: it fails.
+    let g = c
+        .open_in(Fid::ROOT, b"d", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    assert_eq!(g.read_at(0, 4096).await.unwrap_err().errno(), Errno::Io);
+    // A buffered write succeeds; its failure shows at fsync.
+    f.write_at(0, b"lost?").await.unwrap();
+    assert_eq!(f.fsync().await.unwrap_err().errno(), Errno::Io);
+    tc.oss.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    f.write_at(0, b"again").await.unwrap();
+    f.fsync().await.unwrap();
+    assert_eq!(&g.read_at(0, 5).await.unwrap()[..], b"again");
+    f.close().await.unwrap();
+    g.close().await.unwrap();
+}
+
+/// A TCP transport that damages one byte of what the server sends, once, after a given
+/// number of bytes: inside the bulk of a large read reply.
+struct Corrupting {
+    after: u64,
+    seen: Arc<AtomicU64>,
+    fired: Arc<AtomicU64>,
+}
+
+struct CorruptRead {
+    inner: weft_rpc::transport::BoxRead,
+    after: u64,
+    seen: Arc<AtomicU64>,
+    fired: Arc<AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for CorruptRead {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = (buf.filled().len() - before) as u64;
+        let start = self.seen.fetch_add(got, Ordering::SeqCst);
+        if self.fired.load(Ordering::SeqCst) == 0 && start <= self.after && self.after < start + got
+        {
+            self.fired.store(1, Ordering::SeqCst);
+            let i = before + (self.after - start) as usize;
+            buf.filled_mut()[i] ^= 0x5a;
+        }
+        r
+    }
+}
+
+impl weft_rpc::Transport for Corrupting {
+    fn connect<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> weft_rpc::service::BoxFuture<
+        'a,
+        std::io::Result<(
+            weft_rpc::transport::BoxRead,
+            weft_rpc::transport::BoxWrite,
+            std::net::SocketAddr,
+        )>,
+    > {
+        Box::pin(async move {
+            let (r, w, peer) = weft_rpc::TcpTransport.connect(addr).await?;
+            let r = CorruptRead {
+                inner: r,
+                after: self.after,
+                seen: self.seen.clone(),
+                fired: self.fired.clone(),
+            };
+            Ok((Box::new(r) as weft_rpc::transport::BoxRead, w, peer))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_bulk_payload_is_detected_and_read_again() {
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let writer = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let data = pattern(0, 3 << 20, 5);
+    writer.write_file("/crc", &data, &root()).await.unwrap();
+    let fired = Arc::new(AtomicU64::new(0));
+    let seen = Arc::new(AtomicU64::new(0));
+    // Every connection of this client counts into `seen`; 1 MiB in is inside the first
+    // big read reply's bulk.
+    let reader = tc
+        .fs_client_with(Arc::new(Corrupting {
+            after: 1 << 20,
+            seen: seen.clone(),
+            fired: fired.clone(),
+        }))
+        .await
+        .unwrap();
+    let got = reader.read_file("/crc", &root()).await.unwrap();
+    assert_eq!(
+        fired.load(Ordering::SeqCst),
+        1,
+        "a byte was damaged in flight"
+    );
+    assert!(got == data, "the damaged payload was never returned");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_memory_stays_within_its_knobs_and_knobs_change_at_run_time() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let c = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    c.params().set("llite.*.max_cached_mb", "4").unwrap();
+    c.params().set("osc.*.max_dirty_mb", "8").unwrap();
+    c.params().set("osc.*.max_pages_per_rpc", "64").unwrap();
+    c.params().set("osc.*.max_rpcs_in_flight", "2").unwrap();
+    let data = pattern(0, 12 << 20, 6);
+    // More than the dirty budget: writers wait for flushes instead of buffering it all.
+    c.write_file("/big", &data[..6 << 20], &root())
+        .await
+        .unwrap();
+    let f = c
+        .open_in(Fid::ROOT, b"big", RW, None, &root())
+        .await
+        .unwrap();
+    for (i, chunk) in data[6 << 20..].chunks(1 << 20).enumerate() {
+        f.write_at((6 << 20) + (i as u64) * (1 << 20), chunk)
+            .await
+            .unwrap();
+    }
+    f.close().await.unwrap();
+    let g = c
+        .open_in(Fid::ROOT, b"big", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    let mut off = 0u64;
+    while off < data.len() as u64 {
+        let chunk = g.read_at(off, 256 << 10).await.unwrap();
+        assert_eq!(&chunk[..], &data[off as usize..off as usize + chunk.len()]);
+        off += chunk.len() as u64;
+        assert!(
+            c.cached_bytes() <= 4 << 20,
+            "cache {} over max_cached_mb",
+            c.cached_bytes()
+        );
+    }
+    g.close().await.unwrap();
+    assert!(c.params().set("osc.*.max_rpcs_in_flight", "0").is_err());
+}

@@ -1,0 +1,486 @@
+//! An open file: striped reads with read-ahead through the data cache, buffered writes
+//! flushed in full-size RPCs, truncate, fsync and close.
+//!
+//! Write-back: writes go into the file's dirty extents (one copy from the caller), bounded
+//! by the client-wide `osc.*.max_dirty_mb` budget. Once a file holds a few full RPCs per
+//! stripe, its dirty data is flushed by a background task while the writer fills the next
+//! buffer; at most one flush per file is in flight, so writes reach the OSTs in order. A
+//! write error is kept and reported by the next fsync or close (and by later writes), as
+//! POSIX asks. Reads, truncates and overlapping writes first wait for the flush.
+
+use crate::cache::CACHE_PAGE;
+use crate::client::Client;
+use crate::error::ClientError;
+use crate::layout::{self, MapError, Piece};
+use crate::mdt::MdtClient;
+use crate::params::Param;
+use bytes::{Bytes, BytesMut};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+use weft_proto::layout::Layout;
+use weft_proto::mdt::{AccessMode, Attr};
+use weft_proto::{Errno, Fid, ObjectId, WireError};
+
+/// Read-ahead state of one open file.
+#[derive(Debug, Default)]
+struct ReadAhead {
+    /// Where the last read ended; a read starting here is sequential.
+    last_end: u64,
+    /// Bytes read ahead of a sequential reader; 0 for random readers.
+    window: u64,
+    /// End of what has been prefetched so far.
+    prefetched_to: u64,
+}
+
+/// A background flush: the objects it wrote, or its error.
+type Flush = JoinHandle<Result<Vec<(u32, ObjectId)>, ClientError>>;
+
+struct State {
+    size: u64,
+    dirty: BTreeMap<u64, BytesMut>,
+    dirty_bytes: u64,
+    flushing: Option<Flush>,
+    error: Option<WireError>,
+    modified: bool,
+    touched: BTreeSet<(u32, ObjectId)>,
+    ra: ReadAhead,
+    closed: bool,
+}
+
+/// An open file of a [`Client`].
+pub struct File {
+    client: Arc<Client>,
+    fid: Fid,
+    mdt: Arc<MdtClient>,
+    handle: u64,
+    layout: Option<Layout>,
+    access: AccessMode,
+    append: bool,
+    state: tokio::sync::Mutex<State>,
+}
+
+fn errno(e: Errno, msg: impl Into<String>) -> ClientError {
+    ClientError::Remote(WireError::new(e, msg))
+}
+
+fn map_err(e: MapError) -> ClientError {
+    match e {
+        MapError::NotInstantiated { .. } => errno(Errno::NotSup, e.to_string()),
+        MapError::Overflow => errno(Errno::FBig, e.to_string()),
+        MapError::Uncovered(_) => errno(Errno::Io, e.to_string()),
+    }
+}
+
+impl File {
+    pub(crate) fn new(
+        client: Arc<Client>,
+        mdt: Arc<MdtClient>,
+        handle: u64,
+        attr: &Attr,
+        layout: Option<Layout>,
+        access: AccessMode,
+        append: bool,
+    ) -> Self {
+        let state = State {
+            size: attr.size,
+            dirty: BTreeMap::new(),
+            dirty_bytes: 0,
+            flushing: None,
+            error: None,
+            modified: false,
+            touched: BTreeSet::new(),
+            ra: ReadAhead::default(),
+            closed: false,
+        };
+        Self {
+            client,
+            fid: attr.fid,
+            mdt,
+            handle,
+            layout,
+            access,
+            append,
+            state: tokio::sync::Mutex::new(state),
+        }
+    }
+
+    /// The file's FID.
+    pub fn fid(&self) -> Fid {
+        self.fid
+    }
+
+    /// The file's layout.
+    pub fn layout(&self) -> Option<&Layout> {
+        self.layout.as_ref()
+    }
+
+    /// The size as this handle knows it (the size at open, grown by its own writes).
+    pub async fn size(&self) -> u64 {
+        self.state.lock().await.size
+    }
+
+    fn pieces(&self, offset: u64, len: u64) -> Result<Vec<Piece>, ClientError> {
+        let layout = self
+            .layout
+            .as_ref()
+            .ok_or_else(|| errno(Errno::Io, "file has no layout"))?;
+        layout::map_range(layout, self.fid, offset, len).map_err(map_err)
+    }
+
+    fn check_open(&self, st: &State) -> Result<(), ClientError> {
+        if st.closed {
+            Err(errno(Errno::BadF, "file is closed"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Waits for the background flush, keeping its error for fsync/close.
+    async fn settle(&self, st: &mut State) {
+        if let Some(task) = st.flushing.take() {
+            match task.await {
+                Ok(Ok(objects)) => st.touched.extend(objects),
+                Ok(Err(e)) => {
+                    st.error.get_or_insert(e.into());
+                }
+                Err(e) => {
+                    st.error.get_or_insert(WireError::new(
+                        Errno::Io,
+                        format!("flush task failed: {e}"),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Takes the dirty extents and writes them, all OSTs at once, returning the budget.
+    fn start_flush(&self, st: &mut State) {
+        if st.dirty.is_empty() {
+            return;
+        }
+        let extents = std::mem::take(&mut st.dirty);
+        let bytes = std::mem::take(&mut st.dirty_bytes);
+        let layout_pieces: Vec<(Vec<Piece>, Bytes)> = extents
+            .into_iter()
+            .filter_map(|(off, data)| {
+                let data = data.freeze();
+                self.pieces(off, data.len() as u64).ok().map(|p| (p, data))
+            })
+            .collect();
+        let client = self.client.clone();
+        let jobid = weft_rpc::jobid::current();
+        st.flushing = Some(tokio::spawn(weft_rpc::jobid::with_jobid(
+            jobid,
+            async move {
+                let result = async {
+                    let mut touched = Vec::new();
+                    let writes = layout_pieces
+                        .iter()
+                        .map(|(pieces, data)| client.engine().write(pieces, data, false));
+                    for (r, (pieces, _)) in futures::future::join_all(writes)
+                        .await
+                        .into_iter()
+                        .zip(&layout_pieces)
+                    {
+                        r?;
+                        touched.extend(pieces.iter().map(|p| (p.ost, p.object)));
+                    }
+                    Ok(touched)
+                }
+                .await;
+                client.release_dirty(bytes);
+                result
+            },
+        )));
+    }
+
+    /// Writes every dirty byte and waits for it; returns the first write error since the
+    /// last report.
+    async fn flush_locked(&self, st: &mut State) -> Result<(), ClientError> {
+        self.settle(st).await;
+        self.start_flush(st);
+        self.settle(st).await;
+        match st.error.take() {
+            Some(e) => Err(ClientError::Remote(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads up to `len` bytes at `offset`; fewer at the end of the file.
+    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+        if self.access == AccessMode::Write {
+            return Err(errno(Errno::BadF, "file not open for reading"));
+        }
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        if !st.dirty.is_empty() || st.flushing.is_some() {
+            // Read your own writes: put them on the OSTs first.
+            let r = self.flush_locked(&mut st).await;
+            if let Err(e) = r {
+                st.error = e.remote().cloned();
+                return Err(e);
+            }
+        }
+        let end = offset.saturating_add(len).min(st.size);
+        if offset >= end {
+            return Ok(Bytes::new());
+        }
+        // Sequential readers get a growing window; a jump resets it.
+        let ra_max = self
+            .client
+            .params()
+            .mb(Param::MaxReadAheadPerFileMb)
+            .min(self.client.params().mb(Param::MaxReadAheadMb));
+        if offset == st.ra.last_end && ra_max > 0 {
+            st.ra.window = (st.ra.window * 2).clamp(CACHE_PAGE, ra_max.max(CACHE_PAGE));
+        } else {
+            st.ra.window = 0;
+            st.ra.prefetched_to = 0;
+        }
+        st.ra.last_end = end;
+        let size = st.size;
+        let window = st.ra.window;
+        if window == 0 {
+            drop(st);
+            return self
+                .client
+                .engine()
+                .read(&self.pieces(offset, end - offset)?)
+                .await;
+        }
+        // Sequential: through the cache, then keep the window ahead full.
+        drop(st);
+        let data = self.read_cached(offset, end, size).await?;
+        let ahead_end = end.saturating_add(window).min(size);
+        let mut st = self.state.lock().await;
+        let from = st.ra.prefetched_to.max(end);
+        if from < ahead_end {
+            st.ra.prefetched_to = ahead_end;
+            drop(st);
+            self.prefetch(from, ahead_end, size);
+        }
+        Ok(data)
+    }
+
+    /// Reads `[offset, end)` from cache pages, fetching the missing ones in one pass.
+    async fn read_cached(&self, offset: u64, end: u64, size: u64) -> Result<Bytes, ClientError> {
+        let cache = self.client.cache();
+        let (first, last) = (offset / CACHE_PAGE, (end - 1) / CACHE_PAGE);
+        let mut pages = Vec::new();
+        let mut missing = Vec::new();
+        for i in first..=last {
+            match cache.get(self.fid, i) {
+                Some(p) => pages.push(Some(p)),
+                None => {
+                    pages.push(None);
+                    missing.push(i);
+                }
+            }
+        }
+        if let (Some(&lo), Some(&hi)) = (missing.first(), missing.last()) {
+            let start = lo * CACHE_PAGE;
+            let stop = ((hi + 1) * CACHE_PAGE).min(size);
+            let fetched = self
+                .client
+                .engine()
+                .read(&self.pieces(start, stop - start)?)
+                .await?;
+            for i in lo..=hi {
+                let a = ((i - lo) * CACHE_PAGE) as usize;
+                let b = (a + CACHE_PAGE as usize).min(fetched.len());
+                if a >= b {
+                    break;
+                }
+                let page = fetched.slice(a..b);
+                cache.insert(self.fid, i, page.clone());
+                if let Some(slot) = pages.get_mut((i - first) as usize) {
+                    *slot = Some(page);
+                }
+            }
+        }
+        let mut out = BytesMut::with_capacity((end - offset) as usize);
+        for (k, page) in pages.into_iter().enumerate() {
+            let base = (first + k as u64) * CACHE_PAGE;
+            let page = page.unwrap_or_default();
+            let a = offset.saturating_sub(base) as usize;
+            let b = ((end - base) as usize).min(page.len());
+            if a < b {
+                out.extend_from_slice(&page[a..b]);
+            }
+        }
+        Ok(out.freeze())
+    }
+
+    /// Fetches `[start, end)` into the cache in the background, within the client's
+    /// read-ahead budget; pages already cached are skipped, and nothing is fetched when the
+    /// budget is spent.
+    fn prefetch(&self, start: u64, end: u64, size: u64) {
+        let Some(layout) = self.layout.clone() else {
+            return;
+        };
+        let client = self.client.clone();
+        let fid = self.fid;
+        let jobid = weft_rpc::jobid::current();
+        let (first, last) = (start / CACHE_PAGE, (end - 1) / CACHE_PAGE);
+        for i in first..=last {
+            if client.cache().contains(fid, i) {
+                continue;
+            }
+            let Some(permit) = client.readahead_permit(CACHE_PAGE) else {
+                return;
+            };
+            let (client, layout, jobid) = (client.clone(), layout.clone(), jobid.clone());
+            tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
+                let a = i * CACHE_PAGE;
+                let b = ((i + 1) * CACHE_PAGE).min(size);
+                if let Ok(pieces) = layout::map_range(&layout, fid, a, b - a)
+                    && let Ok(data) = client.engine().read(&pieces).await
+                {
+                    client.cache().insert(fid, i, data);
+                }
+                drop(permit);
+            }));
+        }
+    }
+
+    /// Writes `data` at `offset` (at the end of the file for an O_APPEND handle); returns
+    /// the offset written at. Data is buffered; errors may surface at fsync or close.
+    pub async fn write_at(&self, offset: u64, data: &[u8]) -> Result<u64, ClientError> {
+        if self.access == AccessMode::Read {
+            return Err(errno(Errno::BadF, "file not open for writing"));
+        }
+        let len = data.len() as u64;
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        if let Some(e) = st.error.take() {
+            return Err(ClientError::Remote(e));
+        }
+        let offset = if self.append { st.size } else { offset };
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| errno(Errno::FBig, "write past the largest offset"))?;
+        if len == 0 {
+            return Ok(offset);
+        }
+        // Fail now, not at flush, if the range cannot be mapped (uninstantiated component).
+        self.pieces(offset, len)?;
+        // Overlapping an extent already dirty: write that out first (keeps extents disjoint).
+        let overlaps = st
+            .dirty
+            .range(..end)
+            .next_back()
+            .is_some_and(|(o, d)| o + d.len() as u64 > offset);
+        let appends = st
+            .dirty
+            .last_key_value()
+            .is_some_and(|(o, d)| o + d.len() as u64 == offset);
+        if overlaps && !appends {
+            self.flush_locked(&mut st).await?;
+        }
+        // Take the budget before buffering, in pieces no larger than a tenth of it.
+        self.client.acquire_dirty(len).await?;
+        self.client.cache().invalidate_range(self.fid, offset, end);
+        match st.dirty.last_entry() {
+            Some(mut last) if *last.key() + last.get().len() as u64 == offset => {
+                last.get_mut().extend_from_slice(data)
+            }
+            _ => {
+                st.dirty.insert(offset, BytesMut::from(data));
+            }
+        }
+        st.dirty_bytes += len;
+        st.size = st.size.max(end);
+        st.modified = true;
+        if st.dirty_bytes >= self.flush_threshold() {
+            // Double buffering: wait for the previous flush, start this one, keep writing.
+            self.settle(&mut st).await;
+            self.start_flush(&mut st);
+        }
+        Ok(offset)
+    }
+
+    /// Dirty bytes that trigger a background flush: a few full RPCs per stripe, within a
+    /// quarter of the dirty budget.
+    fn flush_threshold(&self) -> u64 {
+        let p = self.client.params();
+        let stripes = self
+            .layout
+            .as_ref()
+            .and_then(|l| l.components.first())
+            .map_or(1, |c| c.osts.len().max(1)) as u64;
+        (p.rpc_bytes() * stripes * 2)
+            .min(p.mb(Param::MaxDirtyMb) / 4)
+            .max(CACHE_PAGE)
+    }
+
+    /// Writes buffered data, makes it durable on the OSTs and records the size on the MDT.
+    pub async fn fsync(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        self.flush_locked(&mut st).await?;
+        let touched = std::mem::take(&mut st.touched);
+        let syncs = touched
+            .iter()
+            .map(|&(ost, obj)| self.client.engine().sync(ost, obj));
+        for r in futures::future::join_all(syncs).await {
+            r?;
+        }
+        if st.modified {
+            self.mdt
+                .size_merge(self.handle, Some(st.size), None, true)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Sets the file's size: drops buffered data past it, punches every object to its share
+    /// of the new size, and records the size on the MDT.
+    pub async fn truncate(&self, size: u64) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        self.flush_locked(&mut st).await?;
+        self.client
+            .truncate_objects(self.fid, self.layout.as_ref(), size)
+            .await?;
+        let set = weft_proto::mdt::SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        self.mdt
+            .setattr(self.fid, set, &weft_proto::mdt::Credentials::root())
+            .await?;
+        self.client.cache().invalidate(self.fid);
+        st.size = size;
+        st.modified = true;
+        Ok(())
+    }
+
+    /// Writes what is buffered and closes the handle, merging the size into the MDT. The
+    /// first write error since the last fsync is returned (after the handle is closed).
+    pub async fn close(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        let flushed = self.flush_locked(&mut st).await;
+        st.closed = true;
+        let size = st.modified.then_some(st.size);
+        let closed = self.mdt.close(self.handle, size, None, st.modified).await;
+        flushed.and(closed)
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        // A handle dropped without close: release it on the MDT in the background (its
+        // buffered data, if any, is lost, as with a process killed before close).
+        let closed = self.state.try_lock().map(|s| s.closed).unwrap_or(false);
+        if !closed {
+            let (mdt, handle) = (self.mdt.clone(), self.handle);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = mdt.close(handle, None, None, false).await;
+                });
+            }
+        }
+    }
+}

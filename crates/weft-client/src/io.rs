@@ -1,0 +1,250 @@
+//! The parallel I/O engine: turns layout pieces into OST RPCs, at most
+//! `osc.*.max_rpcs_in_flight` per OST and at most `osc.*.max_pages_per_rpc` each, all OSTs
+//! at once; resends an RPC whose connection broke or whose bulk arrived damaged.
+
+use crate::cluster::Cluster;
+use crate::error::ClientError;
+use crate::layout::Piece;
+use crate::params::{ClientParams, Param};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use weft_proto::ost::ObjectAttr;
+use weft_rpc::RpcError;
+
+/// The in-flight limit of one OST, resized when the parameter changes.
+struct OstLimit {
+    sem: Arc<Semaphore>,
+    capacity: Mutex<u64>,
+}
+
+/// Sends data RPCs to OSTs in parallel.
+pub struct IoEngine {
+    cluster: Arc<Cluster>,
+    params: Arc<ClientParams>,
+    limits: Mutex<HashMap<u32, Arc<OstLimit>>>,
+    /// How long an RPC is resent on a broken connection before it fails with EIO.
+    retry_for: Duration,
+}
+
+/// Whether an RPC failure is worth resending: the connection broke, or the bulk arrived
+/// damaged. Errors the server answered with are final.
+fn retryable(e: &ClientError) -> bool {
+    match e {
+        ClientError::Rpc { error, .. } => matches!(
+            error,
+            RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) | RpcError::TimedOut(_)
+        ),
+        _ => false,
+    }
+}
+
+impl IoEngine {
+    /// An engine over `cluster`'s OST clients.
+    pub fn new(cluster: Arc<Cluster>, params: Arc<ClientParams>, retry_for: Duration) -> Self {
+        Self {
+            cluster,
+            params,
+            limits: Mutex::new(HashMap::new()),
+            retry_for,
+        }
+    }
+
+    async fn permit(&self, ost: u32) -> Result<OwnedSemaphorePermit, ClientError> {
+        let limit = {
+            let mut limits = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+            limits
+                .entry(ost)
+                .or_insert_with(|| {
+                    let n = self.params.get(Param::MaxRpcsInFlight);
+                    Arc::new(OstLimit {
+                        sem: Arc::new(Semaphore::new(n as usize)),
+                        capacity: Mutex::new(n),
+                    })
+                })
+                .clone()
+        };
+        // Follow run-time changes of max_rpcs_in_flight.
+        {
+            let want = self.params.get(Param::MaxRpcsInFlight);
+            let mut cap = limit.capacity.lock().unwrap_or_else(|p| p.into_inner());
+            if want > *cap {
+                limit.sem.add_permits((want - *cap) as usize);
+                *cap = want;
+            } else if want < *cap {
+                let gone = limit.sem.forget_permits((*cap - want) as usize) as u64;
+                *cap -= gone;
+            }
+        }
+        limit
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ClientError::Invalid("I/O engine closed".into()))
+    }
+
+    /// Runs `op` against OST `ost`, resending while the failure is retryable and the retry
+    /// window lasts.
+    async fn with_retry<T, F, Fut>(&self, ost: u32, op: F) -> Result<T, ClientError>
+    where
+        F: Fn(Arc<crate::ost::OstClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(20);
+        loop {
+            let client = self.cluster.ost(ost)?;
+            match op(client).await {
+                Err(e) if retryable(&e) && start.elapsed() + delay < self.retry_for => {
+                    tracing::debug!(ost, error = %e, "resending OST request");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Splits pieces into RPC-sized pieces.
+    fn rpcs(&self, pieces: &[Piece]) -> Vec<Piece> {
+        let max = self.params.rpc_bytes().max(crate::params::PAGE_SIZE);
+        let mut out = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            let mut done = 0;
+            while done < p.len {
+                let n = (p.len - done).min(max);
+                out.push(Piece {
+                    object_offset: p.object_offset + done,
+                    file_offset: p.file_offset + done,
+                    len: n,
+                    ..*p
+                });
+                done += n;
+            }
+        }
+        out
+    }
+
+    /// Reads the pieces (all OSTs at once) into one buffer of their total length; bytes an
+    /// object does not have (holes, past its end) read as zeros.
+    pub async fn read(self: &Arc<Self>, pieces: &[Piece]) -> Result<Bytes, ClientError> {
+        let rpcs = self.rpcs(pieces);
+        let total: u64 = rpcs.iter().map(|p| p.len).sum();
+        let jobid = weft_rpc::jobid::current();
+        // Each RPC is its own task, so checksums and copies run on every core.
+        let tasks: Vec<_> = rpcs
+            .iter()
+            .map(|&p| {
+                let (engine, jobid) = (self.clone(), jobid.clone());
+                tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
+                    let _permit = engine.permit(p.ost).await?;
+                    let len = u32::try_from(p.len)
+                        .map_err(|_| ClientError::Invalid("RPC too large".into()))?;
+                    let (data, _) = engine
+                        .with_retry(p.ost, |c| async move {
+                            c.read(p.object, p.object_offset, len).await
+                        })
+                        .await?;
+                    Ok::<_, ClientError>(data)
+                }))
+            })
+            .collect();
+        let parts: Vec<Result<Bytes, ClientError>> = futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .map(|r| r.map_err(join_error).and_then(|x| x))
+            .collect();
+        if parts.len() == 1 {
+            // One RPC: hand its buffer over as it is unless it came back short.
+            if let Some(Ok(d)) = parts.first()
+                && d.len() as u64 == total
+            {
+                return Ok(d.clone());
+            }
+        }
+        let mut out = BytesMut::with_capacity(total as usize);
+        for (p, part) in rpcs.iter().zip(parts) {
+            let data = part?;
+            let n = data.len().min(p.len as usize);
+            out.extend_from_slice(&data[..n]);
+            out.resize(out.len() + (p.len as usize - n), 0);
+        }
+        Ok(out.freeze())
+    }
+
+    /// Writes `data` (the concatenation of the pieces' bytes, in order) to the objects, all
+    /// OSTs at once. Returns the objects' attributes after the writes.
+    pub async fn write(
+        self: &Arc<Self>,
+        pieces: &[Piece],
+        data: &Bytes,
+        sync: bool,
+    ) -> Result<Vec<ObjectAttr>, ClientError> {
+        let rpcs = self.rpcs(pieces);
+        let base = pieces.first().map_or(0, |p| p.file_offset);
+        let jobid = weft_rpc::jobid::current();
+        let mut tasks = Vec::with_capacity(rpcs.len());
+        for p in rpcs {
+            // Pieces cover `data` contiguously from `base`: slice without copying.
+            let start = usize::try_from(p.file_offset - base)
+                .map_err(|_| ClientError::Invalid("range".into()))?;
+            let end = start + p.len as usize;
+            if end > data.len() {
+                return Err(ClientError::Invalid("write pieces exceed the data".into()));
+            }
+            let chunk = data.slice(start..end);
+            let (engine, jobid) = (self.clone(), jobid.clone());
+            tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
+                jobid,
+                async move {
+                    let _permit = engine.permit(p.ost).await?;
+                    engine
+                        .with_retry(p.ost, |c| {
+                            let chunk = chunk.clone();
+                            async move { c.write(p.object, p.object_offset, chunk, sync).await }
+                        })
+                        .await
+                },
+            )));
+        }
+        futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .map(|r| r.map_err(join_error).and_then(|x| x))
+            .collect()
+    }
+
+    /// The attributes of an object (for glimpse), resent like data RPCs.
+    pub async fn getattr(
+        &self,
+        ost: u32,
+        object: weft_proto::ObjectId,
+    ) -> Result<ObjectAttr, ClientError> {
+        self.with_retry(ost, |c| async move { c.getattr(object).await })
+            .await
+    }
+
+    /// Sets an object's size.
+    pub async fn punch(
+        &self,
+        ost: u32,
+        object: weft_proto::ObjectId,
+        size: u64,
+    ) -> Result<ObjectAttr, ClientError> {
+        self.with_retry(ost, |c| async move { c.punch(object, size).await })
+            .await
+    }
+
+    /// Makes an object durable.
+    pub async fn sync(&self, ost: u32, object: weft_proto::ObjectId) -> Result<(), ClientError> {
+        self.with_retry(ost, |c| async move { c.sync(Some(object)).await })
+            .await
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> ClientError {
+    ClientError::Invalid(format!("I/O task failed: {e}"))
+}
