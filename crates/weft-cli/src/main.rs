@@ -2,6 +2,7 @@
 //! tools. Subcommands parse their flags here and hand over to a module of their own.
 
 mod admin;
+mod bench_io;
 mod bench_md;
 mod cluster_view;
 mod metrics;
@@ -45,6 +46,8 @@ enum Command {
     SetParam(admin::param::SetParamArgs),
     /// Live view of every target's request rates, throughput and latency.
     Top(admin::top::TopArgs),
+    /// IOR-like and mdtest-like workloads through the client library.
+    Bench(bench_io::BenchArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
     BenchMdt(bench_md::BenchMdtArgs),
 }
@@ -118,6 +121,7 @@ fn main() -> ExitCode {
             Command::Oss(a) => roles::oss::run(a).await,
             Command::Up(a) => roles::up::run(a).await,
             Command::BenchMdt(a) => bench_md::run(a).await,
+            Command::Bench(a) => bench_io::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,

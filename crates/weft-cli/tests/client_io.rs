@@ -353,3 +353,54 @@ async fn client_memory_stays_within_its_knobs_and_knobs_change_at_run_time() {
     g.close().await.unwrap();
     assert!(c.params().set("osc.*.max_rpcs_in_flight", "0").is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weft_bench_runs_both_modes_and_reports_json() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let spec = format!("{}:/{}", tc.mgs_addr, weft_testkit::FSNAME);
+    for extra in [&[][..], &["--shared", "--shared-dir"][..]] {
+        let mut args = vec![
+            "bench",
+            spec.as_str(),
+            "--threads",
+            "2",
+            "--block",
+            "4M",
+            "--transfer",
+            "1M",
+            "--files",
+            "20",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(bin())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["ior"]["write_mb_s"].as_f64().unwrap() > 0.0);
+        assert!(v["ior"]["read_mb_s"].as_f64().unwrap() > 0.0);
+        assert!(v["mdtest"]["create_per_s"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            v["ior"]["shared_file"],
+            serde_json::json!(!extra.is_empty())
+        );
+    }
+    // The benchmark cleans up after itself.
+    let c = tc.client().await.unwrap();
+    let left = c
+        .mdt(0)
+        .unwrap()
+        .readdir_all(Fid::ROOT, &root())
+        .await
+        .unwrap();
+    assert!(
+        left.iter().all(|e| !e.name.starts_with(b"bench-")),
+        "{left:?}"
+    );
+}

@@ -1,0 +1,439 @@
+//! `weft bench`: IOR-like and mdtest-like workloads through the client library, the way an
+//! application on a mount would drive it.
+//!
+//! IOR mode: N tasks write `--block` bytes each in `--transfer`-sized calls, to a file per
+//! task or to disjoint regions of one shared file, close (which flushes), then read it all
+//! back; rates count from the first write to the last close. mdtest mode: N tasks create,
+//! stat, read (open, read, close) and remove `--files` files each, in one directory per task
+//! or one shared directory.
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Instant;
+use weft_client::{Client, ClientOptions, OpenOptions};
+use weft_proto::Fid;
+use weft_proto::layout::LayoutTemplate;
+use weft_proto::mdt::{AccessMode, Credentials};
+
+/// Flags of `weft bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The file system, as MGS_HOST:PORT:/FSNAME.
+    #[arg(default_value = "127.0.0.1:9400:/weft")]
+    pub fs: String,
+    /// Which workloads: ior, mdtest or both.
+    #[arg(long, default_value = "both", value_parser = ["ior", "mdtest", "both"])]
+    pub mode: String,
+    /// Parallel tasks.
+    #[arg(long, short = 't', default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: u32,
+    /// IOR: one shared file with a disjoint block per task (default: a file per task).
+    #[arg(long)]
+    pub shared: bool,
+    /// IOR: bytes each task writes and reads (K, M, G suffixes).
+    #[arg(long, short = 'b', default_value = "64M", value_parser = parse_size)]
+    pub block: u64,
+    /// IOR: bytes per write and read call.
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    pub transfer: u64,
+    /// IOR: stripe count of the files (-1 = every OST).
+    #[arg(long, short = 'c', default_value_t = -1, allow_negative_numbers = true)]
+    pub stripe_count: i32,
+    /// IOR: stripe size.
+    #[arg(long, short = 'S', default_value = "4M", value_parser = parse_size)]
+    pub stripe_size: u64,
+    /// mdtest: files per task.
+    #[arg(long, short = 'n', default_value_t = 2000)]
+    pub files: u32,
+    /// mdtest: all tasks in one directory (default: one directory per task).
+    #[arg(long)]
+    pub shared_dir: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A size like `4M` or `1G` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("'{s}': unknown unit '{c}'")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("'{s}' is not a size"))
+}
+
+#[derive(Debug, Default, Serialize)]
+struct IorResult {
+    tasks: u32,
+    shared_file: bool,
+    block_bytes: u64,
+    transfer_bytes: u64,
+    stripe_count: i32,
+    stripe_size: u64,
+    write_mb_s: f64,
+    read_mb_s: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct MdtestResult {
+    tasks: u32,
+    files_per_task: u32,
+    shared_dir: bool,
+    create_per_s: f64,
+    stat_per_s: f64,
+    read_per_s: f64,
+    remove_per_s: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct BenchResult {
+    ior: Option<IorResult>,
+    mdtest: Option<MdtestResult>,
+}
+
+fn progress(total: u64, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Runs the chosen workloads and prints the figures.
+pub async fn run(args: BenchArgs) -> Result<()> {
+    let (mgs, fsname) = crate::admin::parse_fs_spec(&args.fs)?;
+    if args.transfer > args.block {
+        bail!("--transfer must not exceed --block");
+    }
+    let client = Client::mount(&mgs, &fsname, ClientOptions::default())
+        .await
+        .with_context(|| format!("mounting {}", args.fs))?;
+    let jobid: Arc<str> = format!("weft-bench.{}", std::process::id()).into();
+    let result = weft_rpc::jobid::with_jobid(Some(jobid), async {
+        let mut result = BenchResult::default();
+        if args.mode != "mdtest" {
+            result.ior = Some(ior(&client, &args).await?);
+        }
+        if args.mode != "ior" {
+            result.mdtest = Some(mdtest(&client, &args).await?);
+        }
+        anyhow::Ok(result)
+    })
+    .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(());
+    }
+    if let Some(r) = &result.ior {
+        println!(
+            "ior: {} tasks, {}, block {} MiB, transfer {} MiB, stripes {} x {} MiB: write {:.0} MB/s, read {:.0} MB/s",
+            r.tasks,
+            if r.shared_file {
+                "one shared file"
+            } else {
+                "file per task"
+            },
+            r.block_bytes >> 20,
+            r.transfer_bytes >> 20,
+            r.stripe_count,
+            r.stripe_size >> 20,
+            r.write_mb_s,
+            r.read_mb_s
+        );
+    }
+    if let Some(r) = &result.mdtest {
+        println!(
+            "mdtest: {} tasks x {} files ({}): create {:.0}/s, stat {:.0}/s, read {:.0}/s, remove {:.0}/s",
+            r.tasks,
+            r.files_per_task,
+            if r.shared_dir {
+                "shared directory"
+            } else {
+                "directory per task"
+            },
+            r.create_per_s,
+            r.stat_per_s,
+            r.read_per_s,
+            r.remove_per_s
+        );
+    }
+    Ok(())
+}
+
+async fn ior(client: &Arc<Client>, args: &BenchArgs) -> Result<IorResult> {
+    let cred = Credentials::root();
+    let top = client
+        .mkdir(
+            Fid::ROOT,
+            format!("bench-ior.{}", std::process::id()).as_bytes(),
+            0o755,
+            &cred,
+        )
+        .await?;
+    let layout = Some(LayoutTemplate::raid0(
+        args.stripe_count,
+        args.stripe_size,
+        -1,
+    ));
+    // One buffer shared by every write call: the data is not what is measured.
+    let buf = Bytes::from(
+        (0..args.transfer)
+            .map(|i| (i % 251) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    let total = u64::from(args.threads) * args.block;
+    let rw = OpenOptions {
+        access: AccessMode::ReadWrite,
+        create: Some(0o644),
+        exclusive: false,
+        truncate: false,
+        append: false,
+    };
+    if args.shared {
+        // Create the shared file once, with its layout, before the tasks open it.
+        client
+            .open_in(top.fid, b"shared", rw, layout.clone(), &cred)
+            .await?
+            .close()
+            .await?;
+    }
+    let name = |t: u32| {
+        if args.shared {
+            "shared".to_string()
+        } else {
+            format!("file.{t}")
+        }
+    };
+
+    let bar = progress(total >> 20, "ior write MiB");
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..args.threads {
+        let (client, cred, buf, layout, bar) = (
+            client.clone(),
+            cred.clone(),
+            buf.clone(),
+            layout.clone(),
+            bar.clone(),
+        );
+        let (name, block, transfer) = (name(t), args.block, args.transfer);
+        let base = if args.shared { u64::from(t) * block } else { 0 };
+        tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
+            weft_rpc::jobid::current(),
+            async move {
+                let f = client
+                    .open_in(top.fid, name.as_bytes(), rw, layout, &cred)
+                    .await?;
+                let mut done = 0;
+                while done < block {
+                    let n = transfer.min(block - done) as usize;
+                    f.write_at(base + done, &buf[..n]).await?;
+                    done += n as u64;
+                    bar.inc(n as u64 >> 20);
+                }
+                f.close().await?;
+                anyhow::Ok(())
+            },
+        )));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let write_s = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    let bar = progress(total >> 20, "ior read MiB");
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..args.threads {
+        let (client, cred, bar) = (client.clone(), cred.clone(), bar.clone());
+        let (name, block, transfer) = (name(t), args.block, args.transfer);
+        let base = if args.shared { u64::from(t) * block } else { 0 };
+        tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
+            weft_rpc::jobid::current(),
+            async move {
+                let f = client
+                    .open_in(top.fid, name.as_bytes(), OpenOptions::read(), None, &cred)
+                    .await?;
+                let mut done = 0;
+                while done < block {
+                    let got = f.read_at(base + done, transfer.min(block - done)).await?;
+                    if got.is_empty() {
+                        bail!("short read at {}", base + done);
+                    }
+                    done += got.len() as u64;
+                    bar.inc(got.len() as u64 >> 20);
+                }
+                f.close().await?;
+                anyhow::Ok(())
+            },
+        )));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let read_s = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    for t in 0..if args.shared { 1 } else { args.threads } {
+        client.unlink(top.fid, name(t).as_bytes(), &cred).await?;
+    }
+    client
+        .rmdir(
+            Fid::ROOT,
+            format!("bench-ior.{}", std::process::id()).as_bytes(),
+            &cred,
+        )
+        .await?;
+    let mb = total as f64 / 1e6;
+    Ok(IorResult {
+        tasks: args.threads,
+        shared_file: args.shared,
+        block_bytes: args.block,
+        transfer_bytes: args.transfer,
+        stripe_count: args.stripe_count,
+        stripe_size: args.stripe_size,
+        write_mb_s: mb / write_s,
+        read_mb_s: mb / read_s,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum MdPhase {
+    Create,
+    Stat,
+    Read,
+    Remove,
+}
+
+async fn mdtest(client: &Arc<Client>, args: &BenchArgs) -> Result<MdtestResult> {
+    let cred = Credentials::root();
+    let top_name = format!("bench-mdtest.{}", std::process::id());
+    let top = client
+        .mkdir(Fid::ROOT, top_name.as_bytes(), 0o755, &cred)
+        .await?;
+    let dirs = if args.shared_dir { 1 } else { args.threads };
+    let mut dir_fids = Vec::new();
+    for d in 0..dirs {
+        dir_fids.push(
+            client
+                .mkdir(top.fid, format!("dir.{d}").as_bytes(), 0o755, &cred)
+                .await?
+                .fid,
+        );
+    }
+    let total = u64::from(args.threads) * u64::from(args.files);
+    let mut rates = [0f64; 4];
+    for (slot, phase) in [
+        MdPhase::Create,
+        MdPhase::Stat,
+        MdPhase::Read,
+        MdPhase::Remove,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let label = ["create", "stat", "read", "remove"][slot];
+        let bar = progress(total, label);
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for t in 0..args.threads {
+            let dir = dir_fids[if args.shared_dir { 0 } else { t as usize }];
+            let (client, cred, bar, files) =
+                (client.clone(), cred.clone(), bar.clone(), args.files);
+            tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
+                weft_rpc::jobid::current(),
+                async move {
+                    for i in 0..files {
+                        let name = format!("f.{t}.{i}");
+                        match phase {
+                            MdPhase::Create => {
+                                let create = OpenOptions {
+                                    access: AccessMode::Write,
+                                    create: Some(0o644),
+                                    exclusive: true,
+                                    truncate: false,
+                                    append: false,
+                                };
+                                client
+                                    .open_in(dir, name.as_bytes(), create, None, &cred)
+                                    .await?
+                                    .close()
+                                    .await?;
+                            }
+                            MdPhase::Stat => {
+                                client.lookup(dir, name.as_bytes(), &cred).await?;
+                            }
+                            MdPhase::Read => {
+                                let f = client
+                                    .open_in(dir, name.as_bytes(), OpenOptions::read(), None, &cred)
+                                    .await?;
+                                f.read_at(0, 4096).await?;
+                                f.close().await?;
+                            }
+                            MdPhase::Remove => client.unlink(dir, name.as_bytes(), &cred).await?,
+                        }
+                        bar.inc(1);
+                    }
+                    anyhow::Ok(())
+                },
+            )));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        rates[slot] = total as f64 / start.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+    }
+    for d in 0..dirs {
+        client
+            .rmdir(top.fid, format!("dir.{d}").as_bytes(), &cred)
+            .await?;
+    }
+    client.rmdir(Fid::ROOT, top_name.as_bytes(), &cred).await?;
+    Ok(MdtestResult {
+        tasks: args.threads,
+        files_per_task: args.files,
+        shared_dir: args.shared_dir,
+        create_per_s: rates[0],
+        stat_per_s: rates[1],
+        read_per_s: rates[2],
+        remove_per_s: rates[3],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("4M"), Ok(4 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert!(parse_size("0").is_err() && parse_size("4Q").is_err() && parse_size("x").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+}
