@@ -319,25 +319,42 @@ impl File {
         let Some(layout) = self.layout.clone() else {
             return;
         };
-        let client = self.client.clone();
         let fid = self.fid;
-        let jobid = weft_rpc::jobid::current();
         let (first, last) = (start / CACHE_PAGE, (end - 1) / CACHE_PAGE);
+        // Runs of missing pages, each fetched with one engine read (full-size RPCs to every
+        // stripe at once) and cut into pages without copying.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
         for i in first..=last {
-            if client.cache().contains(fid, i) {
+            if self.client.cache().contains(fid, i) {
                 continue;
             }
-            let Some(permit) = client.readahead_permit(CACHE_PAGE) else {
+            match runs.last_mut() {
+                Some((_, hi)) if *hi + 1 == i => *hi = i,
+                _ => runs.push((i, i)),
+            }
+        }
+        let jobid = weft_rpc::jobid::current();
+        for (lo, hi) in runs {
+            let a = lo * CACHE_PAGE;
+            let b = ((hi + 1) * CACHE_PAGE).min(size);
+            if a >= b {
+                continue;
+            }
+            let Some(permit) = self.client.readahead_permit(b - a) else {
                 return;
             };
-            let (client, layout, jobid) = (client.clone(), layout.clone(), jobid.clone());
+            let (client, layout, jobid) = (self.client.clone(), layout.clone(), jobid.clone());
             tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
-                let a = i * CACHE_PAGE;
-                let b = ((i + 1) * CACHE_PAGE).min(size);
                 if let Ok(pieces) = layout::map_range(&layout, fid, a, b - a)
                     && let Ok(data) = client.engine().read(&pieces).await
                 {
-                    client.cache().insert(fid, i, data);
+                    for i in lo..=hi {
+                        let x = ((i - lo) * CACHE_PAGE) as usize;
+                        let y = (x + CACHE_PAGE as usize).min(data.len());
+                        if x < y {
+                            client.cache().insert(fid, i, data.slice(x..y));
+                        }
+                    }
                 }
                 drop(permit);
             }));
@@ -386,7 +403,10 @@ impl File {
                 last.get_mut().extend_from_slice(data)
             }
             _ => {
-                st.dirty.insert(offset, BytesMut::from(data));
+                // Room for a whole flush, so sequential writes append without reallocating.
+                let mut buf = BytesMut::with_capacity((len.max(self.flush_threshold())) as usize);
+                buf.extend_from_slice(data);
+                st.dirty.insert(offset, buf);
             }
         }
         st.dirty_bytes += len;
@@ -400,8 +420,8 @@ impl File {
         Ok(offset)
     }
 
-    /// Dirty bytes that trigger a background flush: a few full RPCs per stripe, within a
-    /// quarter of the dirty budget.
+    /// Dirty bytes that trigger a background flush: enough full RPCs to keep every stripe's
+    /// pipeline (`max_rpcs_in_flight`) busy, within a quarter of the dirty budget.
     fn flush_threshold(&self) -> u64 {
         let p = self.client.params();
         let stripes = self
@@ -409,7 +429,8 @@ impl File {
             .as_ref()
             .and_then(|l| l.components.first())
             .map_or(1, |c| c.osts.len().max(1)) as u64;
-        (p.rpc_bytes() * stripes * 2)
+        let in_flight = p.get(Param::MaxRpcsInFlight).max(2);
+        (p.rpc_bytes() * stripes * in_flight)
             .min(p.mb(Param::MaxDirtyMb) / 4)
             .max(CACHE_PAGE)
     }
