@@ -1,6 +1,7 @@
 //! The file system as a Rust program uses it: a mount-like [`Client`] with metadata
 //! operations by FID or path, and [`File`] handles for data.
 
+use crate::budget::Budget;
 use crate::cache::DataCache;
 use crate::cluster::{Cluster, ClusterOptions};
 use crate::error::ClientError;
@@ -11,7 +12,7 @@ use crate::mdt::MdtClient;
 use crate::params::{ClientParams, Param};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
     AccessMode, Attr, Credentials, DirEntry, FileKind, OpenFlags, RenameFlags, SetAttr, StatFs,
@@ -83,9 +84,9 @@ pub struct Client {
     engine: Arc<IoEngine>,
     cache: DataCache,
     /// Dirty-data budget in KiB (`max_dirty_mb`).
-    dirty: Arc<Semaphore>,
+    dirty: Budget,
     /// Read-ahead budget in KiB (`max_read_ahead_mb`).
-    readahead: Arc<Semaphore>,
+    readahead: Budget,
 }
 
 const KIB: u64 = 1024;
@@ -113,12 +114,8 @@ impl Client {
             params.clone(),
             opts.io_retry,
         ));
-        let dirty = Arc::new(Semaphore::new(
-            (params.mb(Param::MaxDirtyMb) / KIB) as usize,
-        ));
-        let readahead = Arc::new(Semaphore::new(
-            (params.mb(Param::MaxReadAheadMb) / KIB) as usize,
-        ));
+        let dirty = Budget::new(params.mb(Param::MaxDirtyMb) / KIB);
+        let readahead = Budget::new(params.mb(Param::MaxReadAheadMb) / KIB);
         let cache = DataCache::new(params.clone());
         Ok(Arc::new(Self {
             cluster,
@@ -164,8 +161,11 @@ impl Client {
                 "one write larger than max_dirty_mb",
             )));
         }
+        self.dirty
+            .follow((self.params.mb(Param::MaxDirtyMb) / KIB).max(1));
         let permit = self
             .dirty
+            .semaphore()
             .acquire_many(kib)
             .await
             .map_err(|_| ClientError::Invalid("client closed".into()))?;
@@ -175,13 +175,21 @@ impl Client {
 
     /// Returns flushed bytes to the dirty budget.
     pub(crate) fn release_dirty(&self, bytes: u64) {
-        self.dirty.add_permits(bytes.div_ceil(KIB) as usize);
+        self.dirty
+            .semaphore()
+            .add_permits(bytes.div_ceil(KIB) as usize);
     }
 
     /// Read-ahead budget for `bytes`, if there is some left (read-ahead never waits).
     pub(crate) fn readahead_permit(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
         let kib = u32::try_from(bytes.div_ceil(KIB)).ok()?;
-        self.readahead.clone().try_acquire_many_owned(kib).ok()
+        self.readahead
+            .follow(self.params.mb(Param::MaxReadAheadMb) / KIB);
+        self.readahead
+            .semaphore()
+            .clone()
+            .try_acquire_many_owned(kib)
+            .ok()
     }
 
     fn mdt(&self, fid: Fid) -> Result<Arc<MdtClient>, ClientError> {

@@ -362,8 +362,25 @@ impl File {
     }
 
     /// Writes `data` at `offset` (at the end of the file for an O_APPEND handle); returns
-    /// the offset written at. Data is buffered; errors may surface at fsync or close.
+    /// the offset written at. Data is buffered; errors may surface at fsync or close. A
+    /// write larger than a quarter of the dirty budget is buffered a part at a time.
     pub async fn write_at(&self, offset: u64, data: &[u8]) -> Result<u64, ClientError> {
+        let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE) as usize;
+        if data.len() <= part {
+            return self.write_part(offset, data, self.append).await;
+        }
+        let mut parts = data.chunks(part);
+        let first = parts.next().unwrap_or_default();
+        let start = self.write_part(offset, first, self.append).await?;
+        let mut at = start + first.len() as u64;
+        for p in parts {
+            self.write_part(at, p, false).await?;
+            at += p.len() as u64;
+        }
+        Ok(start)
+    }
+
+    async fn write_part(&self, offset: u64, data: &[u8], append: bool) -> Result<u64, ClientError> {
         if self.access == AccessMode::Read {
             return Err(errno(Errno::BadF, "file not open for writing"));
         }
@@ -373,7 +390,7 @@ impl File {
         if let Some(e) = st.error.take() {
             return Err(ClientError::Remote(e));
         }
-        let offset = if self.append { st.size } else { offset };
+        let offset = if append { st.size } else { offset };
         let end = offset
             .checked_add(len)
             .ok_or_else(|| errno(Errno::FBig, "write past the largest offset"))?;

@@ -2,6 +2,7 @@
 //! `osc.*.max_rpcs_in_flight` per OST and at most `osc.*.max_pages_per_rpc` each, all OSTs
 //! at once; resends an RPC whose connection broke or whose bulk arrived damaged.
 
+use crate::budget::Budget;
 use crate::cluster::Cluster;
 use crate::error::ClientError;
 use crate::layout::Piece;
@@ -10,21 +11,16 @@ use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::ost::ObjectAttr;
 use weft_rpc::RpcError;
-
-/// The in-flight limit of one OST, resized when the parameter changes.
-struct OstLimit {
-    sem: Arc<Semaphore>,
-    capacity: Mutex<u64>,
-}
 
 /// Sends data RPCs to OSTs in parallel.
 pub struct IoEngine {
     cluster: Arc<Cluster>,
     params: Arc<ClientParams>,
-    limits: Mutex<HashMap<u32, Arc<OstLimit>>>,
+    /// Each OST's in-flight limit, following `max_rpcs_in_flight`.
+    limits: Mutex<HashMap<u32, Arc<Budget>>>,
     /// How long an RPC is resent on a broken connection before it fails with EIO.
     retry_for: Duration,
 }
@@ -53,33 +49,17 @@ impl IoEngine {
     }
 
     async fn permit(&self, ost: u32) -> Result<OwnedSemaphorePermit, ClientError> {
+        let want = self.params.get(Param::MaxRpcsInFlight);
         let limit = {
             let mut limits = self.limits.lock().unwrap_or_else(|p| p.into_inner());
             limits
                 .entry(ost)
-                .or_insert_with(|| {
-                    let n = self.params.get(Param::MaxRpcsInFlight);
-                    Arc::new(OstLimit {
-                        sem: Arc::new(Semaphore::new(n as usize)),
-                        capacity: Mutex::new(n),
-                    })
-                })
+                .or_insert_with(|| Arc::new(Budget::new(want)))
                 .clone()
         };
-        // Follow run-time changes of max_rpcs_in_flight.
-        {
-            let want = self.params.get(Param::MaxRpcsInFlight);
-            let mut cap = limit.capacity.lock().unwrap_or_else(|p| p.into_inner());
-            if want > *cap {
-                limit.sem.add_permits((want - *cap) as usize);
-                *cap = want;
-            } else if want < *cap {
-                let gone = limit.sem.forget_permits((*cap - want) as usize) as u64;
-                *cap -= gone;
-            }
-        }
+        limit.follow(want);
         limit
-            .sem
+            .semaphore()
             .clone()
             .acquire_owned()
             .await

@@ -6,6 +6,7 @@
 //! clients to reach each other (an MDT destroys objects on OSTs). The file API with striping,
 //! read-ahead and write-back is built on these (see ARCHITECTURE.md).
 
+pub mod budget;
 pub mod cache;
 pub mod client;
 pub mod cluster;
