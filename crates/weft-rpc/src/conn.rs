@@ -89,8 +89,7 @@ pub async fn read_payload<R: AsyncRead + Unpin>(
     header
         .check_body(&body)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let mut bulk = BytesMut::zeroed(header.bulk_len as usize);
-    r.read_exact(&mut bulk).await?;
+    let bulk = read_exact_uninit(r, header.bulk_len as usize).await?;
     let bulk_error = header.check_bulk(&bulk).err();
     Ok(InFrame {
         header,
@@ -98,6 +97,23 @@ pub async fn read_payload<R: AsyncRead + Unpin>(
         bulk: bulk.freeze(),
         bulk_error,
     })
+}
+
+/// Reads exactly `len` bytes into a fresh buffer without zero-filling it first: bulk
+/// payloads are megabytes, and the fill would cost as much as a copy.
+async fn read_exact_uninit<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+) -> Result<BytesMut, std::io::Error> {
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        // `read_buf` appends into the spare capacity; limit it to what this frame owns.
+        let mut limited = (&mut *r).take((len - buf.len()) as u64);
+        if limited.read_buf(&mut buf).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(buf)
 }
 
 /// Writes frames from `rx` until the channel closes or the socket fails. Frames that are
