@@ -397,8 +397,10 @@ impl File {
         if len == 0 {
             return Ok(offset);
         }
-        // Fail now, not at flush, if the range cannot be mapped (uninstantiated component).
-        self.pieces(offset, len)?;
+        // Fail now, not at flush: the range must map to objects (no uninstantiated
+        // component) and the OSTs must promise the space (grants).
+        let pieces = self.pieces(offset, len)?;
+        self.client.engine().reserve(&pieces).await?;
         // Overlapping an extent already dirty: write that out first (keeps extents disjoint).
         let overlaps = st
             .dirty

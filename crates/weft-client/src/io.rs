@@ -23,7 +23,12 @@ pub struct IoEngine {
     limits: Mutex<HashMap<u32, Arc<Budget>>>,
     /// How long an RPC is resent on a broken connection before it fails with EIO.
     retry_for: Duration,
+    /// Grant this client holds on each OST and has not yet spent on buffered data.
+    grants: tokio::sync::Mutex<HashMap<u32, u64>>,
 }
+
+/// Grant asked for at a time, so small writes do not each cost a round trip.
+pub const GRANT_CHUNK: u64 = 64 << 20;
 
 /// Whether an RPC failure is worth resending: the connection broke, or the bulk arrived
 /// damaged. Errors the server answered with are final.
@@ -45,6 +50,7 @@ impl IoEngine {
             params,
             limits: Mutex::new(HashMap::new()),
             retry_for,
+            grants: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -86,6 +92,40 @@ impl IoEngine {
                 other => return other,
             }
         }
+    }
+
+    /// Reserves space on every OST the pieces land on before their data is buffered, asking
+    /// for more grant where needed. Fails with ENOSPC when an OST cannot promise the space,
+    /// so a buffered write never meets ENOSPC only when it is flushed.
+    pub async fn reserve(&self, pieces: &[Piece]) -> Result<(), ClientError> {
+        let mut need: HashMap<u32, u64> = HashMap::new();
+        for p in pieces {
+            *need.entry(p.ost).or_insert(0) += p.len;
+        }
+        let mut grants = self.grants.lock().await;
+        for (&ost, &bytes) in &need {
+            let have = grants.get(&ost).copied().unwrap_or(0);
+            if have < bytes {
+                let want = (bytes - have).max(GRANT_CHUNK);
+                let got = self
+                    .with_retry(ost, |c| async move { c.grant(want).await })
+                    .await?;
+                grants.insert(ost, have + got);
+            }
+            let have = grants.get(&ost).copied().unwrap_or(0);
+            if have < bytes {
+                return Err(ClientError::Remote(weft_proto::WireError::new(
+                    weft_proto::Errno::NoSpc,
+                    format!("OST{ost:04x} cannot promise {bytes} bytes of space"),
+                )));
+            }
+        }
+        for (ost, bytes) in need {
+            if let Some(h) = grants.get_mut(&ost) {
+                *h -= bytes;
+            }
+        }
+        Ok(())
     }
 
     /// Splits pieces into RPC-sized pieces.

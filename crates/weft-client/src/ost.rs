@@ -134,6 +134,14 @@ impl OstClient {
         }
     }
 
+    /// Asks for `want` more bytes of grant; returns how many were granted.
+    pub async fn grant(&self, want: u64) -> Result<u64, ClientError> {
+        match self.call(OstRequest::Grant { want }, Bytes::new()).await? {
+            (OstReply::Granted { bytes }, _) => Ok(bytes),
+            _ => Err(self.unexpected("grant")),
+        }
+    }
+
     /// Makes written data durable (one object, or the whole target).
     pub async fn sync(&self, object: Option<ObjectId>) -> Result<(), ClientError> {
         match self.call(OstRequest::Sync { object }, Bytes::new()).await? {

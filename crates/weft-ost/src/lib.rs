@@ -34,6 +34,7 @@ mod dataversion;
 mod durable;
 mod error;
 mod fdcache;
+pub mod grant;
 mod identity;
 mod object;
 mod service;

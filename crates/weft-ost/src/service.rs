@@ -33,12 +33,17 @@ impl Handler for OstHandler {
 
     fn handle(
         &self,
-        _peer: &Peer,
+        peer: &Peer,
         request: OstRequest,
         bulk: Bytes,
     ) -> impl Future<Output = WireResult<(OstReply, Bytes)>> + Send {
         let ost = Arc::clone(&self.ost);
-        async move { ost.execute(request, bulk).await }
+        let conn = peer.conn_id;
+        async move { ost.execute_from(conn, request, bulk).await }
+    }
+
+    fn disconnected(&self, peer: &Peer) {
+        self.ost.release_grants(peer.conn_id);
     }
 
     fn counters(&self) -> Vec<Counter> {
@@ -48,6 +53,7 @@ impl Handler for OstHandler {
             counter("write_bytes", s.write_bytes),
             counter("reads", s.reads),
             counter("writes", s.writes),
+            counter("granted_bytes", self.ost.granted()),
         ];
         for b in &s.brw {
             out.push(counter(&format!("brw.read.{}", b.max_bytes), b.reads));

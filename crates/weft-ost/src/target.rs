@@ -6,6 +6,7 @@ use crate::dataversion::{self, DataVersions, RESERVE_FILE};
 use crate::durable::{TMP_SUFFIX, sync_dir};
 use crate::error::{OstError, io_to_wire};
 use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
+use crate::grant::Grants;
 use crate::identity::{FORMAT_VERSION, Identity, KIND_OST, validate_fsname};
 use crate::object::{OBJECTS_DIR, SUBDIRS, object_hash, object_path, subdir_name};
 use bytes::{Bytes, BytesMut};
@@ -51,6 +52,10 @@ struct ObjectLock {
 }
 
 /// An object storage target serving one data directory.
+/// The connection id of requests made in-process (no grant of their own).
+pub const LOCAL: u64 = 0;
+
+/// One object storage target.
 pub struct Ost {
     dir: PathBuf,
     dir_fd: File,
@@ -59,6 +64,7 @@ pub struct Ost {
     fds: FdCache,
     locks: [ObjectLock; 256],
     stats: BrwStats,
+    grants: Grants,
 }
 
 impl std::fmt::Debug for Ost {
@@ -124,6 +130,7 @@ impl Ost {
             fds: FdCache::new(DEFAULT_CAPACITY),
             locks: std::array::from_fn(|_| ObjectLock::default()),
             stats: BrwStats::default(),
+            grants: Grants::default(),
         }))
     }
 
@@ -164,6 +171,16 @@ impl Ost {
         request: OstRequest,
         bulk: Bytes,
     ) -> WireResult<(OstReply, Bytes)> {
+        self.execute_from(LOCAL, request, bulk).await
+    }
+
+    /// Handles one request from connection `conn` (whose grant writes use and grants add to).
+    pub async fn execute_from(
+        self: &Arc<Self>,
+        conn: u64,
+        request: OstRequest,
+        bulk: Bytes,
+    ) -> WireResult<(OstReply, Bytes)> {
         if !bulk.is_empty() && !matches!(request, OstRequest::Write { .. }) {
             return Err(WireError::new(
                 Errno::Proto,
@@ -184,7 +201,7 @@ impl Ost {
                 offset,
                 sync,
             } => Ok((
-                OstReply::Attr(self.write(object, offset, bulk, sync).await?),
+                OstReply::Attr(self.write_from(conn, object, offset, bulk, sync).await?),
                 Bytes::new(),
             )),
             OstRequest::Punch { object, size } => Ok((
@@ -202,6 +219,11 @@ impl Ost {
             OstRequest::Sync { object } => {
                 self.sync(object).await?;
                 Ok((OstReply::Ok, Bytes::new()))
+            }
+            OstRequest::Grant { want } => {
+                let free = self.blocking(|ost| ost.free_beyond_reserve()).await?;
+                let bytes = self.grants.grant(conn, want, free);
+                Ok((OstReply::Granted { bytes }, Bytes::new()))
             }
         }
     }
@@ -230,8 +252,31 @@ impl Ost {
         data: Bytes,
         sync: bool,
     ) -> WireResult<ObjectAttr> {
-        self.blocking(move |ost| ost.write_blocking(&object, offset, &data, sync))
+        self.write_from(LOCAL, object, offset, data, sync).await
+    }
+
+    /// [`Ost::write`] on behalf of connection `conn`: the write may use the connection's
+    /// grant, and uses it up.
+    pub async fn write_from(
+        self: &Arc<Self>,
+        conn: u64,
+        object: ObjectId,
+        offset: u64,
+        data: Bytes,
+        sync: bool,
+    ) -> WireResult<ObjectAttr> {
+        self.blocking(move |ost| ost.write_blocking(conn, &object, offset, &data, sync))
             .await
+    }
+
+    /// Returns a connection's grant to the pool (the connection closed).
+    pub fn release_grants(&self, conn: u64) {
+        self.grants.release(conn);
+    }
+
+    /// Bytes granted to every connection.
+    pub fn granted(&self) -> u64 {
+        self.grants.total()
     }
 
     /// Sets the object's size, creating it if missing.
@@ -335,6 +380,7 @@ impl Ost {
 
     fn write_blocking(
         &self,
+        conn: u64,
         id: &ObjectId,
         offset: u64,
         data: &[u8],
@@ -342,7 +388,7 @@ impl Ost {
     ) -> WireResult<ObjectAttr> {
         let len = data.len() as u64;
         check_end(offset, len)?;
-        self.check_space(len)?;
+        self.check_space(conn, len)?;
         let lock = self.lock_of(id);
         let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
         let (file, created) = self.open_or_create(id)?;
@@ -360,6 +406,7 @@ impl Ost {
         }
         let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
         self.stats.record_write(len);
+        self.grants.consume(conn, len);
         Ok(ObjectAttr {
             exists: true,
             size: meta.len(),
@@ -443,24 +490,32 @@ impl Ost {
     }
 
     /// Refuses a write that would eat into the reserve of the device.
-    fn check_space(&self, len: u64) -> WireResult<()> {
-        if len == 0 {
-            return Ok(());
-        }
+    /// Free bytes beyond the reserve kept for the file system itself.
+    fn free_beyond_reserve(&self) -> WireResult<u64> {
         let st = rustix::fs::fstatvfs(&self.dir_fd).map_err(|e| io_to_wire("statvfs", e.into()))?;
         let unit = st.f_frsize.max(1);
         let (avail, total) = (
             st.f_bavail.saturating_mul(unit),
             st.f_blocks.saturating_mul(unit),
         );
-        if fits(len, avail, total) {
+        Ok(avail.saturating_sub(reserve_of(total)))
+    }
+
+    /// Admits a write of `len` bytes from `conn`: its grant plus the space nobody holds.
+    fn check_space(&self, conn: u64, len: u64) -> WireResult<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let free = self.free_beyond_reserve()?;
+        if self.grants.admits(conn, len, free) {
             Ok(())
         } else {
             Err(WireError::new(
                 Errno::NoSpc,
                 format!(
-                    "{}: write of {len} bytes does not fit in {avail} bytes available",
-                    self.target_id()
+                    "{}: write of {len} bytes does not fit in {free} bytes free ({} promised to clients)",
+                    self.target_id(),
+                    self.grants.total()
                 ),
             ))
         }
@@ -580,9 +635,15 @@ fn check_end(offset: u64, len: u64) -> WireResult<u64> {
 
 /// Whether `len` bytes fit in `avail` while keeping the reserve of a `total`-byte device.
 /// Conservative: an overwrite of allocated blocks is counted as if it needed new ones.
+/// Space kept back from clients on a device of `total` bytes.
+fn reserve_of(total: u64) -> u64 {
+    (total / 1000 * RESERVE_PERMILLE).min(RESERVE_MAX)
+}
+
+/// Whether `len` bytes fit in `avail` bytes of a `total`-byte device, beyond the reserve.
+#[cfg(test)]
 fn fits(len: u64, avail: u64, total: u64) -> bool {
-    let reserve = (total / 1000 * RESERVE_PERMILLE).min(RESERVE_MAX);
-    avail.saturating_sub(reserve) >= len
+    avail.saturating_sub(reserve_of(total)) >= len
 }
 
 /// Formats an empty directory: object subdirectories, version reservation, and the

@@ -50,6 +50,10 @@ pub enum OstRequest {
     StatFs,
     /// Makes written data durable: one object, or everything on the target.
     Sync { object: Option<ObjectId> },
+    /// Reserves `want` more bytes of space for this connection's buffered writes (a grant).
+    /// Writes from the connection use up its grant; the OST counts every connection's
+    /// grant as used when it checks other writes, so buffered data never meets ENOSPC.
+    Grant { want: u64 },
 }
 
 /// An object storage target's answer.
@@ -65,6 +69,8 @@ pub enum OstReply {
     Attr(ObjectAttr),
     /// Usage figures.
     StatFs(StatFs),
+    /// Bytes this request added to the connection's grant (possibly 0).
+    Granted { bytes: u64 },
 }
 
 impl Message for OstRequest {
@@ -77,6 +83,7 @@ impl Message for OstRequest {
             OstRequest::GetAttr { .. } => 304,
             OstRequest::StatFs => 305,
             OstRequest::Sync { .. } => 306,
+            OstRequest::Grant { .. } => 307,
         }
     }
 
@@ -89,6 +96,7 @@ impl Message for OstRequest {
             OstRequest::GetAttr { .. } => "getattr",
             OstRequest::StatFs => "statfs",
             OstRequest::Sync { .. } => "sync",
+            OstRequest::Grant { .. } => "grant",
         }
     }
 }

@@ -141,12 +141,49 @@ pub struct TestCluster {
     pub oss: ServerProcess,
     /// Number of OSTs.
     pub osts: u32,
+    /// Small file systems mounted for OSTs (unmounted when the cluster is dropped).
+    mounts: Vec<std::path::PathBuf>,
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let _ = self.oss.kill();
+        for m in &self.mounts {
+            let _ = Command::new("umount").arg("-l").arg(m).status();
+        }
+    }
 }
 
 impl TestCluster {
     /// Starts the three processes and waits until every target has registered and serves.
     pub async fn start(bin: &Path, osts: u32) -> Result<Self> {
+        Self::start_with_ost_size(bin, osts, None).await
+    }
+
+    /// Like [`TestCluster::start`], with every OST on its own tmpfs of `ost_bytes` (needs
+    /// root): for tests of full targets.
+    pub async fn start_with_ost_size(
+        bin: &Path,
+        osts: u32,
+        ost_bytes: Option<u64>,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
+        let mut mounts = Vec::new();
+        if let Some(bytes) = ost_bytes {
+            for i in 0..osts {
+                let m = dir.path().join(format!("ost{i}"));
+                std::fs::create_dir_all(&m)?;
+                let status = Command::new("mount")
+                    .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+                    .arg(&m)
+                    .status()
+                    .context("running mount")?;
+                if !status.success() {
+                    bail!("mounting a tmpfs for OST{i} failed (root needed)");
+                }
+                mounts.push(m);
+            }
+        }
         let d = dir.path();
         let (mgs_addr, mds_addr, oss_addr) = (
             format!("127.0.0.1:{}", free_port()?),
@@ -215,6 +252,7 @@ impl TestCluster {
             mds,
             oss,
             osts,
+            mounts,
         };
         cluster.wait_ready().await?;
         Ok(cluster)
