@@ -401,3 +401,59 @@ async fn weft_bench_runs_both_modes_and_reports_json() {
         "{left:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strided_readers_are_read_ahead_and_random_readers_are_not() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let c = tc.fs_client(Duration::from_secs(2)).await.unwrap();
+    let data = pattern(0, 16 << 20, 7);
+    c.write_file("/records", &data, &root()).await.unwrap();
+
+    // Random reads: nothing is kept or fetched ahead.
+    let r = c
+        .open_in(Fid::ROOT, b"records", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    for off in [9u64 << 20, 1 << 20, 13 << 20, 5 << 20] {
+        assert_eq!(
+            &r.read_at(off, 4096).await.unwrap()[..],
+            &data[off as usize..off as usize + 4096]
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(c.cached_bytes(), 0, "random reads are not read ahead");
+    r.close().await.unwrap();
+
+    // One 256 KiB record every 2 MiB: after three, the next records are fetched ahead.
+    let s = c
+        .open_in(Fid::ROOT, b"records", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    let rec = 256 << 10;
+    for k in 0..3u64 {
+        let off = k * (2 << 20);
+        assert_eq!(
+            &s.read_at(off, rec).await.unwrap()[..],
+            &data[off as usize..(off + rec) as usize]
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.cached_bytes() < 7 << 20 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // With the OSTs gone, the next records still come from what was read ahead.
+    tc.oss.kill().unwrap();
+    for k in 3..6u64 {
+        let off = k * (2 << 20);
+        assert_eq!(
+            &s.read_at(off, rec).await.unwrap()[..],
+            &data[off as usize..(off + rec) as usize],
+            "record {k}"
+        );
+    }
+    assert_eq!(
+        s.read_at(15 << 20, 4096).await.unwrap_err().errno(),
+        Errno::Io,
+        "what was not read ahead needs the OSTs"
+    );
+}

@@ -31,7 +31,15 @@ struct ReadAhead {
     window: u64,
     /// End of what has been prefetched so far.
     prefetched_to: u64,
+    /// Where the last read started, and the distance between the last two starts.
+    last_offset: u64,
+    stride: u64,
+    /// How many reads in a row kept `stride`: two or more make a strided reader.
+    stride_hits: u32,
 }
+
+/// Strided records fetched ahead of a strided reader.
+const STRIDE_AHEAD: u64 = 4;
 
 /// A background flush: the objects it wrote, or its error.
 type Flush = JoinHandle<Result<Vec<(u32, ObjectId)>, ClientError>>;
@@ -226,23 +234,50 @@ impl File {
         if offset >= end {
             return Ok(Bytes::new());
         }
-        // Sequential readers get a growing window; a jump resets it.
+        // Sequential readers get a growing window; a jump resets it. Readers that jump by
+        // the same distance each time (one record of every N) are strided: the next
+        // records are fetched ahead instead.
         let ra_max = self
             .client
             .params()
             .mb(Param::MaxReadAheadPerFileMb)
             .min(self.client.params().mb(Param::MaxReadAheadMb));
-        if offset == st.ra.last_end && ra_max > 0 {
+        let sequential = offset == st.ra.last_end && ra_max > 0;
+        if sequential {
             st.ra.window = (st.ra.window * 2).clamp(CACHE_PAGE, ra_max.max(CACHE_PAGE));
+            st.ra.stride_hits = 0;
         } else {
             st.ra.window = 0;
             st.ra.prefetched_to = 0;
+            let jump = offset.wrapping_sub(st.ra.last_offset);
+            if offset > st.ra.last_offset && jump == st.ra.stride {
+                st.ra.stride_hits += 1;
+            } else {
+                st.ra.stride = if offset > st.ra.last_offset { jump } else { 0 };
+                st.ra.stride_hits = u32::from(st.ra.stride > 0);
+            }
         }
+        st.ra.last_offset = offset;
         st.ra.last_end = end;
         let size = st.size;
         let window = st.ra.window;
+        let strided = !sequential && st.ra.stride_hits >= 2 && ra_max > 0;
+        let stride = st.ra.stride;
+        drop(st);
+        if strided {
+            let data = self.read_cached(offset, end, size).await?;
+            let record = end - offset;
+            let ahead = STRIDE_AHEAD.min(ra_max / record.max(1)).max(1);
+            for k in 1..=ahead {
+                let a = offset.saturating_add(stride.saturating_mul(k));
+                let b = a.saturating_add(record).min(size);
+                if a < b {
+                    self.prefetch(a, b, size);
+                }
+            }
+            return Ok(data);
+        }
         if window == 0 {
-            drop(st);
             return self
                 .client
                 .engine()
@@ -250,7 +285,6 @@ impl File {
                 .await;
         }
         // Sequential: through the cache, then keep the window ahead full.
-        drop(st);
         let data = self.read_cached(offset, end, size).await?;
         let ahead_end = end.saturating_add(window).min(size);
         let mut st = self.state.lock().await;

@@ -32,6 +32,24 @@ pub struct Opened {
     pub layout: Option<Layout>,
 }
 
+/// How long a read request to an MDT is resent over a broken connection.
+pub const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether a request only reads, so sending it twice is harmless.
+fn is_read(req: &MdtRequest) -> bool {
+    matches!(
+        req,
+        MdtRequest::Lookup { .. }
+            | MdtRequest::GetAttr { .. }
+            | MdtRequest::ReadLink { .. }
+            | MdtRequest::ReadDir { .. }
+            | MdtRequest::GetXattr { .. }
+            | MdtRequest::ListXattr { .. }
+            | MdtRequest::StatFs
+            | MdtRequest::GetLayout { .. }
+    )
+}
+
 /// A client of one metadata target.
 pub struct MdtClient {
     index: u32,
@@ -66,16 +84,34 @@ impl MdtClient {
         &self.conn
     }
 
-    /// Sends any MDT request and returns the raw reply.
+    /// Sends any MDT request and returns the raw reply. Requests that read (lookup,
+    /// getattr, readdir, ...) are resent while the connection is broken, for up to
+    /// [`RESEND_FOR`]: an MDT restart is invisible to them. Requests that change the
+    /// namespace are sent once — resending them safely needs reply reconstruction on the
+    /// MDT, which does not exist yet.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
-        self.conn
-            .call(&req, Bytes::new())
-            .await
-            .map(|(r, _)| r)
-            .map_err(|error| ClientError::Rpc {
-                target: TargetId::mdt(self.index),
-                error,
-            })
+        let start = std::time::Instant::now();
+        let mut delay = std::time::Duration::from_millis(50);
+        loop {
+            let r = self.conn.call(&req, Bytes::new()).await.map(|(r, _)| r);
+            match r {
+                Err(e)
+                    if e.is_connection_error()
+                        && is_read(&req)
+                        && start.elapsed() + delay < RESEND_FOR =>
+                {
+                    tracing::debug!(mdt = self.index, error = %e, "resending a read request");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                }
+                r => {
+                    return r.map_err(|error| ClientError::Rpc {
+                        target: TargetId::mdt(self.index),
+                        error,
+                    });
+                }
+            }
+        }
     }
 
     /// Looks `name` up in `parent`.
