@@ -169,13 +169,18 @@ impl File {
         }
         let extents = std::mem::take(&mut st.dirty);
         let bytes = std::mem::take(&mut st.dirty_bytes);
-        let layout_pieces: Vec<(Vec<Piece>, Bytes)> = extents
-            .into_iter()
-            .filter_map(|(off, data)| {
-                let data = data.freeze();
-                self.pieces(off, data.len() as u64).ok().map(|p| (p, data))
-            })
-            .collect();
+        let mut layout_pieces: Vec<(Vec<Piece>, Bytes)> = Vec::with_capacity(extents.len());
+        for (off, data) in extents {
+            let data = data.freeze();
+            // Mapped once already when the data was buffered; a failure now is reported,
+            // never silently dropped.
+            match self.pieces(off, data.len() as u64) {
+                Ok(p) => layout_pieces.push((p, data)),
+                Err(e) => {
+                    st.error.get_or_insert(e.into());
+                }
+            }
+        }
         let client = self.client.clone();
         let jobid = weft_rpc::jobid::current();
         st.flushing = Some(tokio::spawn(weft_rpc::jobid::with_jobid(
@@ -547,7 +552,12 @@ impl Drop for File {
     fn drop(&mut self) {
         // A handle dropped without close: release it on the MDT in the background (its
         // buffered data, if any, is lost, as with a process killed before close).
-        let closed = self.state.try_lock().map(|s| s.closed).unwrap_or(false);
+        let (closed, dirty) = self
+            .state
+            .try_lock()
+            .map_or((false, 0), |s| (s.closed, s.dirty_bytes));
+        // Buffered bytes that will never be flushed go back to the client's budget.
+        self.client.release_dirty(dirty);
         if !closed {
             let (mdt, handle) = (self.mdt.clone(), self.handle);
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
