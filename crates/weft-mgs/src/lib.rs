@@ -26,7 +26,6 @@
 //!
 //! Sequence grants are not tied to registration: an MDT may ask before it registers.
 
-mod durable;
 mod error;
 mod mgs;
 mod names;

@@ -7,7 +7,6 @@
 //! Heartbeats touch only in-memory liveness; a target's state flips (and is persisted) when
 //! it goes silent for the heartbeat timeout or speaks again.
 
-use crate::durable::TMP_SUFFIX;
 use crate::error::MgsError;
 use crate::names::{
     check_address, check_param_name, check_param_value, check_pool_name, is_valid_fsname,
@@ -19,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
+use weft_durable::TMP_SUFFIX;
 use weft_proto::fid::FIRST_GRANTED_SEQ;
 use weft_proto::layout::DEFAULT_STRIPE_SIZE;
 use weft_proto::mgs::{FldEntry, FsConfig, MgsReply, MgsRequest, TargetInfo, TargetState};
@@ -591,7 +591,7 @@ impl Mgs {
         let bytes =
             state::encode(&next).map_err(|e| err(Errno::Io, format!("encoding MGS state: {e}")))?;
         let path = self.dir.join(STATE_FILE);
-        tokio::task::spawn_blocking(move || crate::durable::write_durably(&path, &bytes))
+        tokio::task::spawn_blocking(move || weft_durable::write_durably(&path, &bytes))
             .await
             .map_err(|e| err(Errno::Io, format!("MGS state write task failed: {e}")))?
             .map_err(|e| {

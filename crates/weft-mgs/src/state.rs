@@ -11,13 +11,13 @@
 //! so a torn or bit-flipped file is reported as corrupt instead of being half-believed.
 //! It is rewritten whole, with the durable recipe, on every change.
 
-use crate::durable::write_durably;
 use crate::error::MgsError;
 use crate::names::is_valid_fsname;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::Path;
 use uuid::Uuid;
+use weft_durable::write_durably;
 use weft_proto::fid::FIRST_GRANTED_SEQ;
 use weft_proto::mgs::FsConfig;
 

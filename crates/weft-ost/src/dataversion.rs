@@ -10,13 +10,13 @@
 //! Such an object gets a fresh version the first time it is looked at, so a client that
 //! cached data under an old version always sees a change after a crash.
 
-use crate::durable::write_durably;
 use crate::error::OstError;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use weft_durable::write_durably;
 
 /// File recording the end of the reserved block of versions.
 pub const RESERVE_FILE: &str = "dv_reserve.json";

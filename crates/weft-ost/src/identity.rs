@@ -1,12 +1,12 @@
 //! The target's identity file, `target.json`: which file system, kind and index a data
 //! directory belongs to, so a directory is never served under another name.
 
-use crate::durable::write_durably;
 use crate::error::OstError;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::Path;
 use uuid::Uuid;
+use weft_durable::write_durably;
 
 /// File name of the identity, in the data directory.
 pub const IDENTITY_FILE: &str = "target.json";

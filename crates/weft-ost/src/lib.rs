@@ -31,7 +31,6 @@
 
 mod brw;
 mod dataversion;
-mod durable;
 mod error;
 mod fdcache;
 pub mod grant;

@@ -3,7 +3,6 @@
 
 use crate::brw::{BrwStats, OstStats};
 use crate::dataversion::{self, DataVersions, RESERVE_FILE};
-use crate::durable::{TMP_SUFFIX, sync_dir};
 use crate::error::{OstError, io_to_wire};
 use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
 use crate::grant::Grants;
@@ -16,6 +15,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use uuid::Uuid;
+use weft_durable::{TMP_SUFFIX, sync_dir};
 use weft_proto::frame::MAX_BULK;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};

@@ -1,4 +1,4 @@
-//! The durability recipe the state file is written with: write a
+//! The durability recipe every small metadata file of every target is written with: write a
 //! temporary file, fsync it, rename it over the old one, fsync the directory. A crash leaves
 //! either the old content or the new one, never a mix.
 
@@ -7,10 +7,10 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// Suffix of the temporary file written next to the final one.
-pub(crate) const TMP_SUFFIX: &str = ".tmp";
+pub const TMP_SUFFIX: &str = ".tmp";
 
 /// Replaces `path` with `contents` durably.
-pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> io::Result<()> {
+pub fn write_durably(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other("path has no parent directory"))?;
@@ -31,7 +31,7 @@ pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> io::Result<()> {
 }
 
 /// Makes a directory's entries (creations, renames, removals) durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
