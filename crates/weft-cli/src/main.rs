@@ -6,6 +6,7 @@ mod bench_io;
 mod bench_md;
 mod cluster_view;
 mod metrics;
+mod mount;
 mod roles;
 mod shutdown;
 
@@ -33,6 +34,10 @@ enum Command {
     Oss(roles::oss::OssArgs),
     /// Run a whole file system in one process: MGS, MDTs and OSTs with local data.
     Up(roles::up::UpArgs),
+    /// Mount a file system with FUSE: `weft mount HOST:PORT:/FSNAME MOUNTPOINT [-o OPTIONS]`.
+    Mount(mount::MountArgs),
+    /// Unmount a weftfs mount.
+    Umount(mount::UmountArgs),
     /// Manage OST pools (like `lctl pool_new/pool_add/...`).
     Pool(admin::pool::PoolArgs),
     /// Show MDT and OST usage (like `lfs df`).
@@ -102,7 +107,17 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Started as `mount.fuse.weft` by mount(8): the same as `weft mount --daemon`.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match mount::helper_args(&argv) {
+        None => Cli::parse(),
+        Some(Ok(args)) if args.is_empty() => return ExitCode::SUCCESS,
+        Some(Ok(args)) => Cli::parse_from(args),
+        Some(Err(e)) => {
+            eprintln!("mount.fuse.weft: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -120,6 +135,8 @@ fn main() -> ExitCode {
             Command::Mds(a) => roles::mds::run(a).await,
             Command::Oss(a) => roles::oss::run(a).await,
             Command::Up(a) => roles::up::run(a).await,
+            Command::Mount(a) => mount::run(a).await,
+            Command::Umount(a) => mount::umount(a),
             Command::BenchMdt(a) => bench_md::run(a).await,
             Command::Bench(a) => bench_io::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,

@@ -58,6 +58,7 @@ async fn weft_up_serves_stops_on_sigterm_and_reopens_the_same_file_system() {
         data.display().to_string(),
         "--listen".into(),
         addr.clone(),
+        "--no-mount".into(),
     ];
     let mut up =
         ServerProcess::start("up", bin(), args.clone(), dir.path().join("up.log")).unwrap();

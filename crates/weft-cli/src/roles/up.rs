@@ -4,7 +4,7 @@
 
 use crate::IndexedDir;
 use crate::shutdown::wait_for_signal;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,9 +17,15 @@ pub struct UpArgs {
     /// Directory holding every target's data (created if missing).
     #[arg(long, default_value = "weft-data")]
     pub data: PathBuf,
-    /// Where to mount the file system (needs the FUSE client, not built yet).
-    #[arg(long)]
+    /// Where to mount the file system with FUSE (default: ./weft-mnt).
+    #[arg(long, conflicts_with = "no_mount")]
     pub mount: Option<PathBuf>,
+    /// Serve without mounting (headless).
+    #[arg(long)]
+    pub no_mount: bool,
+    /// Mount options, as for `weft mount -o` (repeatable).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
     /// Number of MDTs.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub mdts: u32,
@@ -39,11 +45,9 @@ pub struct UpArgs {
 
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(args: UpArgs) -> Result<()> {
-    if let Some(m) = &args.mount {
-        bail!(
-            "mounting is not available yet: the FUSE client is not built (asked to mount at {})",
-            m.display()
-        );
+    let mut mount_opts = weft_fuse::MountOptions::default();
+    for o in &args.options {
+        mount_opts.apply(o).map_err(anyhow::Error::msg)?;
     }
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create {}", args.data.display()))?;
@@ -92,7 +96,23 @@ pub async fn run(args: UpArgs) -> Result<()> {
         "weft up: clients connect to {address}:/{}; Ctrl-C stops",
         mgs.fsname()
     );
+    let mounted = if args.no_mount {
+        None
+    } else {
+        let dir = args
+            .mount
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("weft-mnt"));
+        mount(&address, mgs.fsname(), &dir, mount_opts).await
+    };
     wait_for_signal().await;
+    // The mount goes first: its buffered data still needs the servers.
+    if let Some(m) = mounted {
+        if let Err(e) = m.unmount().await {
+            tracing::warn!(error = %e, "unmounting failed");
+        }
+        println!("weft up: unmounted");
+    }
     heartbeats.abort();
     if let Some(m) = metrics {
         m.abort();
@@ -101,4 +121,29 @@ pub async fn run(args: UpArgs) -> Result<()> {
     super::mds::stop(&mdts).await;
     println!("weft up: stopped");
     Ok(())
+}
+
+/// Mounts the file system at `dir`; a failure is reported and the servers keep running.
+async fn mount(
+    address: &str,
+    fsname: &str,
+    dir: &std::path::Path,
+    opts: weft_fuse::MountOptions,
+) -> Option<crate::mount::Served> {
+    let attempt = async {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let client = weft_client::Client::mount(address, fsname, Default::default()).await?;
+        crate::mount::serve(client, &format!("{address}:/{fsname}"), dir, opts).await
+    };
+    match attempt.await {
+        Ok(m) => {
+            let shown = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            println!("weft up: mounted at {}", shown.display());
+            Some(m)
+        }
+        Err(e) => {
+            eprintln!("weft up: not mounted ({e:#}); serving without a mount (--no-mount to skip)");
+            None
+        }
+    }
 }

@@ -1,0 +1,65 @@
+//! The one place where an error becomes the errno an application sees.
+
+use weft_client::ClientError;
+
+/// A failed request, as the kernel will be told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failed(pub fuser::Errno);
+
+impl Failed {
+    /// Fails with the Linux errno `code`.
+    pub fn code(code: i32) -> Self {
+        Failed(fuser::Errno::from_i32(code))
+    }
+}
+
+impl From<ClientError> for Failed {
+    fn from(e: ClientError) -> Self {
+        let errno = e.errno();
+        match errno {
+            // Ordinary outcomes of POSIX calls: not worth a log line.
+            weft_proto::Errno::NoEnt
+            | weft_proto::Errno::Exist
+            | weft_proto::Errno::NotEmpty
+            | weft_proto::Errno::Access
+            | weft_proto::Errno::Perm
+            | weft_proto::Errno::NotDir
+            | weft_proto::Errno::IsDir
+            | weft_proto::Errno::NameTooLong
+            | weft_proto::Errno::NoData
+            | weft_proto::Errno::Range
+            | weft_proto::Errno::Loop
+            | weft_proto::Errno::Inval
+            | weft_proto::Errno::NotSup => {}
+            _ => tracing::warn!(error = %e, errno = %errno, "request failed"),
+        }
+        Failed::code(errno.code())
+    }
+}
+
+/// What request handlers return.
+pub type FsResult<T> = Result<T, Failed>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::{Errno, WireError};
+
+    #[test]
+    fn client_errors_keep_their_linux_errno() {
+        for e in [
+            Errno::NoEnt,
+            Errno::Access,
+            Errno::Perm,
+            Errno::NotEmpty,
+            Errno::NoSpc,
+        ] {
+            let f = Failed::from(ClientError::Remote(WireError::new(e, "x")));
+            assert_eq!(f.0.code(), e.code());
+        }
+        assert_eq!(
+            Failed::from(ClientError::Invalid("bad".into())).0,
+            fuser::Errno::EINVAL
+        );
+    }
+}

@@ -1,0 +1,1186 @@
+//! The kernel's requests, translated into client-library calls.
+//!
+//! Every handler takes what it needs from the request (inode numbers resolved to FIDs,
+//! the caller's credentials, copied names and data), spawns a task on the client's tokio
+//! runtime and returns at once: the FUSE threads only read requests, so many requests are
+//! in flight together and a slow one (an MDT round trip, a large read) never holds up the
+//! others. The task replies when the library answers.
+
+use crate::attr::{file_attr, file_type, timestamp};
+use crate::creds::CredCache;
+use crate::errno::{Failed, FsResult};
+use crate::inodes::InodeTable;
+use crate::options::MountOptions;
+use fuser::{
+    AccessFlags, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenAccMode, OpenFlags, RenameFlags as KRenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use weft_client::{Client, File, OpenOptions};
+use weft_proto::Fid;
+use weft_proto::mdt::{
+    AccessMode, Attr, Credentials, DirEntry, FileKind, RenameFlags, SetAttr, TimeSet, XattrMode,
+};
+
+/// Largest write the kernel sends (it caps FUSE requests at 256 pages by default).
+pub const MAX_WRITE: u32 = 1 << 20;
+/// Directory entries fetched from the MDT per readdir round trip.
+const DIR_PAGE: u32 = 1024;
+/// Offsets of `.` and `..` in a directory stream; MDT cookies start above them.
+const DOT_OFFSET: u64 = 1;
+const DOTDOT_OFFSET: u64 = 2;
+
+/// An open file of the mount.
+struct OpenFile {
+    ino: u64,
+    file: File,
+    writable: bool,
+}
+
+/// An open directory: the last page fetched from the MDT, so that the kernel's small
+/// readdir requests do not each cost a round trip.
+struct OpenDir {
+    fid: Fid,
+    ino: u64,
+    page: tokio::sync::Mutex<DirPage>,
+}
+
+#[derive(Default)]
+struct DirPage {
+    /// The cookie the page was fetched after (`None` before the first fetch).
+    after: Option<u64>,
+    plus: bool,
+    entries: Vec<DirEntry>,
+    eof: bool,
+}
+
+/// State shared by every request of one mount.
+struct Shared {
+    client: Arc<Client>,
+    opts: MountOptions,
+    inodes: InodeTable,
+    creds: CredCache,
+    next_fh: AtomicU64,
+    files: Mutex<HashMap<u64, Arc<OpenFile>>>,
+    dirs: Mutex<HashMap<u64, Arc<OpenDir>>>,
+}
+
+/// The weftfs FUSE file system: give it to a fuser session.
+pub struct WeftFs {
+    shared: Arc<Shared>,
+    rt: tokio::runtime::Handle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn check_name(name: &[u8]) -> FsResult<()> {
+    if name.len() > weft_proto::NAME_MAX {
+        return Err(Failed::code(libc::ENAMETOOLONG));
+    }
+    Ok(())
+}
+
+fn access_mode(flags: i32) -> AccessMode {
+    match OpenFlags(flags).acc_mode() {
+        OpenAccMode::O_RDONLY => AccessMode::Read,
+        OpenAccMode::O_WRONLY => AccessMode::Write,
+        OpenAccMode::O_RDWR => AccessMode::ReadWrite,
+    }
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(t) => TimeSet::At(timestamp(t)),
+    }
+}
+
+impl WeftFs {
+    /// A file system over `client`, running its work on `rt`.
+    pub fn new(client: Arc<Client>, opts: MountOptions, rt: tokio::runtime::Handle) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                client,
+                opts,
+                inodes: InodeTable::new(),
+                creds: CredCache::new(),
+                next_fh: AtomicU64::new(1),
+                files: Mutex::new(HashMap::new()),
+                dirs: Mutex::new(HashMap::new()),
+            }),
+            rt,
+        }
+    }
+
+    fn cred(&self, req: &Request) -> Credentials {
+        self.shared.creds.get(req.uid(), req.gid(), req.pid())
+    }
+
+    /// Runs `work` on the runtime; `done` replies with its result.
+    fn spawn<T, F, R, D>(&self, work: impl FnOnce(Arc<Shared>) -> F, reply: R, done: D)
+    where
+        F: Future<Output = FsResult<T>> + Send + 'static,
+        T: Send + 'static,
+        R: ErrorReply + Send + 'static,
+        D: FnOnce(R, T, &Shared) + Send + 'static,
+    {
+        let shared = self.shared.clone();
+        let fut = work(shared.clone());
+        self.rt.spawn(async move {
+            match fut.await {
+                Ok(v) => done(reply, v, &shared),
+                Err(Failed(e)) => reply.fail(e),
+            }
+        });
+    }
+}
+
+/// Replies that can carry an error.
+trait ErrorReply {
+    fn fail(self, e: fuser::Errno);
+}
+
+macro_rules! error_reply {
+    ($($t:ty),*) => {$(
+        impl ErrorReply for $t {
+            fn fail(self, e: fuser::Errno) {
+                self.error(e)
+            }
+        }
+    )*};
+}
+error_reply!(
+    ReplyEntry,
+    ReplyAttr,
+    ReplyData,
+    ReplyEmpty,
+    ReplyOpen,
+    ReplyWrite,
+    ReplyStatfs,
+    ReplyCreate,
+    ReplyXattr,
+    ReplyDirectory,
+    ReplyDirectoryPlus
+);
+
+/// A found or made inode, ready to hand to the kernel.
+struct Entry {
+    ino: u64,
+    attr: Attr,
+}
+
+impl Shared {
+    fn fid(&self, ino: INodeNo) -> FsResult<Fid> {
+        self.inodes.fid(ino.0).ok_or(Failed::code(libc::ESTALE))
+    }
+
+    fn file(&self, fh: FileHandle) -> FsResult<Arc<OpenFile>> {
+        lock(&self.files)
+            .get(&fh.0)
+            .cloned()
+            .ok_or(Failed::code(libc::EBADF))
+    }
+
+    fn writers_of(&self, ino: u64) -> Vec<Arc<OpenFile>> {
+        lock(&self.files)
+            .values()
+            .filter(|f| f.ino == ino && f.writable)
+            .cloned()
+            .collect()
+    }
+
+    /// Attributes as this mount must show them: a file it has open for writing may hold
+    /// written bytes not yet on the OSTs, which count in its size.
+    async fn local_view(&self, ino: u64, mut attr: Attr) -> Attr {
+        if attr.kind == FileKind::Regular && attr.open_count > 0 {
+            for f in self.writers_of(ino) {
+                attr.size = attr.size.max(f.file.size().await);
+            }
+        }
+        attr
+    }
+
+    /// Takes a kernel reference on an inode found in directory `parent`.
+    async fn entry(&self, attr: Attr, parent: Option<u64>) -> Entry {
+        let ino = self.inodes.reference(attr.fid, parent);
+        let attr = self.local_view(ino, attr).await;
+        Entry { ino, attr }
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, e: Entry) {
+        reply.entry_with_ttls(
+            &self.opts.attr_timeout,
+            &self.opts.entry_timeout,
+            &file_attr(e.ino, &e.attr),
+            Generation(0),
+        );
+    }
+
+    async fn getattr(&self, ino: u64, fid: Fid) -> FsResult<Attr> {
+        let attr = self.client.getattr(fid).await?;
+        Ok(self.local_view(ino, attr).await)
+    }
+
+    async fn lookup(&self, parent: u64, name: &[u8], cred: &Credentials) -> FsResult<Entry> {
+        check_name(name)?;
+        let pfid = self.inodes.fid(parent).ok_or(Failed::code(libc::ESTALE))?;
+        // The MDT resolves names only; `.` and `..` are the client's.
+        let attr = match name {
+            b"." => self.client.getattr(pfid).await?,
+            b".." => {
+                let up = self
+                    .inodes
+                    .parent(parent)
+                    .and_then(|p| self.inodes.fid(p))
+                    .ok_or(Failed::code(libc::ENOENT))?;
+                self.client.getattr(up).await?
+            }
+            _ => self.client.lookup(pfid, name, cred).await?,
+        };
+        Ok(self.entry(attr, Some(parent)).await)
+    }
+
+    async fn setattr(
+        &self,
+        ino: u64,
+        fid: Fid,
+        mut set: SetAttr,
+        fh: Option<FileHandle>,
+        cred: Credentials,
+    ) -> FsResult<Attr> {
+        let mut cred = cred;
+        if let (Some(mode), true) = (set.mode, cred.uid != 0) {
+            // The kernel clears setuid/setgid after a write by a non-owner with a chmod in
+            // the writer's name; the MDT would refuse it (EPERM), so it is made as root.
+            let now = self.client.getattr(fid).await?;
+            let kept = now.mode & 0o7777;
+            let cleared = kept & !mode & 0o6000;
+            if now.uid != cred.uid && cleared != 0 && mode & 0o7777 == kept & !cleared {
+                cred = Credentials::root();
+            }
+        }
+        let mut truncated = false;
+        if let Some(size) = set.size {
+            let handle = match fh {
+                Some(fh) => self.file(fh).ok().filter(|f| f.writable),
+                None => None,
+            };
+            if let Some(f) = handle {
+                // An open writable handle (ftruncate): the kernel checked the access.
+                f.file.truncate(size).await?;
+                set.size = None;
+            } else {
+                self.client
+                    .setattr(
+                        fid,
+                        SetAttr {
+                            size: Some(size),
+                            ..Default::default()
+                        },
+                        &cred,
+                    )
+                    .await?;
+                set.size = None;
+                // Handles of this mount would write their buffered bytes past the new end.
+                for f in self.writers_of(ino) {
+                    f.file.truncate(size).await?;
+                }
+            }
+            self.inodes.page_cache_changed(ino);
+            truncated = true;
+        }
+        let attr = if set == SetAttr::default() {
+            debug_assert!(truncated);
+            self.client.getattr(fid).await?
+        } else {
+            self.client.setattr(fid, set, &cred).await?
+        };
+        Ok(self.local_view(ino, attr).await)
+    }
+
+    /// Opens `fid` and registers the handle; returns it with the flags for the kernel.
+    fn register(&self, ino: u64, file: File, access: AccessMode) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let writable = access != AccessMode::Read;
+        lock(&self.files).insert(
+            fh,
+            Arc::new(OpenFile {
+                ino,
+                file,
+                writable,
+            }),
+        );
+        fh
+    }
+
+    fn fopen_flags(&self, keep_cache: bool) -> FopenFlags {
+        let mut f = FopenFlags::empty();
+        if self.opts.direct_io {
+            f |= FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
+        } else if keep_cache {
+            f |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
+        f
+    }
+
+    async fn open(
+        &self,
+        ino: u64,
+        fid: Fid,
+        flags: i32,
+        cred: Credentials,
+    ) -> FsResult<(u64, FopenFlags)> {
+        let access = access_mode(flags);
+        let opts = OpenOptions {
+            access,
+            create: None,
+            exclusive: false,
+            truncate: flags & libc::O_TRUNC != 0,
+            append: false,
+        };
+        // The kernel's cached pages stay only if the data is the version they were read
+        // at (close-to-open); the version is asked for just before the open.
+        let version = self
+            .client
+            .cluster()
+            .mdt_of(fid)?
+            .getattr(fid)
+            .await?
+            .data_version;
+        let file = self.client.open(fid, opts, &cred).await?;
+        let keep = !opts.truncate && self.inodes.page_cache_valid(ino, version);
+        let fh = self.register(ino, file, access);
+        Ok((fh, self.fopen_flags(keep)))
+    }
+
+    async fn create(
+        &self,
+        parent: u64,
+        name: Vec<u8>,
+        mode: u32,
+        flags: i32,
+        cred: Credentials,
+    ) -> FsResult<(Entry, u64, FopenFlags)> {
+        check_name(&name)?;
+        let pfid = self.inodes.fid(parent).ok_or(Failed::code(libc::ESTALE))?;
+        let access = access_mode(flags);
+        let opts = OpenOptions {
+            access,
+            create: Some(mode & 0o7777),
+            exclusive: flags & libc::O_EXCL != 0,
+            truncate: flags & libc::O_TRUNC != 0,
+            append: false,
+        };
+        let file = self.client.open_in(pfid, &name, opts, None, &cred).await?;
+        let attr = match self.client.getattr(file.fid()).await {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = file.close().await;
+                return Err(e.into());
+            }
+        };
+        let entry = self.entry(attr, Some(parent)).await;
+        let fh = self.register(entry.ino, file, access);
+        // A new (or truncated) file: nothing cached in the kernel yet.
+        let _ = self
+            .inodes
+            .page_cache_valid(entry.ino, entry.attr.data_version);
+        Ok((entry, fh, self.fopen_flags(false)))
+    }
+
+    async fn release(&self, fh: u64) -> FsResult<()> {
+        let f = lock(&self.files).remove(&fh);
+        if let Some(f) = f {
+            if f.writable {
+                // Written data changes the version at close; the kernel's pages are ours
+                // and current, but the next open cannot tell, so it rereads.
+                self.inodes.page_cache_changed(f.ino);
+            }
+            f.file.close().await?;
+        }
+        Ok(())
+    }
+
+    async fn readdir_page(
+        &self,
+        dir: &OpenDir,
+        offset: u64,
+        plus: bool,
+        cred: &Credentials,
+    ) -> FsResult<Vec<DirEntry>> {
+        let mut page = dir.page.lock().await;
+        let after = if offset <= DOTDOT_OFFSET { 0 } else { offset };
+        // Served from the page held if it covers `after`.
+        if page.plus == plus {
+            let start = if page.after == Some(after) {
+                Some(0)
+            } else {
+                page.entries
+                    .iter()
+                    .position(|e| e.cookie == after)
+                    .map(|i| i + 1)
+            };
+            if let Some(i) = start {
+                let rest: Vec<DirEntry> = page.entries.get(i..).unwrap_or_default().to_vec();
+                if !rest.is_empty() || page.eof {
+                    return Ok(rest);
+                }
+            }
+        }
+        let (entries, eof) = self
+            .client
+            .readdir(dir.fid, after, DIR_PAGE, plus, cred)
+            .await?;
+        *page = DirPage {
+            after: Some(after),
+            plus,
+            entries: entries.clone(),
+            eof,
+        };
+        Ok(entries)
+    }
+}
+
+impl Filesystem for WeftFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_readahead(MAX_WRITE);
+        let _ = config.set_max_background(self.shared.opts.max_background);
+        let _ = config.set_congestion_threshold(self.shared.opts.max_background / 4 * 3);
+        let mut wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_AUTO_INVAL_DATA
+            | InitFlags::FUSE_MAX_PAGES;
+        if self.shared.opts.writeback_cache {
+            wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        if self.shared.opts.direct_io {
+            wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        }
+        // Each capability on its own: an old kernel lacking one still gets the others.
+        for flag in wanted.iter() {
+            if let Err(missing) = config.add_capabilities(flag) {
+                tracing::info!(?missing, "kernel lacks a FUSE capability");
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        self.spawn(
+            |s| async move { s.lookup(parent.0, &name, &cred).await },
+            reply,
+            |r, e, s| s.reply_entry(r, e),
+        );
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.shared.inodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(
+            |s| async move {
+                let fid = s.fid(ino)?;
+                s.getattr(ino.0, fid).await
+            },
+            reply,
+            move |r, a, s| r.attr(&s.opts.attr_timeout, &file_attr(ino.0, &a)),
+        );
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let cred = self.cred(req);
+        let set = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+        };
+        self.spawn(
+            |s| async move {
+                let fid = s.fid(ino)?;
+                s.setattr(ino.0, fid, set, fh, cred).await
+            },
+            reply,
+            move |r, a, s| r.attr(&s.opts.attr_timeout, &file_attr(ino.0, &a)),
+        );
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.spawn(
+            |s| async move { Ok(s.client.readlink(s.fid(ino)?).await?) },
+            reply,
+            |r, t, _| r.data(&t),
+        );
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        // Without FUSE_DONT_MASK the kernel already applied the umask; applying it again
+        // changes nothing, and keeps the rule true if that capability is ever asked for.
+        let mode = mode & !(umask & 0o777);
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                let pfid = s.fid(parent)?;
+                let a = s
+                    .client
+                    .mknod(pfid, &name, mode, u64::from(rdev), &cred)
+                    .await?;
+                Ok(s.entry(a, Some(parent.0)).await)
+            },
+            reply,
+            |r, e, s| s.reply_entry(r, e),
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        let mode = mode & !(umask & 0o777) & 0o7777;
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                let pfid = s.fid(parent)?;
+                let a = s.client.mkdir(pfid, &name, mode, &cred).await?;
+                Ok(s.entry(a, Some(parent.0)).await)
+            },
+            reply,
+            |r, e, s| s.reply_entry(r, e),
+        );
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                Ok(s.client.unlink(s.fid(parent)?, &name, &cred).await?)
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                Ok(s.client.rmdir(s.fid(parent)?, &name, &cred).await?)
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let cred = self.cred(req);
+        let name = link_name.as_bytes().to_vec();
+        let target = target.as_os_str().as_bytes().to_vec();
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                if target.len() > weft_proto::SYMLINK_MAX {
+                    return Err(Failed::code(libc::ENAMETOOLONG));
+                }
+                let a = s
+                    .client
+                    .symlink(s.fid(parent)?, &name, &target, &cred)
+                    .await?;
+                Ok(s.entry(a, Some(parent.0)).await)
+            },
+            reply,
+            |r, e, s| s.reply_entry(r, e),
+        );
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: KRenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        let newname = newname.as_bytes().to_vec();
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                check_name(&newname)?;
+                if flags.contains(KRenameFlags::RENAME_WHITEOUT)
+                    || (flags.contains(KRenameFlags::RENAME_NOREPLACE)
+                        && flags.contains(KRenameFlags::RENAME_EXCHANGE))
+                {
+                    return Err(Failed::code(libc::EINVAL));
+                }
+                let f = RenameFlags {
+                    noreplace: flags.contains(KRenameFlags::RENAME_NOREPLACE),
+                    exchange: flags.contains(KRenameFlags::RENAME_EXCHANGE),
+                };
+                let (src, dst) = (s.fid(parent)?, s.fid(newparent)?);
+                Ok(s.client.rename(src, &name, dst, &newname, f, &cred).await?)
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let cred = self.cred(req);
+        let name = newname.as_bytes().to_vec();
+        self.spawn(
+            |s| async move {
+                check_name(&name)?;
+                let a = s
+                    .client
+                    .link(s.fid(ino)?, s.fid(newparent)?, &name, &cred)
+                    .await?;
+                Ok(s.entry(a, Some(newparent.0)).await)
+            },
+            reply,
+            |r, e, s| s.reply_entry(r, e),
+        );
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let cred = self.cred(req);
+        self.spawn(
+            |s| async move {
+                let fid = s.fid(ino)?;
+                s.open(ino.0, fid, flags.0, cred).await
+            },
+            reply,
+            |r, (fh, f), _| r.opened(FileHandle(fh), f),
+        );
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.spawn(
+            |s| async move {
+                let f = s.file(fh)?;
+                Ok(f.file.read_at(offset, u64::from(size)).await?)
+            },
+            reply,
+            |r, data, _| r.data(&data),
+        );
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        // The request buffer is reused for the next request: the task gets a copy.
+        let data = data.to_vec();
+        self.spawn(
+            |s| async move {
+                let f = s.file(fh)?;
+                let len = u32::try_from(data.len()).map_err(|_| Failed::code(libc::EINVAL))?;
+                f.file.write_at(offset, &data).await?;
+                Ok(len)
+            },
+            reply,
+            |r, n, _| r.written(n),
+        );
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2): written data must be visible to the next open anywhere (close-to-open)
+        // and write errors must reach the closing process, so buffered data goes out now.
+        self.spawn(
+            |s| async move {
+                let f = s.file(fh)?;
+                if f.writable {
+                    f.file.fsync().await?;
+                }
+                Ok(())
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(
+            |s| async move { s.release(fh.0).await },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(
+            |s| async move { Ok(s.file(fh)?.file.fsync().await?) },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.spawn(
+            |s| async move {
+                let fid = s.fid(ino)?;
+                let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
+                lock(&s.dirs).insert(
+                    fh,
+                    Arc::new(OpenDir {
+                        fid,
+                        ino: ino.0,
+                        page: tokio::sync::Mutex::new(DirPage::default()),
+                    }),
+                );
+                Ok(fh)
+            },
+            reply,
+            |r, fh, _| r.opened(FileHandle(fh), FopenFlags::empty()),
+        );
+    }
+
+    fn readdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let cred = self.cred(req);
+        let shared = self.shared.clone();
+        self.rt.spawn(async move {
+            let Some(dir) = lock(&shared.dirs).get(&fh.0).cloned() else {
+                return reply.error(fuser::Errno::EBADF);
+            };
+            if offset < DOT_OFFSET
+                && reply.add(
+                    INodeNo(dir.ino),
+                    DOT_OFFSET,
+                    fuser::FileType::Directory,
+                    ".",
+                )
+            {
+                return reply.ok();
+            }
+            if offset < DOTDOT_OFFSET {
+                let up = shared.inodes.parent(dir.ino).unwrap_or(dir.ino);
+                if reply.add(INodeNo(up), DOTDOT_OFFSET, fuser::FileType::Directory, "..") {
+                    return reply.ok();
+                }
+            }
+            let entries = match shared.readdir_page(&dir, offset, false, &cred).await {
+                Ok(e) => e,
+                Err(Failed(e)) => return reply.error(e),
+            };
+            for e in entries {
+                let ino = shared.inodes.ino_of(e.fid);
+                if reply.add(
+                    INodeNo(ino),
+                    e.cookie,
+                    file_type(e.kind),
+                    OsStr::from_bytes(&e.name),
+                ) {
+                    break;
+                }
+            }
+            reply.ok();
+        });
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let cred = self.cred(req);
+        let shared = self.shared.clone();
+        self.rt.spawn(async move {
+            let Some(dir) = lock(&shared.dirs).get(&fh.0).cloned() else {
+                return reply.error(fuser::Errno::EBADF);
+            };
+            let (attr_ttl, entry_ttl) = (shared.opts.attr_timeout, shared.opts.entry_timeout);
+            // `.` and `..` carry attributes too, but the kernel takes no reference on them.
+            for (off, name, ino) in [
+                (DOT_OFFSET, ".", Some(dir.ino)),
+                (DOTDOT_OFFSET, "..", shared.inodes.parent(dir.ino)),
+            ] {
+                if offset >= off {
+                    continue;
+                }
+                let ino = ino.unwrap_or(dir.ino);
+                let Some(fid) = shared.inodes.fid(ino) else {
+                    return reply.error(fuser::Errno::ESTALE);
+                };
+                let attr = match shared.client.getattr(fid).await {
+                    Ok(a) => a,
+                    Err(e) => return reply.error(Failed::from(e).0),
+                };
+                let fa = file_attr(ino, &attr);
+                if reply.add(INodeNo(ino), off, name, &Duration::ZERO, &fa, Generation(0)) {
+                    return reply.ok();
+                }
+            }
+            let entries = match shared.readdir_page(&dir, offset, true, &cred).await {
+                Ok(e) => e,
+                Err(Failed(e)) => return reply.error(e),
+            };
+            for e in entries {
+                let attr = match e.attr {
+                    Some(a) => a,
+                    None => match shared.client.getattr(e.fid).await {
+                        Ok(a) => a,
+                        Err(err) => return reply.error(Failed::from(err).0),
+                    },
+                };
+                // A reference is taken only for an entry that fits in the reply.
+                let ino = shared.inodes.ino_of(e.fid);
+                let attr = shared.local_view(ino, attr).await;
+                let fa = file_attr(ino, &attr);
+                let ttl = attr_ttl.min(entry_ttl);
+                if reply.add(
+                    INodeNo(ino),
+                    e.cookie,
+                    OsStr::from_bytes(&e.name),
+                    &ttl,
+                    &fa,
+                    Generation(0),
+                ) {
+                    break;
+                }
+                shared.inodes.reference(e.fid, Some(dir.ino));
+            }
+            reply.ok();
+        });
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.shared.dirs).remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Namespace changes are durable on the MDT when they are answered.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.spawn(
+            |s| async move { Ok(s.client.statfs().await?) },
+            reply,
+            |r, st, _| {
+                let bsize = st.bsize.max(512);
+                r.statfs(
+                    st.blocks,
+                    st.bfree,
+                    st.bavail,
+                    st.files,
+                    st.ffree,
+                    bsize,
+                    weft_proto::NAME_MAX as u32,
+                    bsize,
+                )
+            },
+        );
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        let value = value.to_vec();
+        self.spawn(
+            |s| async move {
+                let mode = match flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) {
+                    0 => XattrMode::Any,
+                    libc::XATTR_CREATE => XattrMode::Create,
+                    libc::XATTR_REPLACE => XattrMode::Replace,
+                    _ => return Err(Failed::code(libc::EINVAL)),
+                };
+                let fid = s.fid(ino)?;
+                Ok(s.client.setxattr(fid, &name, &value, mode, &cred).await?)
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        self.spawn(
+            |s| async move { Ok(s.client.getxattr(s.fid(ino)?, &name, &cred).await?) },
+            reply,
+            move |r, v, _| xattr_reply(r, &v, size),
+        );
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let cred = self.cred(req);
+        self.spawn(
+            |s| async move {
+                let names = s.client.listxattr(s.fid(ino)?, &cred).await?;
+                let mut out = Vec::new();
+                for n in names {
+                    out.extend_from_slice(&n);
+                    out.push(0);
+                }
+                Ok(out)
+            },
+            reply,
+            move |r, v, _| xattr_reply(r, &v, size),
+        );
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        self.spawn(
+            |s| async move { Ok(s.client.removexattr(s.fid(ino)?, &name, &cred).await?) },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        // Called only without `default_permissions`: the same mode-bit rule as the MDT's.
+        let cred = self.cred(req);
+        let mask = (mask.bits() & 0o7) as u32;
+        self.spawn(
+            |s| async move {
+                let a = s.client.getattr(s.fid(ino)?).await?;
+                if mask == 0 || may(&cred, &a, mask) {
+                    Ok(())
+                } else {
+                    Err(Failed::code(libc::EACCES))
+                }
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let cred = self.cred(req);
+        let name = name.as_bytes().to_vec();
+        let mode = mode & !(umask & 0o777);
+        self.spawn(
+            |s| async move { s.create(parent.0, name, mode, flags, cred).await },
+            reply,
+            |r, (e, fh, f), s| {
+                r.created(
+                    &s.opts.entry_timeout.min(s.opts.attr_timeout),
+                    &file_attr(e.ino, &e.attr),
+                    Generation(0),
+                    FileHandle(fh),
+                    f,
+                )
+            },
+        );
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(
+            |s| async move {
+                let f = s.file(fh)?;
+                let end = offset
+                    .checked_add(length)
+                    .ok_or(Failed::code(libc::EFBIG))?;
+                match mode {
+                    // Space is not reserved on the OSTs (they allocate on write); the size
+                    // grows as posix_fallocate promises.
+                    0 => {
+                        if end > f.file.size().await {
+                            f.file.truncate(end).await?;
+                        }
+                        Ok(())
+                    }
+                    libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+                    _ => Err(Failed::code(libc::EOPNOTSUPP)),
+                }
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+}
+
+fn xattr_reply(r: ReplyXattr, v: &[u8], size: u32) {
+    match u32::try_from(v.len()) {
+        Ok(len) if size == 0 => r.size(len),
+        Ok(len) if len <= size => r.data(v),
+        _ => r.error(fuser::Errno::from_i32(libc::ERANGE)),
+    }
+}
+
+/// Whether `cred` may access `a` for `mask` (`R_OK`/`W_OK`/`X_OK` bits), by mode bits.
+fn may(cred: &Credentials, a: &Attr, mask: u32) -> bool {
+    if cred.uid == 0 {
+        // Root may do anything, but execute only where some execute bit is set.
+        return mask & 1 == 0 || a.kind == FileKind::Directory || a.mode & 0o111 != 0;
+    }
+    let bits = if cred.uid == a.uid {
+        (a.mode >> 6) & 7
+    } else if cred.in_group(a.gid) {
+        (a.mode >> 3) & 7
+    } else {
+        a.mode & 7
+    };
+    bits & mask == mask
+}

@@ -1,0 +1,47 @@
+//! The FUSE mount of weftfs: a thin adapter that turns the kernel's requests into calls on
+//! the client library ([`weft_client::Client`] and its [`weft_client::File`] handles).
+//!
+//! It owns what only a kernel mount needs, and nothing else:
+//! - inode numbers for FIDs ([`inodes`]): the root is inode 1, every other FID flattens to a
+//!   fixed number (the same on every mount), and the kernel's lookup counts are tracked
+//!   until `forget`;
+//! - open-file and open-directory handles; directory streams are offset by MDT cookies, with
+//!   `.` and `..` added here (the MDT lists neither) at offsets 1 and 2;
+//! - the caller's credentials per request: uid and gid from the kernel, supplementary
+//!   groups from `/proc/<pid>/status` ([`creds`]); the umask is applied to create, mkdir and
+//!   mknod modes (the kernel already does so without `FUSE_DONT_MASK`; applying it again is
+//!   a no-op kept for the day that flag is asked for);
+//! - one errno mapping ([`errno`]) and the attribute conversion ([`attr`]).
+//!
+//! Concurrency: fuser reads kernel requests on several threads (`threads=N`, one cloned
+//! `/dev/fuse` descriptor each); a handler only spawns a task on the client's tokio runtime
+//! and returns, so requests are answered as the library finishes them, in any order.
+//!
+//! Caches: names and attributes are trusted for `entry_timeout`/`attr_timeout` (1 s by
+//! default). The kernel page cache is kept across opens (`FOPEN_KEEP_CACHE`) only when the
+//! MDT's data version still equals the one the pages were read at; a file this mount wrote
+//! is reread after close. The kernel's writeback cache is off unless `-o writeback_cache`:
+//! it assumes one kernel sees every change. `-o direct_io` bypasses the page cache and lets
+//! writers of disjoint ranges of one file run in parallel (`FOPEN_PARALLEL_DIRECT_WRITES`).
+//!
+//! Permissions: the MDT checks every operation with the caller's credentials. The mount also
+//! asks the kernel for `default_permissions`, so that the kernel checks too, on its cached
+//! attributes: that is what makes `access(2)`, `chdir` and path walks through cached
+//! directories obey the mode bits (without it, the kernel checks nothing on a cached
+//! dentry), and gives exactly the local errno (EACCES vs EPERM). A mount by root serves
+//! every user (`allow_other`).
+//!
+//! Close-to-open: `flush` (every `close(2)`) writes buffered data and records the size on
+//! the MDT, so a later open on any mount sees it, and write errors reach `close`.
+
+pub mod attr;
+pub mod creds;
+pub mod errno;
+pub mod fs;
+pub mod inodes;
+pub mod mount;
+pub mod options;
+
+pub use fs::WeftFs;
+pub use mount::{Mount, Unmounter, is_mounted, unmount};
+pub use options::{MountOptions, parse_source};

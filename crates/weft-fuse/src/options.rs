@@ -1,0 +1,184 @@
+//! Mount options (`-o a,b=c`): weftfs's own, the kernel's, and the fstab words `mount(8)`
+//! passes along that mean nothing here.
+
+use std::time::Duration;
+
+/// How a mount behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountOptions {
+    /// How long the kernel may trust a name it looked up (`entry_timeout=SECS`).
+    pub entry_timeout: Duration,
+    /// How long the kernel may trust attributes (`attr_timeout=SECS`).
+    pub attr_timeout: Duration,
+    /// The kernel's writeback cache (`writeback_cache`): off by default, since it assumes
+    /// that one kernel sees every change of a file.
+    pub writeback_cache: bool,
+    /// Open files with `FOPEN_DIRECT_IO` and parallel direct writes (`direct_io`): no
+    /// kernel page cache, and writers of disjoint ranges of one file run in parallel.
+    pub direct_io: bool,
+    /// Threads reading kernel requests (`threads=N`); each only hands requests to the
+    /// async client, so a few suffice for many requests in flight.
+    pub threads: usize,
+    /// Kernel permission checks on cached attributes (`default_permissions`, on by
+    /// default; `nodefault_permissions` leaves every check to the MDT).
+    pub default_permissions: bool,
+    /// Serve every local user (`allow_other`); on by default for a mount made by root.
+    pub allow_other: Option<bool>,
+    /// Read-only mount (`ro`).
+    pub read_only: bool,
+    /// Pending background requests the kernel may queue (`max_background=N`).
+    pub max_background: u16,
+    /// Kernel mount flags passed through (`dev`, `suid`, `noexec`, `noatime`, ...).
+    pub kernel_flags: Vec<String>,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        Self {
+            entry_timeout: Duration::from_secs(1),
+            attr_timeout: Duration::from_secs(1),
+            writeback_cache: false,
+            direct_io: false,
+            threads: 4,
+            default_permissions: true,
+            allow_other: None,
+            read_only: false,
+            max_background: 64,
+            kernel_flags: Vec::new(),
+        }
+    }
+}
+
+/// Words of fstab and `mount(8)` that concern the mount command, not the file system.
+fn ignored(word: &str) -> bool {
+    matches!(
+        word,
+        "defaults"
+            | "auto"
+            | "noauto"
+            | "nofail"
+            | "_netdev"
+            | "user"
+            | "users"
+            | "nouser"
+            | "owner"
+            | "group"
+            | "rw"
+            | "async"
+            | "relatime"
+            | "norelatime"
+    ) || word.starts_with("x-")
+        || word.starts_with("comment=")
+}
+
+fn seconds(key: &str, v: &str) -> Result<Duration, String> {
+    let s: f64 = v
+        .parse()
+        .map_err(|_| format!("{key}={v}: not a number of seconds"))?;
+    if !(0.0..=86_400.0).contains(&s) {
+        return Err(format!("{key}={v}: out of range 0..86400"));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+impl MountOptions {
+    /// Applies a comma-separated option list (one `-o` argument).
+    pub fn apply(&mut self, list: &str) -> Result<(), String> {
+        for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let (key, value) = match word.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (word, None),
+            };
+            match (key, value) {
+                ("entry_timeout", Some(v)) => self.entry_timeout = seconds(key, v)?,
+                ("attr_timeout", Some(v)) => self.attr_timeout = seconds(key, v)?,
+                ("writeback_cache", None) => self.writeback_cache = true,
+                ("nowriteback_cache", None) => self.writeback_cache = false,
+                ("direct_io", None) => self.direct_io = true,
+                ("default_permissions", None) => self.default_permissions = true,
+                ("nodefault_permissions", None) => self.default_permissions = false,
+                ("allow_other", None) => self.allow_other = Some(true),
+                ("noallow_other", None) => self.allow_other = Some(false),
+                ("ro", None) => self.read_only = true,
+                ("threads", Some(v)) => {
+                    self.threads = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=256).contains(n))
+                        .ok_or_else(|| format!("threads={v}: not in 1..256"))?
+                }
+                ("max_background", Some(v)) => {
+                    self.max_background = v
+                        .parse()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| format!("max_background={v}: not in 1..65535"))?
+                }
+                (
+                    "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime"
+                    | "sync" | "dirsync",
+                    None,
+                ) => self.kernel_flags.push(key.to_string()),
+                _ if ignored(word) => {}
+                _ => return Err(format!("unknown mount option '{word}'")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses one `-o` list from the defaults.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let mut o = Self::default();
+        o.apply(list)?;
+        Ok(o)
+    }
+}
+
+/// Splits `HOST:PORT:/FSNAME` into the MGS address and the file system name.
+pub fn parse_source(source: &str) -> Result<(String, String), String> {
+    let (addr, fsname) = source
+        .rsplit_once(":/")
+        .ok_or_else(|| format!("'{source}' is not HOST:PORT:/FSNAME"))?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{source}' has no port"))?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("'{source}' is not HOST:PORT:/FSNAME"));
+    }
+    if fsname.is_empty() || fsname.contains('/') {
+        return Err(format!("'{source}' has no valid file system name"));
+    }
+    Ok((addr.to_string(), fsname.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_unknown_ones_are_refused() {
+        let o = MountOptions::parse("defaults,_netdev,attr_timeout=0.5,writeback_cache,noatime")
+            .unwrap_or_default();
+        assert_eq!(o.attr_timeout, Duration::from_millis(500));
+        assert!(o.writeback_cache);
+        assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);
+        assert!(MountOptions::parse("frobnicate").is_err());
+        assert!(MountOptions::parse("threads=0").is_err());
+        assert!(MountOptions::parse("entry_timeout=-1").is_err());
+    }
+
+    #[test]
+    fn sources_parse() {
+        assert_eq!(
+            parse_source("127.0.0.1:9400:/weft"),
+            Ok(("127.0.0.1:9400".into(), "weft".into()))
+        );
+        assert_eq!(
+            parse_source("mgs.example:1:/fs"),
+            Ok(("mgs.example:1".into(), "fs".into()))
+        );
+        assert!(parse_source("127.0.0.1:/weft").is_err());
+        assert!(parse_source("127.0.0.1:9400:/").is_err());
+        assert!(parse_source("127.0.0.1:9400").is_err());
+    }
+}
