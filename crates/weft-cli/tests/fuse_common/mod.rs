@@ -1,0 +1,201 @@
+//! A real FUSE mount for end-to-end tests: `weft mount` as a child process on a temporary
+//! mount point, always unmounted when the guard drops (even when the test fails), and
+//! killed by a watchdog if a test hangs, so that no request blocks forever.
+
+#![allow(dead_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use weft_testkit::TestCluster;
+
+pub fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// Longest a test may keep a mount before the watchdog kills its server.
+const WATCHDOG: Duration = Duration::from_secs(240);
+
+pub struct FuseMount {
+    pub dir: tempfile::TempDir,
+    pub mnt: PathBuf,
+    child: Child,
+    log: PathBuf,
+    done: Arc<AtomicBool>,
+}
+
+impl FuseMount {
+    /// Mounts the test cluster's file system with `-o opts` (may be empty).
+    pub fn start(tc: &TestCluster, opts: &str) -> Self {
+        Self::start_source(&format!("{}:/{}", tc.mgs_addr, weft_testkit::FSNAME), opts)
+    }
+
+    pub fn start_source(source: &str, opts: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        // Other users must reach the mount point (permission tests run as them).
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let log = dir.path().join("mount.log");
+        let mut cmd = Command::new(bin());
+        cmd.arg("mount").arg(source).arg(&mnt);
+        if !opts.is_empty() {
+            cmd.arg("-o").arg(opts);
+        }
+        let logf = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone().unwrap())
+            .stderr(logf)
+            .spawn()
+            .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let mut m = FuseMount {
+            dir,
+            mnt,
+            child,
+            log,
+            done,
+        };
+        m.spawn_watchdog();
+        m.wait_mounted();
+        m
+    }
+
+    fn spawn_watchdog(&self) {
+        let pid = self.child.id() as libc::pid_t;
+        let done = self.done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while start.elapsed() < WATCHDOG {
+                if done.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            if !done.load(Ordering::Relaxed) {
+                eprintln!("watchdog: killing the mount server {pid}: the test hung");
+                // SAFETY: kill(2) on the pid of our own child; no memory is involved.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+    }
+
+    fn wait_mounted(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !weft_fuse::is_mounted(&self.mnt) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.done.store(true, Ordering::Relaxed);
+                panic!("weft mount exited with {status}: {}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not mounted after 30 s: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// Unmounts and waits for the server to exit; returns whether it exited cleanly.
+    pub fn unmount(&mut self) -> bool {
+        let _ = weft_fuse::unmount(&self.mnt, true);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => {
+                    self.done.store(true, Ordering::Relaxed);
+                    return s.success();
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    self.done.store(true, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+pub fn cpath(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// The errno of a failed result (panics on success, naming what was expected).
+pub fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+/// The result of a libc call returning -1 on error.
+pub fn check(r: libc::c_int) -> io::Result<()> {
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs `sh -c script` as `uid`:`gid` with supplementary `groups`; returns (status, stderr).
+pub fn run_as(uid: u32, gid: u32, groups: &[u32], script: &str) -> (i32, String) {
+    let groups = if groups.is_empty() {
+        "--clear-groups".to_string()
+    } else {
+        format!(
+            "--groups={}",
+            groups
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(groups)
+        .args(["sh", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv (util-linux) is needed for permission tests");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits (bounded) until `f` holds; the kernel's caches make other mounts see changes
+/// within the attribute and entry timeouts.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
