@@ -339,6 +339,13 @@ async fn other_users_get_eacces_and_eperm_by_mode_owner_and_groups() {
         let dd = fs::metadata(m.path("home/d")).unwrap();
         assert_eq!(dd.mode() & 0o777, 0o750, "umask 027 applied");
         assert_eq!(fs::metadata(m.path("team/x")).unwrap().uid(), 1000);
+        // A write by a non-owner clears setuid and setgid.
+        fs::write(m.path("suid"), b"x").unwrap();
+        fs::set_permissions(m.path("suid"), fs::Permissions::from_mode(0o6777)).unwrap();
+        let (code, err) = run_as(1000, 1000, &[], &format!("echo more >> {mnt}/suid"));
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(fs::metadata(m.path("suid")).unwrap().mode() & 0o7777, 0o777);
+        assert_eq!(fs::read(m.path("suid")).unwrap(), b"xmore\n");
         // Sticky directory: others' files cannot be removed.
         fs::create_dir(m.path("tmp")).unwrap();
         fs::set_permissions(m.path("tmp"), fs::Permissions::from_mode(0o1777)).unwrap();
@@ -621,4 +628,55 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
     assert_eq!(read.unwrap(), b"from weft up");
     assert!(status.success(), "{}", up.log());
     assert!(up.log().contains("mounted at"), "{}", up.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writeback_cache_and_direct_io_mounts_keep_data_right() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let wb = FuseMount::start(&tc, "writeback_cache");
+    let dio = FuseMount::start(&tc, "direct_io");
+    tokio::task::spawn_blocking(move || {
+        // Write-only, unaligned partial pages: the kernel reads around them in this mode.
+        let p = wb.path("wb");
+        fs::write(&p, vec![b'a'; 10_000]).unwrap();
+        let mut f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.seek(SeekFrom::Start(4095)).unwrap();
+        f.write_all(b"XYZ").unwrap();
+        f.seek(SeekFrom::Start(12_000)).unwrap();
+        f.write_all(b"tail").unwrap();
+        drop(f);
+        let mut want = vec![b'a'; 10_000];
+        want[4095..4098].copy_from_slice(b"XYZ");
+        want.resize(12_000, 0);
+        want.extend_from_slice(b"tail");
+        assert!(fs::read(&p).unwrap() == want);
+        eventually(
+            "the direct_io mount reads what the writeback mount wrote",
+            || fs::read(dio.path("wb")).is_ok_and(|d| d == want),
+        );
+        // Two threads writing disjoint halves of one file through direct I/O.
+        let q = dio.path("n-to-1");
+        fs::File::create(&q).unwrap();
+        let chunk = 2 << 20;
+        let writers: Vec<_> = (0..2u8)
+            .map(|i| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    let mut f = fs::OpenOptions::new().write(true).open(&q).unwrap();
+                    f.seek(SeekFrom::Start(u64::from(i) * chunk as u64))
+                        .unwrap();
+                    f.write_all(&vec![b'0' + i; chunk]).unwrap();
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let got = fs::read(&q).unwrap();
+        assert_eq!(got.len(), 2 * chunk);
+        assert!(got[..chunk].iter().all(|&b| b == b'0'));
+        assert!(got[chunk..].iter().all(|&b| b == b'1'));
+    })
+    .await
+    .unwrap();
 }

@@ -181,6 +181,15 @@ struct Entry {
 }
 
 impl Shared {
+    /// The access a handle is opened with. In writeback-cache mode the kernel reads pages
+    /// it partly writes, even through a write-only descriptor, so such handles read too.
+    fn handle_access(&self, flags: i32) -> AccessMode {
+        match access_mode(flags) {
+            AccessMode::Write if self.opts.writeback_cache => AccessMode::ReadWrite,
+            a => a,
+        }
+    }
+
     fn fid(&self, ino: INodeNo) -> FsResult<Fid> {
         self.inodes.fid(ino.0).ok_or(Failed::code(libc::ESTALE))
     }
@@ -341,7 +350,7 @@ impl Shared {
         flags: i32,
         cred: Credentials,
     ) -> FsResult<(u64, FopenFlags)> {
-        let access = access_mode(flags);
+        let access = self.handle_access(flags);
         let opts = OpenOptions {
             access,
             create: None,
@@ -374,7 +383,7 @@ impl Shared {
     ) -> FsResult<(Entry, u64, FopenFlags)> {
         check_name(&name)?;
         let pfid = self.inodes.fid(parent).ok_or(Failed::code(libc::ESTALE))?;
-        let access = access_mode(flags);
+        let access = self.handle_access(flags);
         let opts = OpenOptions {
             access,
             create: Some(mode & 0o7777),
