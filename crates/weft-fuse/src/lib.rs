@@ -31,8 +31,14 @@
 //! dentry), and gives exactly the local errno (EACCES vs EPERM). A mount by root serves
 //! every user (`allow_other`).
 //!
-//! Close-to-open: `flush` (every `close(2)`) writes buffered data and records the size on
-//! the MDT, so a later open on any mount sees it, and write errors reach `close`.
+//! Close-to-open: `flush` (every `close(2)` of a writable descriptor) writes buffered data
+//! and records the size on the MDT, so a later open on any mount sees it, and write errors
+//! reach `close`. It uses [`weft_client::File::fsync`], which also makes the data durable on
+//! the OSTs: the library has no public flush-without-sync yet.
+//!
+//! Not yet: byte-range and `flock` locks are local to each kernel (no lock service on the
+//! MDT yet); fallocate grows the size but reserves no space, and punching holes is
+//! EOPNOTSUPP; `RENAME_WHITEOUT` is EINVAL.
 
 pub mod attr;
 pub mod creds;
