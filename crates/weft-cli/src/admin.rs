@@ -1,11 +1,16 @@
 //! Administration verbs with Lustre's spelling (`lfs`/`lctl`): pools, `df`, `get_param`
-//! and `set_param -P`, `top` today.
-//! They speak to the servers directly (`--mgs HOST:PORT`, or `HOST:PORT:/FSNAME`); verbs
-//! on paths inside a mount come with the FUSE client.
+//! and `set_param -P`, `top`, and on paths (inside a mount or `HOST:PORT:/FSNAME/PATH`,
+//! see [`fspath`]) `setstripe`, `getstripe`, `find` and `migrate`.
+//! Server-wide verbs speak to the servers directly (`--mgs HOST:PORT`, or
+//! `HOST:PORT:/FSNAME`).
 
 pub mod df;
+pub mod find;
+pub mod fspath;
+pub mod migrate;
 pub mod param;
 pub mod pool;
+pub mod stripe;
 pub mod top;
 
 use anyhow::{Context, Result, bail};

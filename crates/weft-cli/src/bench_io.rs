@@ -1,6 +1,9 @@
 //! `weft bench`: IOR-like and mdtest-like workloads through the client library, the way an
 //! application on a mount would drive it.
 //!
+//! The target is `HOST:PORT:/FSNAME[/DIR]` or a directory inside a mount: either way the
+//! workloads run through this process's own client library instance, in that directory.
+//!
 //! IOR mode: N tasks write `--block` bytes each in `--transfer`-sized calls, to a file per
 //! task or to disjoint regions of one shared file, close (which flushes), then read it all
 //! back; rates count from the first write to the last close. mdtest mode: N tasks create,
@@ -23,7 +26,7 @@ use weft_proto::mdt::{AccessMode, Credentials};
 /// Flags of `weft bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// The file system, as MGS_HOST:PORT:/FSNAME.
+    /// Where to run: MGS_HOST:PORT:/FSNAME[/DIR], or a directory inside a mount.
     #[arg(default_value = "127.0.0.1:9400:/weft")]
     pub fs: String,
     /// Which workloads: ior, mdtest or both.
@@ -123,21 +126,29 @@ fn progress(total: u64, what: &str) -> ProgressBar {
 
 /// Runs the chosen workloads and prints the figures.
 pub async fn run(args: BenchArgs) -> Result<()> {
-    let (mgs, fsname) = crate::admin::parse_fs_spec(&args.fs)?;
     if args.transfer > args.block {
         bail!("--transfer must not exceed --block");
     }
-    let client = Client::mount(&mgs, &fsname, ClientOptions::default())
+    let target = crate::admin::fspath::resolve(&args.fs)?;
+    let client = Client::mount(&target.mgs, &target.fsname, ClientOptions::default())
         .await
-        .with_context(|| format!("mounting {}", args.fs))?;
+        .with_context(|| format!("mounting {}", target.source))?;
+    let base = client
+        .resolve(&target.inner, true, &Credentials::root())
+        .await
+        .with_context(|| format!("{}: no such directory", target.display(&target.inner)))?;
+    if base.kind != weft_proto::mdt::FileKind::Directory {
+        bail!("{} is not a directory", target.display(&target.inner));
+    }
+    let base = base.fid;
     let jobid: Arc<str> = format!("weft-bench.{}", std::process::id()).into();
     let result = weft_rpc::jobid::with_jobid(Some(jobid), async {
         let mut result = BenchResult::default();
         if args.mode != "mdtest" {
-            result.ior = Some(ior(&client, &args).await?);
+            result.ior = Some(ior(&client, base, &args).await?);
         }
         if args.mode != "ior" {
-            result.mdtest = Some(mdtest(&client, &args).await?);
+            result.mdtest = Some(mdtest(&client, base, &args).await?);
         }
         anyhow::Ok(result)
     })
@@ -182,11 +193,11 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-async fn ior(client: &Arc<Client>, args: &BenchArgs) -> Result<IorResult> {
+async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorResult> {
     let cred = Credentials::root();
     let top = client
         .mkdir(
-            Fid::ROOT,
+            base,
             format!("bench-ior.{}", std::process::id()).as_bytes(),
             0o755,
             &cred,
@@ -302,7 +313,7 @@ async fn ior(client: &Arc<Client>, args: &BenchArgs) -> Result<IorResult> {
     }
     client
         .rmdir(
-            Fid::ROOT,
+            base,
             format!("bench-ior.{}", std::process::id()).as_bytes(),
             &cred,
         )
@@ -328,11 +339,11 @@ enum MdPhase {
     Remove,
 }
 
-async fn mdtest(client: &Arc<Client>, args: &BenchArgs) -> Result<MdtestResult> {
+async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<MdtestResult> {
     let cred = Credentials::root();
     let top_name = format!("bench-mdtest.{}", std::process::id());
     let top = client
-        .mkdir(Fid::ROOT, top_name.as_bytes(), 0o755, &cred)
+        .mkdir(base, top_name.as_bytes(), 0o755, &cred)
         .await?;
     let dirs = if args.shared_dir { 1 } else { args.threads };
     let mut dir_fids = Vec::new();
@@ -412,7 +423,7 @@ async fn mdtest(client: &Arc<Client>, args: &BenchArgs) -> Result<MdtestResult> 
             .rmdir(top.fid, format!("dir.{d}").as_bytes(), &cred)
             .await?;
     }
-    client.rmdir(Fid::ROOT, top_name.as_bytes(), &cred).await?;
+    client.rmdir(base, top_name.as_bytes(), &cred).await?;
     Ok(MdtestResult {
         tasks: args.threads,
         files_per_task: args.files,

@@ -4,6 +4,7 @@
 mod admin;
 mod bench_io;
 mod bench_md;
+mod client_node;
 mod cluster_view;
 mod metrics;
 mod mount;
@@ -46,11 +47,19 @@ enum Command {
     /// Read parameters and statistics (like `lctl get_param`).
     #[command(name = "get_param")]
     GetParam(admin::param::GetParamArgs),
-    /// Store parameters on the MGS (like `lctl set_param -P`).
+    /// Change client parameters on this node, or store them on the MGS with -P (like `lctl set_param`).
     #[command(name = "set_param")]
     SetParam(admin::param::SetParamArgs),
     /// Live view of every target's request rates, throughput and latency.
     Top(admin::top::TopArgs),
+    /// Set the layout of a new or empty file, or a directory's default (like `lfs setstripe`).
+    Setstripe(admin::stripe::SetStripeArgs),
+    /// Show layouts: components and objects per OST (like `lfs getstripe`).
+    Getstripe(admin::stripe::GetStripeArgs),
+    /// Find files by name, type, size, time and layout from bulk MDT scans (like `lfs find`).
+    Find(admin::find::FindArgs),
+    /// Re-stripe files online to a new layout, data verified (like `lfs migrate`).
+    Migrate(admin::migrate::MigrateArgs),
     /// IOR-like and mdtest-like workloads through the client library.
     Bench(bench_io::BenchArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
@@ -144,6 +153,10 @@ fn main() -> ExitCode {
             Command::GetParam(a) => admin::param::get(a).await,
             Command::SetParam(a) => admin::param::set(a).await,
             Command::Top(a) => admin::top::run(a).await,
+            Command::Setstripe(a) => admin::stripe::setstripe(a).await,
+            Command::Getstripe(a) => admin::stripe::getstripe(a).await,
+            Command::Find(a) => admin::find::run(a).await,
+            Command::Migrate(a) => admin::migrate::run(a).await,
         }
     });
     // Background tasks (connections, heartbeats) must not keep the process alive.

@@ -52,81 +52,11 @@ impl Metrics {
             .filter_map(|t| self.router.get(t))
             .map(|s| s.stats())
             .collect();
-        Self::render_requests(&stats, &mut out);
+        render_requests("weft", &stats, &mut out);
         Self::render_jobs(&stats, &mut out);
         self.render_mdts(&mut out);
         self.render_osts(&mut out);
         out
-    }
-
-    fn render_requests(stats: &[ServiceStats], out: &mut String) {
-        let counters: [OpCounter; 3] = [
-            (
-                "weft_requests_total",
-                "Requests handled, by target and operation.",
-                |o| o.count,
-            ),
-            (
-                "weft_request_errors_total",
-                "Requests answered with an error.",
-                |o| o.errors,
-            ),
-            (
-                "weft_request_bulk_bytes_total",
-                "Bulk bytes received and sent.",
-                |o| o.bulk_bytes,
-            ),
-        ];
-        for (name, help, get) in counters {
-            header(out, name, "counter", help);
-            for s in stats {
-                for op in &s.ops {
-                    sample(out, name, &labels(s.target, &op.name, None), get(op) as f64);
-                }
-            }
-        }
-        header(
-            out,
-            "weft_request_duration_seconds",
-            "histogram",
-            "Time to handle a request.",
-        );
-        for s in stats {
-            for op in &s.ops {
-                let mut cumulative = 0u64;
-                let last = op.buckets.len().saturating_sub(1);
-                for (i, n) in op.buckets.iter().enumerate() {
-                    cumulative += n;
-                    // Bucket i counts requests faster than 2^i microseconds; the last one
-                    // holds everything slower and becomes +Inf.
-                    let le = if i == last {
-                        "+Inf".to_string()
-                    } else {
-                        format!("{}", (1u64 << i) as f64 / 1e6)
-                    };
-                    let l = labels(s.target, &op.name, Some(&le));
-                    sample(
-                        out,
-                        "weft_request_duration_seconds_bucket",
-                        &l,
-                        cumulative as f64,
-                    );
-                }
-                let l = labels(s.target, &op.name, None);
-                sample(
-                    out,
-                    "weft_request_duration_seconds_sum",
-                    &l,
-                    op.sum_us as f64 / 1e6,
-                );
-                sample(
-                    out,
-                    "weft_request_duration_seconds_count",
-                    &l,
-                    op.count as f64,
-                );
-            }
-        }
     }
 
     fn render_jobs(stats: &[ServiceStats], out: &mut String) {
@@ -166,7 +96,7 @@ impl Metrics {
             .iter()
             .map(|m| (TargetId::mdt(m.index()), m.stats()))
             .collect();
-        let gauges: [Gauge; 5] = [
+        let gauges: [Gauge; 7] = [
             ("weft_mdt_directories", "Directories stored.", |s| s.dirs),
             ("weft_mdt_files", "Non-directory inodes stored.", |s| {
                 s.files
@@ -184,6 +114,16 @@ impl Metrics {
             ("weft_mdt_open_handles", "Open file handles.", |s| {
                 s.open_handles
             }),
+            (
+                "weft_mdt_locks_held",
+                "File locks held (records after merging).",
+                |s| s.locks_held,
+            ),
+            (
+                "weft_mdt_lock_waiters",
+                "Blocking lock requests waiting.",
+                |s| s.lock_waiters,
+            ),
         ];
         for (name, help, get) in gauges {
             header(out, name, "gauge", help);
@@ -218,6 +158,32 @@ impl Metrics {
                 &target_label(*t),
                 s.write_ops as f64,
             );
+        }
+        let lock_counters: [Gauge; 4] = [
+            ("weft_mdt_lock_grants_total", "File locks granted.", |s| {
+                s.lock_grants
+            }),
+            (
+                "weft_mdt_lock_waits_total",
+                "Blocking lock requests that had to wait.",
+                |s| s.lock_waits,
+            ),
+            (
+                "weft_mdt_lock_conflicts_total",
+                "Lock requests that met a conflicting lock.",
+                |s| s.lock_conflicts,
+            ),
+            (
+                "weft_mdt_lock_deadlocks_total",
+                "Lock waits refused with EDEADLK.",
+                |s| s.lock_deadlocks,
+            ),
+        ];
+        for (name, help, get) in lock_counters {
+            header(out, name, "counter", help);
+            for (t, s) in &stats {
+                sample(out, name, &target_label(*t), get(s) as f64);
+            }
         }
     }
 
@@ -278,11 +244,71 @@ impl Metrics {
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+/// Request counters and latency histograms of `stats`, as metrics named `{prefix}_requests_total`,
+/// `{prefix}_request_duration_seconds`, ... (servers use `weft`; a mounted client
+/// `weft_client`, whose durations are the time each request waited for its reply).
+pub fn render_requests(prefix: &str, stats: &[ServiceStats], out: &mut String) {
+    let counters: [OpCounter; 3] = [
+        (
+            "requests_total",
+            "Requests, by target and operation.",
+            |o| o.count,
+        ),
+        (
+            "request_errors_total",
+            "Requests answered with an error.",
+            |o| o.errors,
+        ),
+        (
+            "request_bulk_bytes_total",
+            "Bulk bytes received and sent.",
+            |o| o.bulk_bytes,
+        ),
+    ];
+    for (name, help, get) in counters {
+        let name = format!("{prefix}_{name}");
+        header(out, &name, "counter", help);
+        for s in stats {
+            for op in &s.ops {
+                sample(
+                    out,
+                    &name,
+                    &labels(s.target, &op.name, None),
+                    get(op) as f64,
+                );
+            }
+        }
+    }
+    let hist = format!("{prefix}_request_duration_seconds");
+    header(out, &hist, "histogram", "Time to handle a request.");
+    for s in stats {
+        for op in &s.ops {
+            let mut cumulative = 0u64;
+            let last = op.buckets.len().saturating_sub(1);
+            for (i, n) in op.buckets.iter().enumerate() {
+                cumulative += n;
+                // Bucket i counts requests faster than 2^i microseconds; the last one
+                // holds everything slower and becomes +Inf.
+                let le = if i == last {
+                    "+Inf".to_string()
+                } else {
+                    format!("{}", (1u64 << i) as f64 / 1e6)
+                };
+                let l = labels(s.target, &op.name, Some(&le));
+                sample(out, &format!("{hist}_bucket"), &l, cumulative as f64);
+            }
+            let l = labels(s.target, &op.name, None);
+            sample(out, &format!("{hist}_sum"), &l, op.sum_us as f64 / 1e6);
+            sample(out, &format!("{hist}_count"), &l, op.count as f64);
+        }
+    }
+}
+
+pub(crate) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
+pub(crate) fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
     let _ = writeln!(out, "{name}{{{labels}}} {value}");
 }
 
@@ -313,8 +339,20 @@ fn labels(target: Option<TargetId>, op: &str, le: Option<&str>) -> String {
     }
 }
 
+/// Anything that renders figures in the Prometheus text format.
+pub trait Render: Send + Sync + 'static {
+    /// The current figures.
+    fn render(&self) -> String;
+}
+
+impl Render for Metrics {
+    fn render(&self) -> String {
+        Metrics::render(self)
+    }
+}
+
 /// Serves `GET /metrics` on `addr` until the returned task is aborted.
-pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::JoinHandle<()>> {
+pub async fn serve<M: Render>(addr: &str, metrics: Arc<M>) -> Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen for metrics on {addr}"))?;
@@ -325,7 +363,7 @@ pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::Joi
                 Ok((stream, _)) => {
                     let metrics = metrics.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = answer(stream, &metrics).await {
+                        if let Err(e) = answer(stream, metrics.as_ref()).await {
                             tracing::debug!(error = %e, "metrics request failed");
                         }
                     });
@@ -340,7 +378,7 @@ pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<tokio::task::Joi
 }
 
 /// Reads one HTTP request head (bounded in size and time) and answers it.
-async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+async fn answer<M: Render>(mut stream: TcpStream, metrics: &M) -> std::io::Result<()> {
     let mut buf = vec![0u8; MAX_REQUEST];
     let mut len = 0;
     let head_complete = |b: &[u8]| b.windows(4).any(|w| w == b"\r\n\r\n");

@@ -39,6 +39,10 @@ pub struct MountArgs {
     /// With --daemon: where the background server logs (default: nowhere).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Serve the client's Prometheus metrics at http://HOST:PORT/metrics (also
+    /// `-o metrics=HOST:PORT`, for fstab).
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::parse_addr)]
+    pub metrics: Option<String>,
 }
 
 /// Flags of `weft umount`.
@@ -51,18 +55,31 @@ pub struct UmountArgs {
     pub lazy: bool,
 }
 
-fn options(list: &[String]) -> Result<MountOptions> {
+/// The FUSE mount options, and `metrics=HOST:PORT` taken out of them (it concerns this
+/// command, not the mount).
+fn options(list: &[String]) -> Result<(MountOptions, Option<String>)> {
     let mut o = MountOptions::default();
+    let mut metrics = None;
     for l in list {
-        o.apply(l).map_err(anyhow::Error::msg)?;
+        let mut rest = Vec::new();
+        for word in l.split(',') {
+            match word.strip_prefix("metrics=") {
+                Some(addr) => metrics = Some(crate::parse_addr(addr).map_err(anyhow::Error::msg)?),
+                None => rest.push(word),
+            }
+        }
+        if !rest.is_empty() {
+            o.apply(&rest.join(",")).map_err(anyhow::Error::msg)?;
+        }
     }
-    Ok(o)
+    Ok((o, metrics))
 }
 
 /// Runs `weft mount`.
 pub async fn run(args: MountArgs) -> Result<()> {
     let (mgs, fsname) = weft_fuse::parse_source(&args.source).map_err(anyhow::Error::msg)?;
-    let opts = options(&args.options)?;
+    let (opts, metrics_opt) = options(&args.options)?;
+    let metrics = args.metrics.clone().or(metrics_opt);
     if !args.mountpoint.is_dir() {
         bail!(
             "mount point {} is not a directory",
@@ -75,7 +92,14 @@ pub async fn run(args: MountArgs) -> Result<()> {
     let client = Client::mount(&mgs, &fsname, ClientOptions::default())
         .await
         .with_context(|| format!("cannot reach file system '{fsname}' at {mgs}"))?;
-    let served = serve(client, &args.source, &args.mountpoint, opts).await?;
+    let served = serve(
+        client,
+        &args.source,
+        &args.mountpoint,
+        opts,
+        metrics.as_deref(),
+    )
+    .await?;
     println!(
         "weft mount: {} mounted at {}",
         args.source,
@@ -89,15 +113,45 @@ pub struct Served {
     unmounter: weft_fuse::Unmounter,
     thread: tokio::task::JoinHandle<std::io::Result<()>>,
     mountpoint: PathBuf,
+    /// The client's control socket (`weft get_param`/`set_param` on this node).
+    _ctl: Option<crate::client_node::CtlSocket>,
+    /// The client's Prometheus endpoint, if asked for.
+    _metrics: Option<AbortOnDrop>,
 }
 
-/// Mounts `client` at `mountpoint` and serves it in the background.
+/// A background task stopped when its owner goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Mounts `client` at `mountpoint` and serves it in the background, with its control
+/// socket and, given `metrics`, a Prometheus endpoint there.
 pub async fn serve(
     client: Arc<Client>,
     source: &str,
     mountpoint: &Path,
     opts: MountOptions,
+    metrics: Option<&str>,
 ) -> Result<Served> {
+    let node = crate::client_node::ClientNode::new(client.clone(), source, mountpoint);
+    let metrics = match metrics {
+        Some(addr) => Some(AbortOnDrop(
+            crate::metrics::serve(addr, node.clone()).await?,
+        )),
+        None => None,
+    };
+    // Without the socket the mount still works; only node-local get_param misses it.
+    let ctl = match crate::client_node::serve_ctl(node) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(error = %e, "no client control socket");
+            None
+        }
+    };
     let rt = tokio::runtime::Handle::current();
     let (src, mp) = (source.to_string(), mountpoint.to_path_buf());
     // Mounting blocks until the kernel's first request: not on a reactor thread.
@@ -111,6 +165,8 @@ pub async fn serve(
         unmounter,
         thread,
         mountpoint: mountpoint.to_path_buf(),
+        _ctl: ctl,
+        _metrics: metrics,
     })
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 use weft_client::{Cluster, ClusterOptions};
-use weft_proto::TargetId;
+use weft_proto::{TargetId, TargetKind};
 use weft_rpc::{Router, Server, ServerOptions};
 
 /// How often a target tells the MGS it is alive.
@@ -56,7 +56,8 @@ pub async fn register(cluster: &Cluster, id: TargetId, uuid: Uuid, address: &str
 }
 
 /// Sends heartbeats for `targets` until the task is dropped; re-registers a target the MGS
-/// has forgotten (a reformatted MGS keeps working with running targets).
+/// has forgotten (a reformatted MGS keeps working with running targets). Also applies the
+/// MGS's stored server parameters (`set_param -P`) now and whenever they change.
 pub fn spawn_heartbeats(
     cluster: Arc<Cluster>,
     targets: Vec<(TargetId, Uuid)>,
@@ -65,8 +66,18 @@ pub fn spawn_heartbeats(
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
         tick.tick().await;
+        let mut changes = cluster.watch_config();
+        apply_server_params(&cluster, &targets);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                changed = changes.changed() => {
+                    if changed.is_ok() {
+                        apply_server_params(&cluster, &targets);
+                    }
+                    continue;
+                }
+            }
             for (id, uuid) in &targets {
                 if let Err(e) = cluster.mgs().heartbeat(*id, *uuid).await {
                     if e.errno() == weft_proto::Errno::NoEnt {
@@ -78,4 +89,41 @@ pub fn spawn_heartbeats(
             }
         }
     })
+}
+
+/// The server parameters that can be set at run time (`set_param -P`), by their last name.
+const SERVER_PARAMS: &[&str] = &["job_cleanup_interval"];
+
+/// Applies the MGS's stored settings that name a parameter of one of `targets`
+/// (`mdt.FS-MDT0000.job_cleanup_interval`, patterns like `*.job_cleanup_interval`).
+fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)]) {
+    let fs = cluster.fsname();
+    for (name, value) in &cluster.config().params {
+        let Some(last) = SERVER_PARAMS
+            .iter()
+            .find(|p| name.ends_with(&format!(".{p}")))
+        else {
+            continue;
+        };
+        let mine = targets.iter().any(|(id, _)| {
+            let prefix = match id.kind {
+                TargetKind::Mdt => "mdt",
+                TargetKind::Ost => "obdfilter",
+                TargetKind::Mgs => return false,
+            };
+            weft_client::params::glob_match(name, &format!("{prefix}.{fs}-{id}.{last}"))
+        });
+        if !mine {
+            continue;
+        }
+        match value.trim().parse::<u64>() {
+            Ok(secs) if (1..=7 * 86_400).contains(&secs) => {
+                weft_rpc::stats::set_job_cleanup_interval(secs);
+                tracing::info!(%name, secs, "applied a stored parameter");
+            }
+            _ => {
+                tracing::warn!(%name, %value, "ignoring a stored parameter: not 1..604800 seconds")
+            }
+        }
+    }
 }

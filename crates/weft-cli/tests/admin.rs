@@ -268,3 +268,43 @@ async fn top_shows_every_target_and_the_operations_running() {
     }
     assert!(out.contains("mkdir"), "the running mkdirs show: {out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_server_parameter_applies_now_and_after_a_restart() {
+    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    let mgs = tc.mgs_addr.clone();
+    let get = |pattern: &str| {
+        let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "-n", pattern]);
+        assert!(ok, "{err}");
+        out.trim().to_string()
+    };
+    assert_eq!(
+        get(&format!("mdt.{FSNAME}-MDT0000.job_cleanup_interval")),
+        "600"
+    );
+    let (ok, _, err) = weft(&[
+        "set_param",
+        "--mgs",
+        &mgs,
+        "-P",
+        "mdt.*.job_cleanup_interval=45",
+    ]);
+    assert!(ok, "{err}");
+    // The running MDS applies it; the OSS (another process) is not an MDT and keeps its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while get(&format!("mdt.{FSNAME}-MDT0000.job_cleanup_interval")) != "45" {
+        assert!(std::time::Instant::now() < deadline, "not applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        get(&format!("obdfilter.{FSNAME}-OST0000.job_cleanup_interval")),
+        "600"
+    );
+    // A restarted MDS applies it at start.
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    assert_eq!(
+        get(&format!("mdt.{FSNAME}-MDT0000.job_cleanup_interval")),
+        "45"
+    );
+}

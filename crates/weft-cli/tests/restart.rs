@@ -225,3 +225,61 @@ async fn a_dead_ost_surfaces_as_an_error_and_a_restarted_one_serves_again() {
     let (data, _) = eventually(|| ost.read(obj, 0, 5)).await;
     assert_eq!(&data[..], b"hello");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_changes_in_flight_across_an_mds_kill_all_succeed_once() {
+    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    let fs = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    let cred = Credentials::root();
+    let dir = fs
+        .mkdir(Fid::ROOT, b"stream", 0o755, &cred)
+        .await
+        .unwrap()
+        .fid;
+    // Four writers keep creating and renaming while the MDS is killed and restarted: every
+    // call must succeed (resent with its number; the MDT answers a resend of a change it
+    // made from its record instead of failing with EEXIST or ENOENT).
+    let mut writers = Vec::new();
+    for w in 0..4u32 {
+        let fs = fs.clone();
+        let cred = cred.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..150u32 {
+                let a = format!("w{w}.{i}");
+                fs.mkdir(dir, a.as_bytes(), 0o755, &cred).await?;
+                let b = format!("w{w}.{i}.renamed");
+                fs.rename(
+                    dir,
+                    a.as_bytes(),
+                    dir,
+                    b.as_bytes(),
+                    Default::default(),
+                    &cred,
+                )
+                .await?;
+            }
+            Ok::<_, weft_client::ClientError>(())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tc.mds.kill().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tc.mds.restart().unwrap();
+    for w in writers {
+        w.await.unwrap().unwrap();
+    }
+    let names: std::collections::BTreeSet<String> = fs
+        .cluster()
+        .mdt(0)
+        .unwrap()
+        .readdir_all(dir, &cred)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| String::from_utf8(e.name).unwrap())
+        .collect();
+    let want: std::collections::BTreeSet<String> = (0..4)
+        .flat_map(|w| (0..150).map(move |i| format!("w{w}.{i}.renamed")))
+        .collect();
+    assert_eq!(names, want);
+}

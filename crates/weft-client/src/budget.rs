@@ -40,6 +40,12 @@ impl Budget {
     pub fn capacity(&self) -> u64 {
         *self.capacity.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Permits held now.
+    pub fn in_use(&self) -> u64 {
+        let cap = self.capacity.lock().unwrap_or_else(|p| p.into_inner());
+        cap.saturating_sub(self.sem.available_permits() as u64)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,12 @@
 //! The client's data cache: 1 MiB pages of file data, least recently used out first,
 //! bounded by `llite.*.max_cached_mb`. Pages carry the file's data version at the time they
 //! were read; an open that finds a newer version drops them (close-to-open consistency).
+//!
+//! Each file also has a generation, bumped whenever its pages are dropped (a write, a
+//! truncate, a new data version). A fetch notes the generation before it asks the OSTs
+//! and stores its pages only if the generation is unchanged when the data arrives: a
+//! read-ahead that raced with a write must not put the bytes from before the write back
+//! into the cache after the write dropped them.
 
 use crate::params::{ClientParams, Param};
 use bytes::Bytes;
@@ -21,15 +27,45 @@ struct Inner {
     pages: HashMap<(Fid, u64), Page>,
     lru: BTreeMap<u64, (Fid, u64)>,
     versions: HashMap<Fid, u64>,
+    generations: HashMap<Fid, u64>,
     bytes: u64,
     tick: u64,
 }
+
+/// Pages being fetched, each with what wakes those waiting for it.
+type Pending = Mutex<HashMap<(Fid, u64), Arc<tokio::sync::Notify>>>;
 
 /// Cached file data shared by every open file of a client.
 pub struct DataCache {
     params: Arc<ClientParams>,
     inner: Mutex<Inner>,
+    /// Pages a read or read-ahead is fetching: others wait for them instead of fetching
+    /// the same bytes again.
+    pending: Arc<Pending>,
 }
+
+/// Marks pages as being fetched until dropped (when the fetch has stored them, or failed).
+pub struct Fetching {
+    pending: Arc<Pending>,
+    keys: Vec<(Fid, u64)>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Fetching {
+    fn drop(&mut self) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for k in &self.keys {
+            if p.get(k).is_some_and(|n| Arc::ptr_eq(n, &self.notify)) {
+                p.remove(k);
+            }
+        }
+        drop(p);
+        self.notify.notify_waiters();
+    }
+}
+
+/// Longest a reader waits for another's fetch of a page before fetching it itself.
+const FETCH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl DataCache {
     /// An empty cache bounded by the client's `max_cached_mb`.
@@ -37,6 +73,54 @@ impl DataCache {
         Self {
             params,
             inner: Mutex::new(Inner::default()),
+            pending: Arc::default(),
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<(Fid, u64), Arc<tokio::sync::Notify>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks pages `lo..=hi` of `fid` that nobody is fetching yet as being fetched by the
+    /// caller, until the returned mark is dropped (once they are stored).
+    pub fn begin_fetch(&self, fid: Fid, lo: u64, hi: u64) -> Fetching {
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let mut keys = Vec::new();
+        let mut p = self.pending();
+        for i in lo..=hi {
+            if let std::collections::hash_map::Entry::Vacant(e) = p.entry((fid, i)) {
+                e.insert(notify.clone());
+                keys.push((fid, i));
+            }
+        }
+        drop(p);
+        Fetching {
+            pending: self.pending.clone(),
+            keys,
+            notify,
+        }
+    }
+
+    /// Whether page `index` of `fid` is being fetched.
+    pub fn is_fetching(&self, fid: Fid, index: u64) -> bool {
+        self.pending().contains_key(&(fid, index))
+    }
+
+    /// Waits until nobody is fetching page `index` of `fid` (at most `FETCH_WAIT`).
+    pub async fn wait_fetch(&self, fid: Fid, index: u64) {
+        let Some(n) = self.pending().get(&(fid, index)).cloned() else {
+            return;
+        };
+        let woken = n.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        // The mark may have gone between the lookup and `enable`.
+        if self
+            .pending()
+            .get(&(fid, index))
+            .is_some_and(|m| Arc::ptr_eq(m, &n))
+        {
+            let _ = tokio::time::timeout(FETCH_WAIT, woken).await;
         }
     }
 
@@ -58,6 +142,11 @@ impl DataCache {
         g.versions.insert(fid, version);
     }
 
+    /// The file's generation: note it before fetching pages to [`insert`](Self::insert).
+    pub fn generation(&self, fid: Fid) -> u64 {
+        self.lock().generations.get(&fid).copied().unwrap_or(0)
+    }
+
     /// Page `index` of a file, if cached (and marks it used).
     pub fn get(&self, fid: Fid, index: u64) -> Option<Bytes> {
         let mut g = self.lock();
@@ -76,10 +165,15 @@ impl DataCache {
         self.lock().pages.contains_key(&(fid, index))
     }
 
-    /// Stores a page, evicting the least recently used pages beyond the limit.
-    pub fn insert(&self, fid: Fid, index: u64, data: Bytes) {
+    /// Stores a page fetched at `generation`, evicting the least recently used pages
+    /// beyond the limit; returns false (and stores nothing) if the file's pages were
+    /// dropped since, because the page may hold bytes from before a write.
+    pub fn insert(&self, fid: Fid, index: u64, data: Bytes, generation: u64) -> bool {
         let limit = self.params.mb(Param::MaxCachedMb);
         let mut g = self.lock();
+        if g.generations.get(&fid).copied().unwrap_or(0) != generation {
+            return false;
+        }
         g.tick += 1;
         let tick = g.tick;
         let len = data.len() as u64;
@@ -97,6 +191,7 @@ impl DataCache {
                 g.bytes -= p.data.len() as u64;
             }
         }
+        true
     }
 
     /// Drops the pages of `fid` that overlap `[start, end)`.
@@ -114,6 +209,8 @@ impl DataCache {
 }
 
 fn drop_pages(g: &mut Inner, fid: Fid, which: impl Fn(u64) -> bool) {
+    // Even when no page is held: a fetch in flight must not store what it read.
+    *g.generations.entry(fid).or_insert(0) += 1;
     let keys: Vec<(Fid, u64)> = g
         .pages
         .keys()
@@ -139,15 +236,29 @@ mod tests {
         let c = DataCache::new(params);
         let page = Bytes::from(vec![0u8; CACHE_PAGE as usize]);
         for i in 0..3 {
-            c.insert(Fid::ROOT, i, page.clone());
+            assert!(c.insert(Fid::ROOT, i, page.clone(), 0));
         }
         assert!(c.get(Fid::ROOT, 0).is_some()); // 0 is now the most recent
-        c.insert(Fid::ROOT, 3, page.clone());
+        assert!(c.insert(Fid::ROOT, 3, page.clone(), 0));
         assert!(c.bytes() <= 3 << 20);
         assert!(c.contains(Fid::ROOT, 0) && !c.contains(Fid::ROOT, 1));
         c.validate(Fid::ROOT, 7);
         assert!(c.contains(Fid::ROOT, 0), "first validation keeps pages");
         c.validate(Fid::ROOT, 8);
         assert_eq!(c.bytes(), 0, "a new data version drops the file's pages");
+    }
+
+    #[test]
+    fn a_fetch_that_raced_with_an_invalidation_stores_nothing() {
+        let c = DataCache::new(Arc::new(ClientParams::new("t")));
+        let page = Bytes::from(vec![7u8; 4096]);
+        let before = c.generation(Fid::ROOT);
+        // A write drops the range while the fetch is in flight (nothing cached yet).
+        c.invalidate_range(Fid::ROOT, 0, 10);
+        assert!(!c.insert(Fid::ROOT, 0, page.clone(), before));
+        assert!(!c.contains(Fid::ROOT, 0), "stale bytes must not be cached");
+        let now = c.generation(Fid::ROOT);
+        assert!(c.insert(Fid::ROOT, 0, page, now));
+        assert!(c.contains(Fid::ROOT, 0));
     }
 }

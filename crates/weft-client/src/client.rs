@@ -77,6 +77,32 @@ impl OpenOptions {
     }
 }
 
+/// Applies the MGS's stored parameters that name client knobs.
+fn apply_stored_params(cluster: &Cluster, params: &ClientParams) {
+    for (name, value) in &cluster.config().params {
+        if params.list(name).is_empty() {
+            continue;
+        }
+        if let Err(e) = params.set(name, value) {
+            tracing::warn!(%name, error = %e, "ignoring a stored parameter");
+        }
+    }
+}
+
+/// Re-applies stored parameters after every configuration change, until the client goes.
+async fn follow_stored_params(
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    cluster: std::sync::Weak<Cluster>,
+    params: std::sync::Weak<ClientParams>,
+) {
+    while changes.changed().await.is_ok() {
+        let (Some(c), Some(p)) = (cluster.upgrade(), params.upgrade()) else {
+            return;
+        };
+        apply_stored_params(&c, &p);
+    }
+}
+
 /// A mounted file system, without the kernel.
 pub struct Client {
     cluster: Arc<Cluster>,
@@ -99,16 +125,19 @@ impl Client {
         opts: ClientOptions,
     ) -> Result<Arc<Self>, ClientError> {
         let cluster = Cluster::connect(mgs, fsname, opts.cluster.clone()).await?;
-        let params = Arc::new(ClientParams::new(cluster.fsname()));
-        // Persistent settings (`set_param -P`) that name client knobs apply at mount.
-        for (name, value) in &cluster.config().params {
-            if params.list(name).is_empty() {
-                continue;
-            }
-            if let Err(e) = params.set(name, value) {
-                tracing::warn!(%name, error = %e, "ignoring a stored parameter");
-            }
-        }
+        // The instance name tells this client's parameters from other mounts' on the node
+        // (`osc.weft-1a2b3c4d.max_dirty_mb`), as Lustre's `llite.FSNAME-ffff...`.
+        let uuid = cluster.node_uuid().simple().to_string();
+        let instance = format!("{}-{}", cluster.fsname(), &uuid[..8]);
+        let params = Arc::new(ClientParams::new(&instance));
+        // Persistent settings (`set_param -P`) that name client knobs apply at mount, and
+        // again whenever the MGS configuration changes.
+        apply_stored_params(&cluster, &params);
+        tokio::spawn(follow_stored_params(
+            cluster.watch_config(),
+            Arc::downgrade(&cluster),
+            Arc::downgrade(&params),
+        ));
         let engine = Arc::new(IoEngine::new(
             cluster.clone(),
             params.clone(),
@@ -125,6 +154,11 @@ impl Client {
             dirty,
             readahead,
         }))
+    }
+
+    /// Bytes written by applications and not yet sent to the OSTs (within `max_dirty_mb`).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty.in_use() * KIB
     }
 
     /// The cluster view (configuration and per-target clients).
@@ -224,6 +258,7 @@ impl Client {
             return Ok(attr);
         };
         let mut size = attr.size;
+        let mut blocks = 0;
         let mut asks = Vec::new();
         for c in &layout.components {
             for (i, &ost) in c.osts.iter().enumerate() {
@@ -235,9 +270,12 @@ impl Client {
             let a = r?;
             if a.exists {
                 size = size.max(layout::file_end_for(c, stripe, a.size));
+                blocks += a.blocks;
             }
         }
         attr.size = size;
+        // The OSTs know the allocation exactly; the MDT only what writers last told it.
+        attr.blocks = blocks;
         Ok(attr)
     }
 

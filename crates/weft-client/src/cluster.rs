@@ -51,6 +51,8 @@ pub struct Cluster {
     transport: Arc<dyn Transport>,
     mgs: MgsClient,
     config: RwLock<Arc<FsConfig>>,
+    /// The version of `config`, for those who act on changes ([`Cluster::watch_config`]).
+    version: tokio::sync::watch::Sender<u64>,
     mdts: RwLock<HashMap<u32, Arc<MdtClient>>>,
     osts: RwLock<HashMap<u32, Arc<OstClient>>>,
 }
@@ -106,6 +108,7 @@ impl Cluster {
             opts,
             transport,
             mgs,
+            version: tokio::sync::watch::Sender::new(config.version),
             config: RwLock::new(Arc::new(config)),
             mdts: RwLock::default(),
             osts: RwLock::default(),
@@ -129,6 +132,12 @@ impl Cluster {
         &self.mgs
     }
 
+    /// Wakes its holder whenever a newer configuration has been fetched (the MGS announces
+    /// changes by callback; a poll every few seconds catches missed ones).
+    pub fn watch_config(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
     /// The configuration as last fetched.
     pub fn config(&self) -> Arc<FsConfig> {
         self.config
@@ -147,6 +156,11 @@ impl Cluster {
             }
             *cur = fresh.clone();
         }
+        self.version.send_if_modified(|v| {
+            let changed = *v != fresh.version;
+            *v = fresh.version;
+            changed
+        });
         // A target that re-registered elsewhere: later connections go to its new address.
         for t in &fresh.targets {
             let conn_addr = |c: &weft_rpc::Reconnecting| {
@@ -203,6 +217,27 @@ impl Cluster {
             .target(id)
             .map(|t| t.address.clone())
             .ok_or(ClientError::UnknownTarget(id))
+    }
+
+    /// The MDT and OST clients opened so far (for statistics), in index order.
+    pub fn open_targets(&self) -> (Vec<Arc<MdtClient>>, Vec<Arc<OstClient>>) {
+        let mut mdts: Vec<_> = self
+            .mdts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut osts: Vec<_> = self
+            .osts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        mdts.sort_by_key(|m| m.index());
+        osts.sort_by_key(|o| o.index());
+        (mdts, osts)
     }
 
     /// The client of MDT `index`.

@@ -41,8 +41,8 @@ struct ReadAhead {
 /// Strided records fetched ahead of a strided reader.
 const STRIDE_AHEAD: u64 = 4;
 
-/// A background flush: the objects it wrote, or its error.
-type Flush = JoinHandle<Result<Vec<(u32, ObjectId)>, ClientError>>;
+/// A background flush: the objects it wrote with their allocated blocks, or its error.
+type Flush = JoinHandle<Result<Vec<((u32, ObjectId), u64)>, ClientError>>;
 
 struct State {
     size: u64,
@@ -52,8 +52,19 @@ struct State {
     error: Option<WireError>,
     modified: bool,
     touched: BTreeSet<(u32, ObjectId)>,
+    /// 512-byte blocks of every object this handle wrote, as its last write reply said:
+    /// their sum is the file's `st_blocks` as far as this handle knows.
+    blocks: BTreeMap<(u32, ObjectId), u64>,
     ra: ReadAhead,
     closed: bool,
+}
+
+impl State {
+    /// The blocks this handle saw its objects take, if it wrote any: the MDT keeps the
+    /// largest figure it is told (other writers may know of other objects).
+    fn known_blocks(&self) -> Option<u64> {
+        (!self.blocks.is_empty()).then(|| self.blocks.values().sum())
+    }
 }
 
 /// An open file of a [`Client`].
@@ -62,7 +73,9 @@ pub struct File {
     fid: Fid,
     mdt: Arc<MdtClient>,
     handle: u64,
-    layout: Option<Layout>,
+    /// The layout as this handle knows it: replaced when a PFL component is instantiated
+    /// (by this handle, or seen instantiated by another client).
+    layout: std::sync::RwLock<Option<Arc<Layout>>>,
     access: AccessMode,
     append: bool,
     state: tokio::sync::Mutex<State>,
@@ -98,6 +111,7 @@ impl File {
             error: None,
             modified: false,
             touched: BTreeSet::new(),
+            blocks: BTreeMap::new(),
             ra: ReadAhead::default(),
             closed: false,
         };
@@ -106,7 +120,7 @@ impl File {
             fid: attr.fid,
             mdt,
             handle,
-            layout,
+            layout: std::sync::RwLock::new(layout.map(Arc::new)),
             access,
             append,
             state: tokio::sync::Mutex::new(state),
@@ -118,9 +132,36 @@ impl File {
         self.fid
     }
 
-    /// The file's layout.
-    pub fn layout(&self) -> Option<&Layout> {
-        self.layout.as_ref()
+    /// The MDT handle this file is open as.
+    pub(crate) fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// The file's layout, as this handle knows it.
+    pub fn layout(&self) -> Option<Arc<Layout>> {
+        self.layout
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Keeps `layout` if it is newer than the one this handle knows.
+    fn update_layout(&self, layout: Option<Layout>) {
+        let Some(new) = layout else { return };
+        let mut cur = self
+            .layout
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cur.as_ref().is_none_or(|c| c.generation < new.generation) {
+            *cur = Some(Arc::new(new));
+        }
+    }
+
+    /// Asks the MDT for the file's current layout.
+    async fn refresh_layout(&self) -> Result<Option<Arc<Layout>>, ClientError> {
+        let l = self.mdt.get_layout(self.fid).await?;
+        self.update_layout(l);
+        Ok(self.layout())
     }
 
     /// The size as this handle knows it (the size at open, grown by its own writes).
@@ -130,10 +171,40 @@ impl File {
 
     fn pieces(&self, offset: u64, len: u64) -> Result<Vec<Piece>, ClientError> {
         let layout = self
-            .layout
-            .as_ref()
+            .layout()
             .ok_or_else(|| errno(Errno::Io, "file has no layout"))?;
-        layout::map_range(layout, self.fid, offset, len).map_err(map_err)
+        layout::map_range(&layout, self.fid, offset, len).map_err(map_err)
+    }
+
+    /// Maps a range about to be written, first instantiating the PFL components it reaches
+    /// that have no OSTs yet.
+    async fn pieces_for_write(&self, offset: u64, len: u64) -> Result<Vec<Piece>, ClientError> {
+        match self.pieces(offset, len) {
+            Err(ClientError::Remote(e)) if e.errno == Errno::NotSup => {
+                let layout = self
+                    .mdt
+                    .instantiate(self.handle, offset, offset + len)
+                    .await?;
+                self.update_layout(layout);
+                self.pieces(offset, len)
+            }
+            other => other,
+        }
+    }
+
+    /// Reads `[offset, offset + len)` from the OSTs. Extents of components that are not
+    /// instantiated read as zeros, after checking once that no other client has
+    /// instantiated them since this handle learnt the layout.
+    async fn read_range(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+        let Some(mut layout) = self.layout() else {
+            return Err(errno(Errno::Io, "file has no layout"));
+        };
+        if layout::has_hole(&layout, offset, len)
+            && let Some(fresh) = self.refresh_layout().await?
+        {
+            layout = fresh;
+        }
+        read_layout_range(&self.client, &layout, self.fid, offset, len).await
     }
 
     fn check_open(&self, st: &State) -> Result<(), ClientError> {
@@ -148,7 +219,15 @@ impl File {
     async fn settle(&self, st: &mut State) {
         if let Some(task) = st.flushing.take() {
             match task.await {
-                Ok(Ok(objects)) => st.touched.extend(objects),
+                Ok(Ok(objects)) => {
+                    for (object, blocks) in objects {
+                        st.touched.insert(object);
+                        // Replies of one flush come in any order; allocation only grows
+                        // between truncates (which forget the map).
+                        let b = st.blocks.entry(object).or_insert(0);
+                        *b = (*b).max(blocks);
+                    }
+                }
                 Ok(Err(e)) => {
                     st.error.get_or_insert(e.into());
                 }
@@ -191,13 +270,8 @@ impl File {
                     let writes = layout_pieces
                         .iter()
                         .map(|(pieces, data)| client.engine().write(pieces, data, false));
-                    for (r, (pieces, _)) in futures::future::join_all(writes)
-                        .await
-                        .into_iter()
-                        .zip(&layout_pieces)
-                    {
-                        r?;
-                        touched.extend(pieces.iter().map(|p| (p.ost, p.object)));
+                    for r in futures::future::join_all(writes).await {
+                        touched.extend(r?.into_iter().map(|(ost, obj, a)| ((ost, obj), a.blocks)));
                     }
                     Ok(touched)
                 }
@@ -264,48 +338,60 @@ impl File {
         }
         st.ra.last_offset = offset;
         st.ra.last_end = end;
+        // Noted while no write of this handle can slip in: pages fetched from here on
+        // are cached only if no write or truncate dropped the file's pages meanwhile.
+        let generation = self.client.cache().generation(self.fid);
         let size = st.size;
         let window = st.ra.window;
         let strided = !sequential && st.ra.stride_hits >= 2 && ra_max > 0;
         let stride = st.ra.stride;
         drop(st);
         if strided {
-            let data = self.read_cached(offset, end, size).await?;
+            let data = self.read_cached(offset, end, size, generation).await?;
             let record = end - offset;
             let ahead = STRIDE_AHEAD.min(ra_max / record.max(1)).max(1);
             for k in 1..=ahead {
                 let a = offset.saturating_add(stride.saturating_mul(k));
                 let b = a.saturating_add(record).min(size);
                 if a < b {
-                    self.prefetch(a, b, size);
+                    self.prefetch(a, b, size, generation);
                 }
             }
             return Ok(data);
         }
         if window == 0 {
-            return self
-                .client
-                .engine()
-                .read(&self.pieces(offset, end - offset)?)
-                .await;
+            return self.read_range(offset, end - offset).await;
         }
         // Sequential: through the cache, then keep the window ahead full.
-        let data = self.read_cached(offset, end, size).await?;
+        let data = self.read_cached(offset, end, size, generation).await?;
         let ahead_end = end.saturating_add(window).min(size);
         let mut st = self.state.lock().await;
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
             drop(st);
-            self.prefetch(from, ahead_end, size);
+            self.prefetch(from, ahead_end, size, generation);
         }
         Ok(data)
     }
 
-    /// Reads `[offset, end)` from cache pages, fetching the missing ones in one pass.
-    async fn read_cached(&self, offset: u64, end: u64, size: u64) -> Result<Bytes, ClientError> {
+    /// Reads `[offset, end)` from cache pages, fetching the missing ones in one pass; they
+    /// are cached if the file's cache generation is still `generation`.
+    async fn read_cached(
+        &self,
+        offset: u64,
+        end: u64,
+        size: u64,
+        generation: u64,
+    ) -> Result<Bytes, ClientError> {
         let cache = self.client.cache();
         let (first, last) = (offset / CACHE_PAGE, (end - 1) / CACHE_PAGE);
+        // Pages read-ahead is fetching right now: wait for them rather than read them twice.
+        for i in first..=last {
+            if !cache.contains(self.fid, i) {
+                cache.wait_fetch(self.fid, i).await;
+            }
+        }
         let mut pages = Vec::new();
         let mut missing = Vec::new();
         for i in first..=last {
@@ -320,11 +406,8 @@ impl File {
         if let (Some(&lo), Some(&hi)) = (missing.first(), missing.last()) {
             let start = lo * CACHE_PAGE;
             let stop = ((hi + 1) * CACHE_PAGE).min(size);
-            let fetched = self
-                .client
-                .engine()
-                .read(&self.pieces(start, stop - start)?)
-                .await?;
+            let _fetching = cache.begin_fetch(self.fid, lo, hi);
+            let fetched = self.read_range(start, stop - start).await?;
             for i in lo..=hi {
                 let a = ((i - lo) * CACHE_PAGE) as usize;
                 let b = (a + CACHE_PAGE as usize).min(fetched.len());
@@ -332,7 +415,7 @@ impl File {
                     break;
                 }
                 let page = fetched.slice(a..b);
-                cache.insert(self.fid, i, page.clone());
+                cache.insert(self.fid, i, page.clone(), generation);
                 if let Some(slot) = pages.get_mut((i - first) as usize) {
                     *slot = Some(page);
                 }
@@ -353,9 +436,9 @@ impl File {
 
     /// Fetches `[start, end)` into the cache in the background, within the client's
     /// read-ahead budget; pages already cached are skipped, and nothing is fetched when the
-    /// budget is spent.
-    fn prefetch(&self, start: u64, end: u64, size: u64) {
-        let Some(layout) = self.layout.clone() else {
+    /// budget is spent, or when a write dropped the file's pages since `generation`.
+    fn prefetch(&self, start: u64, end: u64, size: u64, generation: u64) {
+        let Some(layout) = self.layout() else {
             return;
         };
         let fid = self.fid;
@@ -364,7 +447,7 @@ impl File {
         // stripe at once) and cut into pages without copying.
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for i in first..=last {
-            if self.client.cache().contains(fid, i) {
+            if self.client.cache().contains(fid, i) || self.client.cache().is_fetching(fid, i) {
                 continue;
             }
             match runs.last_mut() {
@@ -382,19 +465,19 @@ impl File {
             let Some(permit) = self.client.readahead_permit(b - a) else {
                 return;
             };
+            let fetching = self.client.cache().begin_fetch(fid, lo, hi);
             let (client, layout, jobid) = (self.client.clone(), layout.clone(), jobid.clone());
             tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
-                if let Ok(pieces) = layout::map_range(&layout, fid, a, b - a)
-                    && let Ok(data) = client.engine().read(&pieces).await
-                {
+                if let Ok(data) = read_layout_range(&client, &layout, fid, a, b - a).await {
                     for i in lo..=hi {
                         let x = ((i - lo) * CACHE_PAGE) as usize;
                         let y = (x + CACHE_PAGE as usize).min(data.len());
                         if x < y {
-                            client.cache().insert(fid, i, data.slice(x..y));
+                            client.cache().insert(fid, i, data.slice(x..y), generation);
                         }
                     }
                 }
+                drop(fetching);
                 drop(permit);
             }));
         }
@@ -438,7 +521,7 @@ impl File {
         }
         // Fail now, not at flush: the range must map to objects (no uninstantiated
         // component) and the OSTs must promise the space (grants).
-        let pieces = self.pieces(offset, len)?;
+        let pieces = self.pieces_for_write(offset, len).await?;
         self.client.engine().reserve(&pieces).await?;
         // Overlapping an extent already dirty: write that out first (keeps extents disjoint).
         let overlaps = st
@@ -483,7 +566,7 @@ impl File {
     fn flush_threshold(&self) -> u64 {
         let p = self.client.params();
         let stripes = self
-            .layout
+            .layout()
             .as_ref()
             .and_then(|l| l.components.first())
             .map_or(1, |c| c.osts.len().max(1)) as u64;
@@ -491,6 +574,53 @@ impl File {
         (p.rpc_bytes() * stripes * in_flight)
             .min(p.mb(Param::MaxDirtyMb) / 4)
             .max(CACHE_PAGE)
+    }
+
+    /// Writes buffered data to the OSTs and records the size (and the new data version) on
+    /// the MDT, keeping the file open; the OSTs are not asked to make it durable. This is
+    /// what `close(2)` needs: the next open on any client sees the bytes and the size
+    /// (close-to-open), and write errors reach the closer, without fsync's cost. Returns
+    /// the first write error since the last report.
+    pub async fn flush(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        self.flush_locked(&mut st).await?;
+        self.merge_size(&mut st).await
+    }
+
+    /// Records what this handle wrote on the MDT (size, times, data version), once per
+    /// batch of writes: a later close does not stamp the times again, so times set
+    /// explicitly after a flush (`cp -p`, `touch -d`) stay.
+    async fn merge_size(&self, st: &mut State) -> Result<(), ClientError> {
+        if st.modified {
+            self.mdt
+                .size_merge(self.handle, Some(st.size), st.known_blocks(), true)
+                .await?;
+            st.modified = false;
+        }
+        Ok(())
+    }
+
+    /// Writes this handle's buffered bytes to the OSTs and waits, recording nothing on the
+    /// MDT: a truncate made through another handle (or by path) must cut them, so it comes
+    /// first. A write error stays for this handle's next write, fsync or close.
+    pub async fn write_back(&self) {
+        let mut st = self.state.lock().await;
+        if st.closed {
+            return;
+        }
+        self.settle(&mut st).await;
+        self.start_flush(&mut st);
+        self.settle(&mut st).await;
+    }
+
+    /// Takes `size` as the file's size after a truncate made elsewhere (following
+    /// [`write_back`](Self::write_back)): [`size`](Self::size), later appends and the size
+    /// recorded at close start from it.
+    pub async fn size_changed(&self, size: u64) {
+        let mut st = self.state.lock().await;
+        st.size = size;
+        st.blocks.clear();
     }
 
     /// Writes buffered data, makes it durable on the OSTs and records the size on the MDT.
@@ -505,12 +635,7 @@ impl File {
         for r in futures::future::join_all(syncs).await {
             r?;
         }
-        if st.modified {
-            self.mdt
-                .size_merge(self.handle, Some(st.size), None, true)
-                .await?;
-        }
-        Ok(())
+        self.merge_size(&mut st).await
     }
 
     /// Sets the file's size: drops buffered data past it, punches every object to its share
@@ -519,8 +644,13 @@ impl File {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
         self.flush_locked(&mut st).await?;
+        // What was written before the truncate gets its data version now; the truncate
+        // itself sets size, times and version on the MDT.
+        self.merge_size(&mut st).await?;
+        // Another client may have instantiated components this handle has not seen.
+        let layout = self.refresh_layout().await?;
         self.client
-            .truncate_objects(self.fid, self.layout.as_ref(), size)
+            .truncate_objects(self.fid, layout.as_deref(), size)
             .await?;
         let set = weft_proto::mdt::SetAttr {
             size: Some(size),
@@ -531,7 +661,7 @@ impl File {
             .await?;
         self.client.cache().invalidate(self.fid);
         st.size = size;
-        st.modified = true;
+        st.blocks.clear();
         Ok(())
     }
 
@@ -543,7 +673,8 @@ impl File {
         let flushed = self.flush_locked(&mut st).await;
         st.closed = true;
         let size = st.modified.then_some(st.size);
-        let closed = self.mdt.close(self.handle, size, None, st.modified).await;
+        let blocks = st.modified.then(|| st.known_blocks()).flatten();
+        let closed = self.mdt.close(self.handle, size, blocks, st.modified).await;
         flushed.and(closed)
     }
 }
@@ -567,4 +698,30 @@ impl Drop for File {
             }
         }
     }
+}
+
+/// Reads `[offset, offset + len)` of file `fid` through `layout`: every instantiated extent
+/// from the OSTs at once, extents of uninstantiated components as zeros.
+async fn read_layout_range(
+    client: &Client,
+    layout: &Layout,
+    fid: Fid,
+    offset: u64,
+    len: u64,
+) -> Result<Bytes, ClientError> {
+    let spans = layout::map_sparse(layout, fid, offset, len).map_err(map_err)?;
+    if let [layout::Span::Data(pieces)] = spans.as_slice() {
+        return client.engine().read(pieces).await;
+    }
+    let reads = spans.iter().map(|span| async move {
+        match span {
+            layout::Span::Data(pieces) => client.engine().read(pieces).await,
+            layout::Span::Hole(n) => Ok(Bytes::from(vec![0u8; *n as usize])),
+        }
+    });
+    let mut out = BytesMut::with_capacity(len as usize);
+    for part in futures::future::join_all(reads).await {
+        out.extend_from_slice(&part?);
+    }
+    Ok(out.freeze())
 }

@@ -196,13 +196,13 @@ impl IoEngine {
     }
 
     /// Writes `data` (the concatenation of the pieces' bytes, in order) to the objects, all
-    /// OSTs at once. Returns the objects' attributes after the writes.
+    /// OSTs at once. Returns each RPC's OST, object, and the object's attributes after it.
     pub async fn write(
         self: &Arc<Self>,
         pieces: &[Piece],
         data: &Bytes,
         sync: bool,
-    ) -> Result<Vec<ObjectAttr>, ClientError> {
+    ) -> Result<Vec<(u32, weft_proto::ObjectId, ObjectAttr)>, ClientError> {
         let rpcs = self.rpcs(pieces);
         let base = pieces.first().map_or(0, |p| p.file_offset);
         let jobid = weft_rpc::jobid::current();
@@ -221,12 +221,13 @@ impl IoEngine {
                 jobid,
                 async move {
                     let _permit = engine.permit(p.ost).await?;
-                    engine
+                    let attr = engine
                         .with_retry(p.ost, |c| {
                             let chunk = chunk.clone();
                             async move { c.write(p.object, p.object_offset, chunk, sync).await }
                         })
-                        .await
+                        .await?;
+                    Ok((p.ost, p.object, attr))
                 },
             )));
         }

@@ -127,6 +127,53 @@ pub fn file_end_for(comp: &LayoutComponent, stripe: u32, object_size: u64) -> u6
         .saturating_add(1)
 }
 
+/// A run of a range mapped by [`map_sparse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Span {
+    /// Bytes held by objects.
+    Data(Vec<Piece>),
+    /// Bytes of a component with no objects yet: they read as zeros.
+    Hole(u64),
+}
+
+/// Whether `[offset, offset + len)` reaches a component that is not instantiated.
+pub fn has_hole(layout: &Layout, offset: u64, len: u64) -> bool {
+    if len == 0 {
+        return false;
+    }
+    let end = offset.saturating_add(len);
+    layout
+        .components
+        .iter()
+        .any(|c| c.start < end && offset < c.end && !c.is_instantiated())
+}
+
+/// Like [`map_range`], but extents of uninstantiated components become [`Span::Hole`]s
+/// instead of an error (for reads). Adjacent data pieces are kept in one span.
+pub fn map_sparse(layout: &Layout, fid: Fid, offset: u64, len: u64) -> Result<Vec<Span>, MapError> {
+    let end = offset.checked_add(len).ok_or(MapError::Overflow)?;
+    let mut out: Vec<Span> = Vec::new();
+    let mut x = offset;
+    while x < end {
+        let comp = layout.component_at(x).ok_or(MapError::Uncovered(x))?;
+        let stop = end.min(comp.end);
+        if comp.is_instantiated() {
+            let pieces = map_range(layout, fid, x, stop - x)?;
+            match out.last_mut() {
+                Some(Span::Data(p)) => p.extend(pieces),
+                _ => out.push(Span::Data(pieces)),
+            }
+        } else {
+            match out.last_mut() {
+                Some(Span::Hole(n)) => *n += stop - x,
+                _ => out.push(Span::Hole(stop - x)),
+            }
+        }
+        x = stop;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +189,7 @@ mod tests {
             stripe_count: osts.len() as i32,
             pool: None,
             osts,
+            object_fid: None,
         }
     }
 
@@ -211,6 +259,36 @@ mod tests {
                     prop_assert_eq!(p.object_offset + d, ooff);
                 }
             }
+        }
+
+        #[test]
+        fn sparse_spans_cover_the_range_and_agree_with_the_model(layout in arb_layout(), first_missing in any::<bool>(), offset in 0u64..3_000_000, len in 0u64..1_500_000) {
+            // Drop one component's OSTs: its bytes must come back as a hole, the other's as
+            // the same pieces map_range gives.
+            let mut layout = layout;
+            let gone = usize::from(!first_missing);
+            layout.components[gone].osts.clear();
+            let spans = map_sparse(&layout, Fid::ROOT, offset, len).unwrap();
+            let mut x = offset;
+            for span in &spans {
+                match span {
+                    Span::Hole(n) => {
+                        prop_assert!(*n > 0);
+                        prop_assert_eq!(layout.component_at(x).map(|c| c.is_instantiated()), Some(false));
+                        x += n;
+                    }
+                    Span::Data(pieces) => {
+                        for p in pieces {
+                            prop_assert_eq!(p.file_offset, x);
+                            let (cid, stripe, ooff) = naive(&layout, x);
+                            prop_assert_eq!((p.object.component, p.object.stripe, p.object_offset), (cid, stripe, ooff));
+                            x += p.len;
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(x, offset + len);
+            prop_assert_eq!(has_hole(&layout, offset, len), spans.iter().any(|s| matches!(s, Span::Hole(_))));
         }
 
         #[test]

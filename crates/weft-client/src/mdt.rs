@@ -4,10 +4,10 @@ use crate::error::ClientError;
 use bytes::Bytes;
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
-    Attr, Credentials, DirEntry, MdtReply, MdtRequest, OpenFlags, RenameFlags, SetAttr, StatFs,
-    XattrMode,
+    Attr, Credentials, DirEntry, MdtReply, MdtRequest, OpenFlags, RenameFlags, ScanEntry, SetAttr,
+    StatFs, XattrMode,
 };
-use weft_proto::{Fid, TargetId};
+use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::Reconnecting;
 
 /// What a create returns: the new inode, its layout and, if asked, an open handle.
@@ -35,7 +35,8 @@ pub struct Opened {
 /// How long a read request to an MDT is resent over a broken connection.
 pub const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether a request only reads, so sending it twice is harmless.
+/// Whether sending a request twice is harmless: reads, and the lock requests that do not
+/// wait (setting, releasing or cancelling the same lock twice gives the same locks).
 fn is_read(req: &MdtRequest) -> bool {
     matches!(
         req,
@@ -43,17 +44,60 @@ fn is_read(req: &MdtRequest) -> bool {
             | MdtRequest::GetAttr { .. }
             | MdtRequest::ReadLink { .. }
             | MdtRequest::ReadDir { .. }
+            | MdtRequest::ScanDir { .. }
             | MdtRequest::GetXattr { .. }
             | MdtRequest::ListXattr { .. }
             | MdtRequest::StatFs
             | MdtRequest::GetLayout { .. }
+            // Instantiating leaves instantiated components alone: a resend changes nothing.
+            | MdtRequest::Instantiate { .. }
+            | MdtRequest::GetLock { .. }
+            | MdtRequest::SetLock { wait: None, .. }
+            | MdtRequest::CancelLockWait { .. }
+            | MdtRequest::ReleaseLocks { .. }
     )
+}
+
+/// Lock requests: never numbered or resent by [`MdtClient::call`] (a broken connection
+/// released the locks; the lock code decides what to do).
+fn is_lock(req: &MdtRequest) -> bool {
+    matches!(
+        req,
+        MdtRequest::GetLock { .. }
+            | MdtRequest::SetLock { .. }
+            | MdtRequest::CancelLockWait { .. }
+            | MdtRequest::ReleaseLocks { .. }
+    )
+}
+
+/// Numbers of the requests that change state (see [`weft_rpc::resend`]).
+#[derive(Default)]
+struct Numbering {
+    next: u64,
+    /// Numbers sent and not answered yet.
+    outstanding: std::collections::BTreeSet<u64>,
+}
+
+/// Removes a number from the outstanding set when its call ends (or is dropped).
+struct Answered<'a>(&'a std::sync::Mutex<Numbering>, u64);
+
+impl Drop for Answered<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .outstanding
+            .remove(&self.1);
+    }
 }
 
 /// A client of one metadata target.
 pub struct MdtClient {
     index: u32,
     conn: Reconnecting,
+    /// Requests sent, by operation, with their wait times (Lustre's `mdc.*.stats`).
+    stats: weft_rpc::OpStatsTable,
+    numbering: std::sync::Mutex<Numbering>,
 }
 
 macro_rules! expect_reply {
@@ -71,7 +115,29 @@ macro_rules! expect_reply {
 impl MdtClient {
     /// Wraps a (reconnecting) connection to MDT `index`.
     pub fn new(index: u32, conn: Reconnecting) -> Self {
-        Self { index, conn }
+        Self {
+            index,
+            conn,
+            stats: weft_rpc::OpStatsTable::default(),
+            numbering: std::sync::Mutex::default(),
+        }
+    }
+
+    /// A number for a request that changes state, and the number below which every
+    /// request has been answered.
+    fn number(&self) -> (u64, u64) {
+        let mut n = self.numbering.lock().unwrap_or_else(|p| p.into_inner());
+        n.next += 1;
+        let seq = n.next;
+        let acked = n.outstanding.first().copied().unwrap_or(seq);
+        n.outstanding.insert(seq);
+        (seq, acked)
+    }
+
+    /// This client's requests to the MDT by operation: counts, errors and the time each
+    /// waited for its reply (`mdc.*.stats`, `req_waittime`).
+    pub fn stats(&self) -> Vec<weft_proto::handshake::OpStats> {
+        self.stats.snapshot()
     }
 
     /// The MDT's index.
@@ -84,23 +150,39 @@ impl MdtClient {
         &self.conn
     }
 
-    /// Sends any MDT request and returns the raw reply. Requests that read (lookup,
-    /// getattr, readdir, ...) are resent while the connection is broken, for up to
-    /// [`RESEND_FOR`]: an MDT restart is invisible to them. Requests that change the
-    /// namespace are sent once — resending them safely needs reply reconstruction on the
-    /// MDT, which does not exist yet.
+    /// Sends any MDT request and returns the raw reply. Every request but the lock ones is
+    /// resent while the connection is broken, for up to [`RESEND_FOR`], so an MDT restart
+    /// is invisible to it: reads as they are, and requests that change state with their
+    /// number, which the MDT answers from its reply record if it already did the change.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
         let start = std::time::Instant::now();
+        let r = if is_read(&req) || is_lock(&req) {
+            self.call_resending(&req, start).await
+        } else {
+            let (seq, acked) = self.number();
+            let _answered = Answered(&self.numbering, seq);
+            weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await
+        };
+        self.stats
+            .record(req.op_name(), start.elapsed(), r.is_err(), 0);
+        r
+    }
+
+    async fn call_resending(
+        &self,
+        req: &MdtRequest,
+        start: std::time::Instant,
+    ) -> Result<MdtReply, ClientError> {
         let mut delay = std::time::Duration::from_millis(50);
         loop {
-            let r = self.conn.call(&req, Bytes::new()).await.map(|(r, _)| r);
+            let r = self.conn.call(req, Bytes::new()).await.map(|(r, _)| r);
             match r {
                 Err(e)
                     if e.is_connection_error()
-                        && is_read(&req)
+                        && (!is_lock(req) || is_read(req))
                         && start.elapsed() + delay < RESEND_FOR =>
                 {
-                    tracing::debug!(mdt = self.index, error = %e, "resending a read request");
+                    tracing::debug!(mdt = self.index, op = req.op_name(), error = %e, "resending");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(std::time::Duration::from_secs(1));
                 }
@@ -456,5 +538,62 @@ impl MdtClient {
             cred: cred.clone(),
         };
         expect_reply!(self, req, "setlayout", MdtReply::Ok | MdtReply::Layout(_) | MdtReply::Template(_) => ())
+    }
+
+    /// A directory's default layout (`None` when it has none).
+    pub async fn get_default_layout(
+        &self,
+        fid: Fid,
+    ) -> Result<Option<LayoutTemplate>, ClientError> {
+        expect_reply!(self, MdtRequest::GetLayout { fid }, "getlayout", MdtReply::Template(t) => t)
+    }
+
+    /// Instantiates the components of an open file's layout overlapping `[start, end)`;
+    /// returns the layout after.
+    pub async fn instantiate(
+        &self,
+        handle: u64,
+        start: u64,
+        end: u64,
+    ) -> Result<Option<Layout>, ClientError> {
+        let req = MdtRequest::Instantiate { handle, start, end };
+        expect_reply!(self, req, "instantiate", MdtReply::Layout(l) => l)
+    }
+
+    /// One page of a directory scan (entries with attributes and layouts) after `cookie`.
+    pub async fn scan_dir(
+        &self,
+        fid: Fid,
+        cookie: u64,
+        max_entries: u32,
+        cred: &Credentials,
+    ) -> Result<(Vec<ScanEntry>, bool), ClientError> {
+        let req = MdtRequest::ScanDir {
+            fid,
+            cookie,
+            max_entries,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "scandir", MdtReply::Scanned { entries, eof } => (entries, eof))
+    }
+
+    /// Swaps the layouts of `fid` and the volatile copy open as `handle` (`weft migrate`);
+    /// returns `fid`'s new layout.
+    pub async fn swap_layouts(
+        &self,
+        fid: Fid,
+        volatile: Fid,
+        handle: u64,
+        data_version: u64,
+        cred: &Credentials,
+    ) -> Result<Option<Layout>, ClientError> {
+        let req = MdtRequest::SwapLayouts {
+            fid,
+            volatile,
+            handle,
+            data_version,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "swap_layouts", MdtReply::Layout(l) => l)
     }
 }

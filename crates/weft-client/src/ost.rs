@@ -4,19 +4,31 @@ use crate::error::ClientError;
 use bytes::Bytes;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
-use weft_proto::{ObjectId, TargetId};
+use weft_proto::{Message, ObjectId, TargetId};
 use weft_rpc::Reconnecting;
 
 /// A client of one object storage target.
 pub struct OstClient {
     index: u32,
     conn: Reconnecting,
+    /// Requests sent, by operation, with wait times and bulk bytes (`osc.*.stats`).
+    stats: weft_rpc::OpStatsTable,
 }
 
 impl OstClient {
     /// Wraps a (reconnecting) connection to OST `index`.
     pub fn new(index: u32, conn: Reconnecting) -> Self {
-        Self { index, conn }
+        Self {
+            index,
+            conn,
+            stats: weft_rpc::OpStatsTable::default(),
+        }
+    }
+
+    /// This client's requests to the OST by operation: counts, errors, wait times and bulk
+    /// bytes either way (`osc.*.stats`, `req_waittime`).
+    pub fn stats(&self) -> Vec<weft_proto::handshake::OpStats> {
+        self.stats.snapshot()
     }
 
     /// The OST's index.
@@ -30,13 +42,16 @@ impl OstClient {
     }
 
     async fn call(&self, req: OstRequest, bulk: Bytes) -> Result<(OstReply, Bytes), ClientError> {
-        self.conn
-            .call(&req, bulk)
-            .await
-            .map_err(|error| ClientError::Rpc {
-                target: TargetId::ost(self.index),
-                error,
-            })
+        let start = std::time::Instant::now();
+        let sent = bulk.len() as u64;
+        let r = self.conn.call(&req, bulk).await;
+        let received = r.as_ref().map_or(0, |(_, b)| b.len() as u64);
+        self.stats
+            .record(req.op_name(), start.elapsed(), r.is_err(), sent + received);
+        r.map_err(|error| ClientError::Rpc {
+            target: TargetId::ost(self.index),
+            error,
+        })
     }
 
     fn unexpected(&self, op: &'static str) -> ClientError {

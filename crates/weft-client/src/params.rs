@@ -1,7 +1,8 @@
 //! The client's tunables, readable and settable at run time under Lustre's names.
 //!
-//! One client has one value per knob (not one per OST), named with the file system as the
-//! instance: `osc.weft.max_rpcs_in_flight`, `llite.weft.max_read_ahead_mb`. Patterns with
+//! One client has one value per knob (not one per OST), named with the client's instance
+//! (file system name and a short id): `osc.weft-1a2b3c4d.max_rpcs_in_flight`,
+//! `llite.weft-1a2b3c4d.max_read_ahead_mb`. Patterns with
 //! `*` and `?` match those names (`osc.*.max_rpcs_in_flight`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,7 @@ struct Knob {
 
 /// The client's knobs.
 pub struct ClientParams {
-    fsname: String,
+    instance: String,
     knobs: [Knob; 6],
 }
 
@@ -63,8 +64,9 @@ pub enum ParamError {
 }
 
 impl ClientParams {
-    /// The defaults (Lustre's, where they make sense for one client).
-    pub fn new(fsname: &str) -> Self {
+    /// The defaults (Lustre's, where they make sense for one client); `instance` names the
+    /// client in every parameter (`osc.INSTANCE.max_dirty_mb`).
+    pub fn new(instance: &str) -> Self {
         let k = |prefix, name, min, max, value| Knob {
             prefix,
             name,
@@ -73,7 +75,7 @@ impl ClientParams {
             value: AtomicU64::new(value),
         };
         Self {
-            fsname: fsname.to_string(),
+            instance: instance.to_string(),
             knobs: [
                 k("osc", "max_rpcs_in_flight", 1, 256, 8),
                 k("osc", "max_pages_per_rpc", 16, 4096, 1024),
@@ -104,8 +106,13 @@ impl ClientParams {
         self.get(p) << 20
     }
 
+    /// The instance name of the client these knobs belong to.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
     fn full_name(&self, k: &Knob) -> String {
-        format!("{}.{}.{}", k.prefix, self.fsname, k.name)
+        format!("{}.{}.{}", k.prefix, self.instance, k.name)
     }
 
     /// Every knob whose full name matches `pattern`, with its value.

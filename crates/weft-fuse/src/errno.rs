@@ -30,7 +30,11 @@ impl From<ClientError> for Failed {
             | weft_proto::Errno::Range
             | weft_proto::Errno::Loop
             | weft_proto::Errno::Inval
-            | weft_proto::Errno::NotSup => {}
+            | weft_proto::Errno::NotSup
+            // Lock conflicts and interrupted lock waits.
+            | weft_proto::Errno::Again
+            | weft_proto::Errno::Intr
+            | weft_proto::Errno::DeadLk => {}
             _ => tracing::warn!(error = %e, errno = %errno, "request failed"),
         }
         Failed::code(errno.code())

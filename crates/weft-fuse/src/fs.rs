@@ -14,21 +14,22 @@ use crate::options::MountOptions;
 use fuser::{
     AccessFlags, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenAccMode, OpenFlags, RenameFlags as KRenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use weft_client::{Client, File, OpenOptions};
 use weft_proto::Fid;
 use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, FileKind, RenameFlags, SetAttr, TimeSet, XattrMode,
+    AccessMode, Attr, Credentials, DirEntry, FileKind, FileLock, LockKind, RenameFlags, SetAttr,
+    TimeSet, XattrMode,
 };
 
 /// Largest write the kernel sends (it caps FUSE requests at 256 pages by default).
@@ -44,6 +45,10 @@ struct OpenFile {
     ino: u64,
     file: File,
     writable: bool,
+    /// Set when a write through this handle returns: the handle may hold bytes that
+    /// reads through the file's other handles must see (cleared when they are written
+    /// back for such a read).
+    wrote: AtomicBool,
 }
 
 /// An open directory: the last page fetched from the MDT, so that the kernel's small
@@ -72,6 +77,8 @@ struct Shared {
     next_fh: AtomicU64,
     files: Mutex<HashMap<u64, Arc<OpenFile>>>,
     dirs: Mutex<HashMap<u64, Arc<OpenDir>>>,
+    locks: crate::locks::LockOwners,
+    jobids: crate::jobid::JobIds,
 }
 
 /// The weftfs FUSE file system: give it to a fuser session.
@@ -109,6 +116,26 @@ fn time_set(t: TimeOrNow) -> TimeSet {
 impl WeftFs {
     /// A file system over `client`, running its work on `rt`.
     pub fn new(client: Arc<Client>, opts: MountOptions, rt: tokio::runtime::Handle) -> Self {
+        // Job ids: the mount option, else the file system's stored setting (`set_param -P
+        // jobid_var=...`), else Lustre's defaults.
+        let stored = client.cluster().config();
+        let pick = |opt: &Option<String>, name: &str, default: &str| {
+            opt.clone()
+                .or_else(|| stored.params.get(name).cloned())
+                .unwrap_or_else(|| default.to_string())
+        };
+        let jobids = crate::jobid::JobIds::new(
+            &pick(
+                &opts.jobid_var,
+                "jobid_var",
+                crate::jobid::DEFAULT_JOBID_VAR,
+            ),
+            &pick(
+                &opts.jobid_name,
+                "jobid_name",
+                crate::jobid::DEFAULT_JOBID_NAME,
+            ),
+        );
         Self {
             shared: Arc::new(Shared {
                 client,
@@ -118,6 +145,8 @@ impl WeftFs {
                 next_fh: AtomicU64::new(1),
                 files: Mutex::new(HashMap::new()),
                 dirs: Mutex::new(HashMap::new()),
+                locks: crate::locks::LockOwners::default(),
+                jobids,
             }),
             rt,
         }
@@ -128,21 +157,30 @@ impl WeftFs {
     }
 
     /// Runs `work` on the runtime; `done` replies with its result.
-    fn spawn<T, F, R, D>(&self, work: impl FnOnce(Arc<Shared>) -> F, reply: R, done: D)
-    where
+    ///
+    /// Every request the work sends carries the job id of the calling process.
+    fn spawn<T, F, R, D>(
+        &self,
+        req: &Request,
+        work: impl FnOnce(Arc<Shared>) -> F,
+        reply: R,
+        done: D,
+    ) where
         F: Future<Output = FsResult<T>> + Send + 'static,
         T: Send + 'static,
         R: ErrorReply + Send + 'static,
         D: FnOnce(R, T, &Shared) + Send + 'static,
     {
         let shared = self.shared.clone();
+        let jobid = shared.jobids.get(req.pid(), req.uid(), req.gid());
         let fut = work(shared.clone());
-        self.rt.spawn(async move {
-            match fut.await {
-                Ok(v) => done(reply, v, &shared),
-                Err(Failed(e)) => reply.fail(e),
-            }
-        });
+        self.rt
+            .spawn(weft_rpc::jobid::with_jobid(jobid, async move {
+                match fut.await {
+                    Ok(v) => done(reply, v, &shared),
+                    Err(Failed(e)) => reply.fail(e),
+                }
+            }));
     }
 }
 
@@ -171,7 +209,8 @@ error_reply!(
     ReplyCreate,
     ReplyXattr,
     ReplyDirectory,
-    ReplyDirectoryPlus
+    ReplyDirectoryPlus,
+    ReplyLock
 );
 
 /// A found or made inode, ready to hand to the kernel.
@@ -279,16 +318,34 @@ impl Shared {
                 cred = Credentials::root();
             }
         }
+        if set.atime.is_some() || set.mtime.is_some() {
+            // Writes of this mount not yet recorded on the MDT would stamp the times at
+            // their flush, after (and over) the times set here (`cp -p`, `touch -d`).
+            for f in self.writers_of(ino) {
+                f.file.flush().await?;
+            }
+        }
         let mut truncated = false;
         if let Some(size) = set.size {
             let handle = match fh {
                 Some(fh) => self.file(fh).ok().filter(|f| f.writable),
                 None => None,
             };
-            if let Some(f) = handle {
+            // Every other writable handle of this mount (a process may keep many, and a
+            // descriptor closed while still mapped is released only at munmap): the
+            // truncate must cut the bytes it buffered, and its idea of the size must not
+            // show in stat or grow the file back at close.
+            let others: Vec<Arc<OpenFile>> = self
+                .writers_of(ino)
+                .into_iter()
+                .filter(|f| !handle.as_ref().is_some_and(|h| Arc::ptr_eq(h, f)))
+                .collect();
+            for f in &others {
+                f.file.write_back().await;
+            }
+            if let Some(f) = &handle {
                 // An open writable handle (ftruncate): the kernel checked the access.
                 f.file.truncate(size).await?;
-                set.size = None;
             } else {
                 self.client
                     .setattr(
@@ -300,11 +357,10 @@ impl Shared {
                         &cred,
                     )
                     .await?;
-                set.size = None;
-                // Handles of this mount would write their buffered bytes past the new end.
-                for f in self.writers_of(ino) {
-                    f.file.truncate(size).await?;
-                }
+            }
+            set.size = None;
+            for f in &others {
+                f.file.size_changed(size).await;
             }
             self.inodes.page_cache_changed(ino);
             truncated = true;
@@ -328,6 +384,7 @@ impl Shared {
                 ino,
                 file,
                 writable,
+                wrote: AtomicBool::new(false),
             }),
         );
         fh
@@ -461,6 +518,47 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// The lock request of a kernel `getlk`/`setlk` (see [`crate::locks`] for why every
+    /// lock is sent as POSIX).
+    fn file_lock(
+        &self,
+        owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+    ) -> FsResult<FileLock> {
+        Ok(FileLock {
+            kind: LockKind::Posix,
+            typ: crate::locks::lock_type(typ).ok_or(Failed::code(libc::EINVAL))?,
+            start,
+            end: crate::locks::from_kernel_end(end),
+            owner: owner.0,
+            pid,
+        })
+    }
+
+    /// Releases `owner`'s locks on `ino` if this mount ever locked it for that owner.
+    /// A failure is logged, not returned: it does not make the close fail, and it means
+    /// the connection to the MDT broke, which released the locks there anyway.
+    async fn release_locks(&self, ino: u64, owner: LockOwner) {
+        if !self.locks.take(ino, owner.0) {
+            return;
+        }
+        let Some(fid) = self.inodes.fid(ino) else {
+            return;
+        };
+        if let Err(e) = self
+            .client
+            .release_locks(fid, LockKind::Posix, owner.0)
+            .await
+        {
+            tracing::warn!(%fid, error = %e, "releasing locks at close failed");
+        }
+    }
+}
+
 impl Filesystem for WeftFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_WRITE);
@@ -474,7 +572,10 @@ impl Filesystem for WeftFs {
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_CACHE_SYMLINKS
             | InitFlags::FUSE_AUTO_INVAL_DATA
-            | InitFlags::FUSE_MAX_PAGES;
+            | InitFlags::FUSE_MAX_PAGES
+            // Locks are the MDT's, so that every mount sees the same ones.
+            | InitFlags::FUSE_POSIX_LOCKS
+            | InitFlags::FUSE_FLOCK_LOCKS;
         if self.shared.opts.writeback_cache {
             wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
@@ -494,6 +595,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move { s.lookup(parent.0, &name, &cred).await },
             reply,
             |r, e, s| s.reply_entry(r, e),
@@ -504,8 +606,9 @@ impl Filesystem for WeftFs {
         self.shared.inodes.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.spawn(
+            req,
             |s| async move {
                 let fid = s.fid(ino)?;
                 s.getattr(ino.0, fid).await
@@ -543,6 +646,7 @@ impl Filesystem for WeftFs {
             mtime: mtime.map(time_set),
         };
         self.spawn(
+            req,
             |s| async move {
                 let fid = s.fid(ino)?;
                 s.setattr(ino.0, fid, set, fh, cred).await
@@ -552,8 +656,9 @@ impl Filesystem for WeftFs {
         );
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         self.spawn(
+            req,
             |s| async move { Ok(s.client.readlink(s.fid(ino)?).await?) },
             reply,
             |r, t, _| r.data(&t),
@@ -576,6 +681,7 @@ impl Filesystem for WeftFs {
         // changes nothing, and keeps the rule true if that capability is ever asked for.
         let mode = mode & !(umask & 0o777);
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 let pfid = s.fid(parent)?;
@@ -603,6 +709,7 @@ impl Filesystem for WeftFs {
         let name = name.as_bytes().to_vec();
         let mode = mode & !(umask & 0o777) & 0o7777;
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 let pfid = s.fid(parent)?;
@@ -618,6 +725,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 Ok(s.client.unlink(s.fid(parent)?, &name, &cred).await?)
@@ -631,6 +739,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 Ok(s.client.rmdir(s.fid(parent)?, &name, &cred).await?)
@@ -652,6 +761,7 @@ impl Filesystem for WeftFs {
         let name = link_name.as_bytes().to_vec();
         let target = target.as_os_str().as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 if target.len() > weft_proto::SYMLINK_MAX {
@@ -682,6 +792,7 @@ impl Filesystem for WeftFs {
         let name = name.as_bytes().to_vec();
         let newname = newname.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 check_name(&newname)?;
@@ -714,6 +825,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let name = newname.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move {
                 check_name(&name)?;
                 let a = s
@@ -730,6 +842,7 @@ impl Filesystem for WeftFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let cred = self.cred(req);
         self.spawn(
+            req,
             |s| async move {
                 let fid = s.fid(ino)?;
                 s.open(ino.0, fid, flags.0, cred).await
@@ -741,7 +854,7 @@ impl Filesystem for WeftFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -751,8 +864,17 @@ impl Filesystem for WeftFs {
         reply: ReplyData,
     ) {
         self.spawn(
+            req,
             |s| async move {
                 let f = s.file(fh)?;
+                // Every write(2) that returned must be seen, including one made through
+                // another descriptor of this mount whose bytes that handle still buffers
+                // (the kernel's page cache hides this only while it keeps the pages).
+                for w in s.writers_of(f.ino) {
+                    if !Arc::ptr_eq(&w, &f) && w.wrote.swap(false, Ordering::AcqRel) {
+                        w.file.write_back().await;
+                    }
+                }
                 Ok(f.file.read_at(offset, u64::from(size)).await?)
             },
             reply,
@@ -762,7 +884,7 @@ impl Filesystem for WeftFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -775,10 +897,12 @@ impl Filesystem for WeftFs {
         // The request buffer is reused for the next request: the task gets a copy.
         let data = data.to_vec();
         self.spawn(
+            req,
             |s| async move {
                 let f = s.file(fh)?;
                 let len = u32::try_from(data.len()).map_err(|_| Failed::code(libc::EINVAL))?;
                 f.file.write_at(offset, &data).await?;
+                f.wrote.store(true, Ordering::Release);
                 Ok(len)
             },
             reply,
@@ -788,19 +912,23 @@ impl Filesystem for WeftFs {
 
     fn flush(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         // close(2): written data must be visible to the next open anywhere (close-to-open)
-        // and write errors must reach the closing process, so buffered data goes out now.
+        // and write errors must reach the closing process, so buffered data goes out now;
+        // durability is fsync's business. Closing any descriptor of a file also drops the
+        // process's POSIX locks on it; the kernel leaves that to us when locks are remote.
         self.spawn(
+            req,
             |s| async move {
+                s.release_locks(ino.0, lock_owner).await;
                 let f = s.file(fh)?;
                 if f.writable {
-                    f.file.fsync().await?;
+                    f.file.flush().await?;
                 }
                 Ok(())
             },
@@ -811,16 +939,23 @@ impl Filesystem for WeftFs {
 
     fn release(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         self.spawn(
-            |s| async move { s.release(fh.0).await },
+            req,
+            |s| async move {
+                // The last close of an open file description that took a flock.
+                if let Some(owner) = lock_owner {
+                    s.release_locks(ino.0, owner).await;
+                }
+                s.release(fh.0).await
+            },
             reply,
             |r, (), _| r.ok(),
         );
@@ -828,21 +963,23 @@ impl Filesystem for WeftFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
         self.spawn(
+            req,
             |s| async move { Ok(s.file(fh)?.file.fsync().await?) },
             reply,
             |r, (), _| r.ok(),
         );
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.spawn(
+            req,
             |s| async move {
                 let fid = s.fid(ino)?;
                 let fh = s.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -1003,8 +1140,9 @@ impl Filesystem for WeftFs {
         reply.ok();
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.spawn(
+            req,
             |s| async move { Ok(s.client.statfs().await?) },
             reply,
             |r, st, _| {
@@ -1037,6 +1175,7 @@ impl Filesystem for WeftFs {
         let name = name.as_bytes().to_vec();
         let value = value.to_vec();
         self.spawn(
+            req,
             |s| async move {
                 let mode = match flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) {
                     0 => XattrMode::Any,
@@ -1056,6 +1195,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move { Ok(s.client.getxattr(s.fid(ino)?, &name, &cred).await?) },
             reply,
             move |r, v, _| xattr_reply(r, &v, size),
@@ -1065,6 +1205,7 @@ impl Filesystem for WeftFs {
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let cred = self.cred(req);
         self.spawn(
+            req,
             |s| async move {
                 let names = s.client.listxattr(s.fid(ino)?, &cred).await?;
                 let mut out = Vec::new();
@@ -1083,6 +1224,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
         self.spawn(
+            req,
             |s| async move { Ok(s.client.removexattr(s.fid(ino)?, &name, &cred).await?) },
             reply,
             |r, (), _| r.ok(),
@@ -1094,6 +1236,7 @@ impl Filesystem for WeftFs {
         let cred = self.cred(req);
         let mask = (mask.bits() & 0o7) as u32;
         self.spawn(
+            req,
             |s| async move {
                 let a = s.client.getattr(s.fid(ino)?).await?;
                 if mask == 0 || may(&cred, &a, mask) {
@@ -1121,6 +1264,7 @@ impl Filesystem for WeftFs {
         let name = name.as_bytes().to_vec();
         let mode = mode & !(umask & 0o777);
         self.spawn(
+            req,
             |s| async move { s.create(parent.0, name, mode, flags, cred).await },
             reply,
             |r, (e, fh, f), s| {
@@ -1137,7 +1281,7 @@ impl Filesystem for WeftFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1146,6 +1290,7 @@ impl Filesystem for WeftFs {
         reply: ReplyEmpty,
     ) {
         self.spawn(
+            req,
             |s| async move {
                 let f = s.file(fh)?;
                 let end = offset
@@ -1163,6 +1308,74 @@ impl Filesystem for WeftFs {
                     libc::FALLOC_FL_KEEP_SIZE => Ok(()),
                     _ => Err(Failed::code(libc::EOPNOTSUPP)),
                 }
+            },
+            reply,
+            |r, (), _| r.ok(),
+        );
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        self.spawn(
+            req,
+            move |s| async move {
+                let lock = s.file_lock(lock_owner, start, end, typ, pid)?;
+                let holder = s.client.getlk(s.fid(ino)?, lock).await?;
+                Ok(holder.map_or((start, end, libc::F_UNLCK, 0), |h| {
+                    (
+                        h.start,
+                        crate::locks::to_kernel_end(h.end),
+                        crate::locks::kernel_type(h.typ),
+                        h.pid,
+                    )
+                }))
+            },
+            reply,
+            |r, (start, end, typ, pid), _| r.locked(start, end, typ, pid),
+        );
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let tid = req.pid();
+        self.spawn(
+            req,
+            move |s| async move {
+                let lock = s.file_lock(lock_owner, start, end, typ, pid)?;
+                let fid = s.fid(ino)?;
+                // Noted before asking, so that a close racing with the grant releases it.
+                s.locks.add(ino.0, lock_owner.0);
+                if sleep {
+                    let interrupted = crate::locks::interrupted(tid);
+                    s.client.setlkw(fid, lock, interrupted).await?;
+                } else {
+                    s.client.setlk(fid, lock).await?;
+                }
+                // Again after a grant: a close by another thread of the owner while this
+                // one waited has taken the note away, and the new lock needs it.
+                s.locks.add(ino.0, lock_owner.0);
+                Ok(())
             },
             reply,
             |r, (), _| r.ok(),

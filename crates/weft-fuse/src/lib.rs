@@ -11,7 +11,8 @@
 //!   groups from `/proc/<pid>/status` ([`creds`]); the umask is applied to create, mkdir and
 //!   mknod modes (the kernel already does so without `FUSE_DONT_MASK`; applying it again is
 //!   a no-op kept for the day that flag is asked for);
-//! - one errno mapping ([`errno`]) and the attribute conversion ([`attr`]).
+//! - one errno mapping ([`errno`]) and the attribute conversion ([`attr`]);
+//! - the job id of the calling process for every request it causes ([`jobid`]).
 //!
 //! Concurrency: fuser reads kernel requests on several threads (`threads=N`, one cloned
 //! `/dev/fuse` descriptor each); a handler only spawns a task on the client's tokio runtime
@@ -32,12 +33,21 @@
 //! every user (`allow_other`).
 //!
 //! Close-to-open: `flush` (every `close(2)` of a writable descriptor) writes buffered data
-//! and records the size on the MDT, so a later open on any mount sees it, and write errors
-//! reach `close`. It uses [`weft_client::File::fsync`], which also makes the data durable on
-//! the OSTs: the library has no public flush-without-sync yet.
+//! and records the size on the MDT ([`weft_client::File::flush`]), so a later open on any
+//! mount sees it, and write errors reach `close`; making it durable on the OSTs is left
+//! to `fsync`, as on a local file system. A truncate through one descriptor also cuts the
+//! other writable handles of the inode in this mount, and an explicit time change first
+//! records their writes, so that neither a later flush nor a close undoes it. Within the
+//! mount every `write(2)` that returned is seen by every later read: a read first writes
+//! back what the file's other handles buffered since.
 //!
-//! Not yet: byte-range and `flock` locks are local to each kernel (no lock service on the
-//! MDT yet); fallocate grows the size but reserves no space, and punching holes is
+//! Locks: `fcntl` byte-range locks and `flock` are held on the MDT ([`locks`]), so that
+//! every mount sees the same ones; a blocked `F_SETLKW` waits in a task, never a FUSE
+//! thread, and a signal to the waiting process cancels it. `flock` travels as a POSIX
+//! lock of its open file description (fuser hides the kernel's flag), so it conflicts
+//! with `fcntl` locks of other owners on the same file, as on NFS.
+//!
+//! Not yet: fallocate grows the size but reserves no space, and punching holes is
 //! EOPNOTSUPP; `RENAME_WHITEOUT` is EINVAL.
 
 pub mod attr;
@@ -45,6 +55,8 @@ pub mod creds;
 pub mod errno;
 pub mod fs;
 pub mod inodes;
+pub mod jobid;
+pub mod locks;
 pub mod mount;
 pub mod options;
 

@@ -30,6 +30,12 @@ pub struct MountOptions {
     pub max_background: u16,
     /// Kernel mount flags passed through (`dev`, `suid`, `noexec`, `noatime`, ...).
     pub kernel_flags: Vec<String>,
+    /// Where job ids come from (`jobid_var=NAME`, see [`crate::jobid`]); unset: the MGS's
+    /// stored `jobid_var`, else `SLURM_JOB_ID`.
+    pub jobid_var: Option<String>,
+    /// The fallback job id format (`jobid_name=FORMAT`); unset: the MGS's stored
+    /// `jobid_name`, else `%e.%u`.
+    pub jobid_name: Option<String>,
 }
 
 impl Default for MountOptions {
@@ -45,6 +51,8 @@ impl Default for MountOptions {
             read_only: false,
             max_background: 64,
             kernel_flags: Vec::new(),
+            jobid_var: None,
+            jobid_name: None,
         }
     }
 }
@@ -100,6 +108,8 @@ impl MountOptions {
                 ("allow_other", None) => self.allow_other = Some(true),
                 ("noallow_other", None) => self.allow_other = Some(false),
                 ("ro", None) => self.read_only = true,
+                ("jobid_var", Some(v)) if !v.is_empty() => self.jobid_var = Some(v.to_string()),
+                ("jobid_name", Some(v)) if !v.is_empty() => self.jobid_name = Some(v.to_string()),
                 ("threads", Some(v)) => {
                     self.threads = v
                         .parse()

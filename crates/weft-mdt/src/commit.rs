@@ -20,16 +20,35 @@ use weft_proto::{Errno, FidSeqRange, WireError};
 /// A write operation for the commit thread.
 #[derive(Debug)]
 pub(crate) enum WriteOp {
-    /// A client request that changes state (or must be ordered with changes: open).
-    Req(MdtRequest),
+    /// A client request that changes state (or must be ordered with changes: open), and
+    /// its client's number for it if it may be resent.
+    Req(MdtRequest, Origin),
     /// Close every handle of the connection.
     DropConn,
+    /// Keep the handles of a connection that broke for its client to take back when it
+    /// reconnects (they stay open: unlinked files they hold stay alive).
+    ParkConn(uuid::Uuid),
+    /// Close the client's handles parked before the given park number: it did not come back.
+    DropParked(uuid::Uuid, u64),
     /// Add FID sequences granted by the MGS.
     GrantSeq(FidSeqRange),
     /// Answers `Ok` if a FID can be allocated, `NeedSeq` otherwise.
     HasFids,
     /// Remove destroy-log records whose objects are all gone.
     DestroyDone(Vec<u64>),
+}
+
+/// Who sent a request: the client node, and its number for the request (see
+/// [`weft_rpc::resend`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The client's node UUID (nil when unknown): a client that reconnects may use the
+    /// handles it opened on its previous connection.
+    pub client: uuid::Uuid,
+    /// The request's number; 0 for a request that is not numbered.
+    pub seq: u64,
+    /// Every number below this has been answered.
+    pub acked: u64,
 }
 
 /// How an operation ended, as the commit thread reports it.
@@ -215,6 +234,17 @@ fn reload_meta(engine: &Engine) -> Result<Option<store::Meta>, StoreError> {
     store::get_meta(&t)
 }
 
+/// The open handle a request names, if any.
+fn handle_of(req: &MdtRequest) -> Option<u64> {
+    match req {
+        MdtRequest::Close { handle, .. }
+        | MdtRequest::SizeMerge { handle, .. }
+        | MdtRequest::Instantiate { handle, .. }
+        | MdtRequest::SwapLayouts { handle, .. } => Some(*handle),
+        _ => None,
+    }
+}
+
 /// Applies one operation.
 fn apply(
     engine: &mut Engine,
@@ -224,8 +254,30 @@ fn apply(
     op: &WriteOp,
 ) -> Result<MdtReply, Fail> {
     match op {
-        WriteOp::Req(req) => apply_req(engine, tx, fx, conn, req),
+        WriteOp::Req(req, n) if n.seq == 0 => apply_req(engine, tx, fx, conn, n.client, req),
+        WriteOp::Req(req, n) => {
+            if let Some(reply) = crate::replies::recorded(tx, n)? {
+                return crate::replies::reconstruct(engine, tx, fx, conn, req, reply);
+            }
+            // Record the reply only if the operation changed something: one that did not
+            // (a failed check, a plain open) is harmless to run again, and recording it
+            // would cost a commit.
+            let wrote_before = std::mem::take(&mut fx.wrote);
+            let r = apply_req(engine, tx, fx, conn, n.client, req);
+            if let Ok(reply) = &r
+                && fx.wrote
+            {
+                crate::replies::record(tx, n, reply)?;
+            }
+            fx.wrote |= wrote_before;
+            r
+        }
         WriteOp::DropConn => engine.drop_conn(tx, fx, conn),
+        WriteOp::ParkConn(client) => {
+            engine.handles().park(conn, *client);
+            Ok(MdtReply::Ok)
+        }
+        WriteOp::DropParked(client, before) => engine.drop_parked(tx, fx, *client, *before),
         WriteOp::GrantSeq(range) => {
             engine.grant(*range, fx);
             Ok(MdtReply::Ok)
@@ -252,8 +304,13 @@ fn apply_req(
     tx: &mut Tx<'_>,
     fx: &mut Effects,
     conn: u64,
+    client: uuid::Uuid,
     req: &MdtRequest,
 ) -> Result<MdtReply, Fail> {
+    // A handle this client opened on a connection that broke becomes this connection's.
+    if let Some(h) = handle_of(req) {
+        engine.handles().adopt(conn, client, h);
+    }
     match req {
         MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
         MdtRequest::Create {
@@ -345,14 +402,29 @@ fn apply_req(
             blocks,
             modified,
         } => engine.size_merge(tx, fx, conn, *handle, *size, *blocks, *modified),
+        MdtRequest::Instantiate { handle, start, end } => {
+            engine.instantiate(tx, fx, conn, *handle, *start, *end)
+        }
+        MdtRequest::SwapLayouts {
+            fid,
+            volatile,
+            handle,
+            data_version,
+            cred,
+        } => engine.swap_layouts(tx, fx, conn, *fid, *volatile, *handle, *data_version, cred),
         MdtRequest::Lookup { .. }
         | MdtRequest::GetAttr { .. }
         | MdtRequest::ReadLink { .. }
         | MdtRequest::ReadDir { .. }
+        | MdtRequest::ScanDir { .. }
         | MdtRequest::GetXattr { .. }
         | MdtRequest::ListXattr { .. }
         | MdtRequest::StatFs
-        | MdtRequest::GetLayout { .. } => {
+        | MdtRequest::GetLayout { .. }
+        | MdtRequest::GetLock { .. }
+        | MdtRequest::SetLock { .. }
+        | MdtRequest::CancelLockWait { .. }
+        | MdtRequest::ReleaseLocks { .. } => {
             Err(crate::error::fail(Errno::Proto, "not a write operation"))
         }
     }

@@ -27,6 +27,7 @@ pub(crate) struct Tx<'t> {
     pub xattrs: WTable<'t>,
     pub orphans: WTable<'t>,
     pub destroy: WTable<'t>,
+    pub replies: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
@@ -37,6 +38,7 @@ impl<'t> Tx<'t> {
             xattrs: txn.open_table(store::XATTRS)?,
             orphans: txn.open_table(store::ORPHANS)?,
             destroy: txn.open_table(store::DESTROY_LOG)?,
+            replies: txn.open_table(store::REPLIES)?,
         })
     }
 }

@@ -6,6 +6,7 @@
 //! report open counts.
 
 use std::collections::{BTreeSet, HashMap};
+use uuid::Uuid;
 use weft_proto::Fid;
 use weft_proto::mdt::AccessMode;
 
@@ -16,6 +17,10 @@ pub struct Handle {
     pub fid: Fid,
     /// How it was opened.
     pub access: AccessMode,
+    /// An unlinked inode this handle keeps alive: the file's layout as it was when the
+    /// handle opened, moved there by a layout swap (`weft migrate`). The client behind the
+    /// handle may still read those objects, so they are destroyed only after it closes.
+    pub pins: Option<Fid>,
 }
 
 /// Every open handle, by (connection id, handle id).
@@ -25,6 +30,10 @@ pub struct Handles {
     by_key: HashMap<(u64, u64), Handle>,
     by_conn: HashMap<u64, BTreeSet<u64>>,
     counts: HashMap<Fid, u32>,
+    /// Handles of connections that broke, by id: their client and park number. They still
+    /// count as open until taken back or dropped.
+    parked: HashMap<u64, (Uuid, u64, Handle)>,
+    parks: u64,
 }
 
 /// How to undo a change when the transaction it belonged to fails to commit.
@@ -34,6 +43,8 @@ pub enum Undo {
     Opened(u64, u64),
     /// A handle was removed.
     Closed(u64, u64, Handle),
+    /// A handle started pinning an inode.
+    Pinned(u64, u64),
 }
 
 impl Handles {
@@ -49,6 +60,43 @@ impl Handles {
         self.by_key.insert((conn, id), handle);
         self.by_conn.entry(conn).or_default().insert(id);
         *self.counts.entry(handle.fid).or_insert(0) += 1;
+        if let Some(p) = handle.pins {
+            *self.counts.entry(p).or_insert(0) += 1;
+        }
+    }
+
+    fn uncount(&mut self, fid: Fid) {
+        if let Some(n) = self.counts.get_mut(&fid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.counts.remove(&fid);
+            }
+        }
+    }
+
+    /// Makes every handle open on `fid` that pins nothing yet pin `pinned` (a layout swap
+    /// moved the layout those handles read to `pinned`); returns the undo records.
+    pub fn pin_readers(&mut self, fid: Fid, pinned: Fid) -> Vec<Undo> {
+        let keys: Vec<(u64, u64)> = self
+            .by_key
+            .iter()
+            .filter(|(_, h)| h.fid == fid && h.pins.is_none())
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &keys {
+            if let Some(h) = self.by_key.get_mut(k) {
+                h.pins = Some(pinned);
+            }
+            *self.counts.entry(pinned).or_insert(0) += 1;
+        }
+        keys.into_iter().map(|(c, i)| Undo::Pinned(c, i)).collect()
+    }
+
+    /// Whether any handle has `fid` open for writing.
+    pub fn has_writer(&self, fid: Fid) -> bool {
+        self.by_key
+            .values()
+            .any(|h| h.fid == fid && h.access != AccessMode::Read)
     }
 
     /// The handle `id` of connection `conn`.
@@ -65,13 +113,62 @@ impl Handles {
                 self.by_conn.remove(&conn);
             }
         }
-        if let Some(n) = self.counts.get_mut(&h.fid) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.counts.remove(&h.fid);
-            }
+        self.uncount(h.fid);
+        if let Some(p) = h.pins {
+            self.uncount(p);
         }
         Some(h)
+    }
+
+    /// Parks every handle of connection `conn` (which broke) for client `client` to take
+    /// back from a new connection; returns the park number. A nil client cannot come back:
+    /// nothing is parked.
+    pub fn park(&mut self, conn: u64, client: Uuid) -> u64 {
+        self.parks += 1;
+        if client.is_nil() {
+            return self.parks;
+        }
+        for id in self.of_conn(conn) {
+            if let Some(h) = self.by_key.remove(&(conn, id)) {
+                self.parked.insert(id, (client, self.parks, h));
+            }
+        }
+        self.by_conn.remove(&conn);
+        self.parks
+    }
+
+    /// The most recent park number.
+    pub fn last_park(&self) -> u64 {
+        self.parks
+    }
+
+    /// Makes parked handle `id` of `client` a handle of connection `conn` again.
+    pub fn adopt(&mut self, conn: u64, client: Uuid, id: u64) {
+        if client.is_nil() || self.parked.get(&id).is_none_or(|(c, _, _)| *c != client) {
+            return;
+        }
+        if let Some((_, _, h)) = self.parked.remove(&id) {
+            self.by_key.insert((conn, id), h);
+            self.by_conn.entry(conn).or_default().insert(id);
+        }
+    }
+
+    /// Takes the handles of `client` parked at or before park number `upto` out of the
+    /// parked set, as handles of connection `conn` (to be closed).
+    pub fn unpark_expired(&mut self, client: Uuid, upto: u64, conn: u64) -> Vec<u64> {
+        let ids: Vec<u64> = self
+            .parked
+            .iter()
+            .filter(|(_, (c, n, _))| *c == client && *n <= upto)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            if let Some((_, _, h)) = self.parked.remove(id) {
+                self.by_key.insert((conn, *id), h);
+                self.by_conn.entry(conn).or_default().insert(*id);
+            }
+        }
+        ids
     }
 
     /// The handle ids of connection `conn`.
@@ -87,9 +184,9 @@ impl Handles {
         self.counts.get(&fid).copied().unwrap_or(0)
     }
 
-    /// How many handles are open in all.
+    /// How many handles are open in all (parked ones included).
     pub fn len(&self) -> usize {
-        self.by_key.len()
+        self.by_key.len() + self.parked.len()
     }
 
     /// Reverts changes, newest first.
@@ -100,6 +197,11 @@ impl Handles {
                     self.close(conn, id);
                 }
                 Undo::Closed(conn, id, h) => self.insert(conn, id, h),
+                Undo::Pinned(conn, id) => {
+                    if let Some(p) = self.by_key.get_mut(&(conn, id)).and_then(|h| h.pins.take()) {
+                        self.uncount(p);
+                    }
+                }
             }
         }
     }

@@ -45,9 +45,12 @@
 //!
 //! # Known deviations from Linux
 //! No POSIX ACLs (`system.*` attributes are refused with EOPNOTSUPP); E2BIG is reported as
-//! ERANGE (the wire errno set has no E2BIG); `fs.protected_hardlinks` is not enforced;
-//! components of a composite (PFL) layout beyond the first are left uninstantiated and
-//! the protocol has no request yet to instantiate them on first write.
+//! ERANGE (the wire errno set has no E2BIG); `fs.protected_hardlinks` is not enforced.
+//!
+//! # Layouts after create
+//! Components of a composite (PFL) layout beyond the first are left uninstantiated until a
+//! client writes into their extent and sends `Instantiate`; `weft migrate` copies a file
+//! into a volatile file and swaps the layouts (`layouts.rs`).
 
 pub mod cluster;
 mod commit;
@@ -55,6 +58,8 @@ pub mod destroy;
 mod engine;
 pub mod error;
 mod handles;
+mod layouts;
+pub mod locks;
 mod mdt;
 pub mod memory;
 pub mod names;
@@ -62,6 +67,7 @@ mod namespace;
 pub mod perm;
 pub mod placement;
 mod reads;
+pub mod replies;
 pub mod service;
 pub mod store;
 
@@ -69,8 +75,10 @@ pub mod store;
 mod tests;
 
 pub use cluster::{BoxFuture, ClusterView, OstInfo};
+pub use commit::Origin;
 pub use destroy::DestroyConfig;
 pub use error::{MdtError, StoreError};
+pub use locks::{LockLimits, LockStats, LockTable};
 pub use mdt::{DB_FILE, Mdt, MdtOptions, MdtStats, SEQ_WIDTH};
 pub use memory::MemoryCluster;
 pub use service::MdtHandler;

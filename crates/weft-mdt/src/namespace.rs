@@ -256,6 +256,7 @@ impl Engine {
             Handle {
                 fid,
                 access: flags.access,
+                pins: None,
             },
         );
         fx.undo.push(Undo::Opened(conn, id));
@@ -379,6 +380,12 @@ impl Engine {
         ino.size = DIR_SIZE;
         ino.blocks = DIR_SIZE / 512;
         ino.parent = parent;
+        // A directory's default layout is inherited by new subdirectories (as in Lustre);
+        // the root's is not copied: it applies to every directory without one of its own,
+        // through the inheritance chain, and may change later.
+        if parent != Fid::ROOT {
+            ino.default_layout.clone_from(&dir.default_layout);
+        }
         self.put_inode(tx, fx, fid, &ino)?;
         let de = store::encode(&Dirent {
             fid,
@@ -977,6 +984,9 @@ impl Engine {
             .close(conn, handle)
             .ok_or_else(|| fail(Errno::BadF, "no such handle"))?;
         fx.undo.push(Undo::Closed(conn, handle, h));
+        if let Some(p) = h.pins {
+            self.destroy_if_unused(tx, fx, p)?;
+        }
         let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
             return Ok(MdtReply::Ok);
         };
@@ -1010,6 +1020,27 @@ impl Engine {
         };
         if merge_size(&mut ino, size, blocks, modified) {
             self.put_inode(tx, fx, h.fid, &ino)?;
+        }
+        Ok(MdtReply::Ok)
+    }
+
+    /// Closes the handles `client` left parked at or before park number `upto`: it did not
+    /// reconnect in time.
+    pub(crate) fn drop_parked(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        client: uuid::Uuid,
+        upto: u64,
+    ) -> Result<MdtReply, Fail> {
+        // Closed under a connection id no client has (ids start at 1).
+        const EXPIRED: u64 = 0;
+        let ids = self.handles().unpark_expired(client, upto, EXPIRED);
+        for id in ids {
+            match self.close(tx, fx, EXPIRED, id, None, None, false) {
+                Ok(_) | Err(Fail::Wire(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(MdtReply::Ok)
     }

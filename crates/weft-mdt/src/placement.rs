@@ -120,6 +120,7 @@ impl Placement {
                 stripe_count: c.stripe_count,
                 pool: c.pool.clone(),
                 osts: chosen,
+                object_fid: None,
             });
             start = c.end;
         }

@@ -11,11 +11,14 @@ use crate::store::{self, Dirent, Readable};
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
 use std::path::Path;
 use std::sync::Mutex;
-use weft_proto::mdt::{Credentials, DirEntry, FileKind, MdtReply, MdtRequest, StatFs};
+use weft_proto::mdt::{Credentials, DirEntry, FileKind, MdtReply, MdtRequest, ScanEntry, StatFs};
 use weft_proto::{Errno, Fid, NAME_MAX};
 
 /// Most entries in one readdir page, whatever the client asks.
 pub const READDIR_MAX_ENTRIES: usize = 4096;
+/// Most entries in one scan page: a layout can hold up to 2000 stripes (~10 KiB
+/// encoded), and 256 of those stay well inside the 4 MiB frame body limit.
+pub const SCAN_MAX_ENTRIES: u32 = 256;
 /// Budget of encoded bytes for one readdir page (well under the 4 MiB frame body limit).
 const READDIR_MAX_BYTES: usize = 2 << 20;
 /// Approximate encoded size of one entry besides its name (FID, kind, cookie, attributes).
@@ -76,6 +79,26 @@ pub(crate) fn run(
                 *plus,
                 cred,
             )
+            .map(|(entries, eof)| MdtReply::Entries { entries, eof })
+        }
+        MdtRequest::ScanDir {
+            fid,
+            cookie,
+            max_entries,
+            cred,
+        } => {
+            let dirents = r
+                .open_table(store::DIRENTS)
+                .map_err(crate::error::StoreError::from)?;
+            // Layouts make entries larger: a page holds fewer of them.
+            let max = (*max_entries).min(SCAN_MAX_ENTRIES);
+            let (page, eof) = readdir(&inodes, &dirents, handles, *fid, *cookie, max, true, cred)?;
+            let mut entries = Vec::with_capacity(page.len());
+            for entry in page {
+                let layout = store::get_inode(&inodes, entry.fid)?.and_then(|i| i.layout);
+                entries.push(ScanEntry { entry, layout });
+            }
+            Ok(MdtReply::Scanned { entries, eof })
         }
         MdtRequest::GetXattr { fid, name, cred } => {
             let xattrs = r
@@ -151,7 +174,7 @@ pub(crate) fn readdir(
     max_entries: u32,
     plus: bool,
     cred: &Credentials,
-) -> Result<MdtReply, Fail> {
+) -> Result<(Vec<DirEntry>, bool), Fail> {
     let dir = load(inodes, fid)?;
     if !dir.is_dir() {
         return Err(fail(Errno::NotDir, "not a directory"));
@@ -168,12 +191,7 @@ pub(crate) fn readdir(
     } else {
         match cookie.checked_add(1) {
             Some(c) => c,
-            None => {
-                return Ok(MdtReply::Entries {
-                    entries: Vec::new(),
-                    eof: true,
-                });
-            }
+            None => return Ok((Vec::new(), true)),
         }
     };
     let (start, end) = store::dirent_range(fid, from);
@@ -224,7 +242,7 @@ pub(crate) fn readdir(
             attr,
         });
     }
-    Ok(MdtReply::Entries { entries, eof })
+    Ok((entries, eof))
 }
 
 fn statfs(dir: &Path, used_inodes: u64) -> Result<MdtReply, Fail> {

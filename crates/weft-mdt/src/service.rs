@@ -1,5 +1,6 @@
 //! The RPC face of an MDT: adapts [`Mdt::execute`] to the transport's [`Handler`].
 
+use crate::locks::{Caller, LockTable};
 use crate::mdt::Mdt;
 use bytes::Bytes;
 use std::future::Future;
@@ -9,8 +10,10 @@ use weft_proto::handshake::Counter;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_rpc::{Handler, Peer};
 
-/// Serves MDT requests arriving over the transport. Open handles belong to the connection
-/// that opened them; when it closes, its handles are closed.
+/// Serves MDT requests arriving over the transport. Open handles and file locks belong to
+/// the connection that made them; when it breaks they are kept for the same client node's
+/// next connection for a grace period ([`Mdt::disconnect_client`]), then closed and
+/// released.
 #[derive(Debug, Clone)]
 pub struct MdtHandler {
     mdt: Arc<Mdt>,
@@ -40,11 +43,36 @@ impl Handler for MdtHandler {
     ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
         let mdt = self.mdt.clone();
         let conn = peer.conn_id;
-        async move { mdt.execute(conn, request).await.map(|r| (r, Bytes::new())) }
+        let client = peer.client_uuid;
+        let callbacks = peer.callbacks.clone();
+        async move {
+            // The transport marks the connection closed before it calls `disconnected`,
+            // so a lock request racing with the cleanup is refused, not left behind.
+            let closed = move || callbacks.is_closed();
+            // Locks this client held on a connection that broke become this one's.
+            mdt.locks().adopt(conn, client, &closed);
+            if LockTable::handles(&request) {
+                let caller = Caller {
+                    conn,
+                    client,
+                    closed: &closed,
+                };
+                return mdt
+                    .locks()
+                    .execute(&caller, request)
+                    .await
+                    .map(|r| (r, Bytes::new()));
+            }
+            let (seq, acked) = weft_rpc::resend::current();
+            let origin = crate::Origin { client, seq, acked };
+            mdt.execute_from(conn, origin, request)
+                .await
+                .map(|r| (r, Bytes::new()))
+        }
     }
 
     fn disconnected(&self, peer: &Peer) {
-        self.mdt.disconnect(peer.conn_id);
+        self.mdt.disconnect_client(peer.conn_id, peer.client_uuid);
     }
 
     fn counters(&self) -> Vec<Counter> {
@@ -57,6 +85,12 @@ impl Handler for MdtHandler {
             ("open_handles", s.open_handles),
             ("commits", s.commits),
             ("write_ops", s.write_ops),
+            ("locks_held", s.locks_held),
+            ("lock_waiters", s.lock_waiters),
+            ("lock_grants", s.lock_grants),
+            ("lock_waits", s.lock_waits),
+            ("lock_conflicts", s.lock_conflicts),
+            ("lock_deadlocks", s.lock_deadlocks),
         ]
         .into_iter()
         .map(|(name, value)| Counter {

@@ -10,6 +10,7 @@
 //! | `xattrs` | FID (16) + attribute name | version byte + raw value |
 //! | `orphans` | FID (16) | version byte (inodes unlinked while open) |
 //! | `destroy_log` | sequence (8) | [`DestroyRecord`] |
+//! | `replies` | client UUID (16) + request number (8) | [`crate::replies::Recorded`] |
 //! | `meta` | `"meta"` | [`Meta`] |
 
 use crate::error::StoreError;
@@ -39,6 +40,8 @@ pub const XATTRS: Def = TableDefinition::new("xattrs");
 pub const ORPHANS: Def = TableDefinition::new("orphans");
 /// Objects waiting to be destroyed on OSTs, by log sequence.
 pub const DESTROY_LOG: Def = TableDefinition::new("destroy_log");
+/// Replies of numbered requests, for answering resends.
+pub const REPLIES: Def = TableDefinition::new("replies");
 /// The MDT's identity and allocators.
 pub const META: Def = TableDefinition::new("meta");
 /// The key of the one record in [`META`].

@@ -1,7 +1,9 @@
 //! Tests that drive a whole MDT through [`crate::Mdt::execute`], without a network.
 
 mod harness;
+mod layout_changes;
 mod lifecycle;
 mod model;
 mod namespace_ops;
 mod readdir;
+mod resends;

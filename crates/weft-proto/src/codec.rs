@@ -17,6 +17,13 @@ pub trait Message: Serialize + DeserializeOwned {
 pub struct RequestHeader {
     /// The job the request belongs to (a batch job id, or `process.uid`), for job statistics.
     pub jobid: Option<String>,
+    /// For a request that changes state: its number among its client's such requests
+    /// (from 1), the same when it is resent, so a server that already did it answers with
+    /// the reply it recorded instead of doing it twice. 0: not resendable.
+    pub seq: u64,
+    /// Every request of this client numbered below this has been answered: the server may
+    /// forget their replies.
+    pub acked: u64,
 }
 
 /// Longest job id kept, in bytes; longer ones are cut (Lustre keeps 32).

@@ -64,6 +64,12 @@ pub enum Errno {
     Stale,
     /// Disk quota exceeded (EDQUOT, 122).
     DQuot,
+    /// Interrupted system call (EINTR, 4): a lock wait was cancelled.
+    Intr,
+    /// Resource deadlock avoided (EDEADLK, 35): a lock wait would close a cycle.
+    DeadLk,
+    /// No locks available (ENOLCK, 37): the per-client lock limit is reached.
+    NoLck,
 }
 
 impl Errno {
@@ -97,6 +103,9 @@ impl Errno {
             Errno::TimedOut => 110,
             Errno::Stale => 116,
             Errno::DQuot => 122,
+            Errno::Intr => 4,
+            Errno::DeadLk => 35,
+            Errno::NoLck => 37,
         }
     }
 
@@ -130,6 +139,9 @@ impl Errno {
             Errno::TimedOut => "ETIMEDOUT",
             Errno::Stale => "ESTALE",
             Errno::DQuot => "EDQUOT",
+            Errno::Intr => "EINTR",
+            Errno::DeadLk => "EDEADLK",
+            Errno::NoLck => "ENOLCK",
         }
     }
 }

@@ -48,6 +48,10 @@ pub struct LayoutComponent {
     pub pool: Option<String>,
     /// The OST of each stripe, in stripe order; empty until the component is instantiated.
     pub osts: Vec<u32>,
+    /// The FID the component's objects are named under when it is not the file's own: a
+    /// component moved to this file by a layout swap (`weft migrate`) keeps its objects.
+    #[serde(default)]
+    pub object_fid: Option<Fid>,
 }
 
 impl LayoutComponent {
@@ -59,7 +63,7 @@ impl LayoutComponent {
     /// The object holding stripe `stripe` of this component for file `fid`.
     pub fn object(&self, fid: Fid, stripe: u32) -> ObjectId {
         ObjectId {
-            fid,
+            fid: self.object_fid.unwrap_or(fid),
             component: self.id,
             stripe,
         }
@@ -232,6 +236,7 @@ mod tests {
             stripe_count: 2,
             pool: None,
             osts: vec![0, 1],
+            object_fid: None,
         }
     }
 

@@ -236,6 +236,68 @@ pub struct StatFs {
     pub namelen: u32,
 }
 
+/// Which family a lock belongs to. The two never conflict with each other, as on Linux:
+/// `fcntl` record locks are [`LockKind::Posix`], `flock(2)` locks are [`LockKind::Flock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockKind {
+    /// A POSIX byte-range (record) lock: `fcntl(F_SETLK/F_SETLKW/F_GETLK)`, OFD locks.
+    Posix,
+    /// A whole-file `flock(2)` lock.
+    Flock,
+}
+
+/// What a lock request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockType {
+    /// A shared lock (`F_RDLCK`, `LOCK_SH`).
+    Read,
+    /// An exclusive lock (`F_WRLCK`, `LOCK_EX`).
+    Write,
+    /// Release (`F_UNLCK`, `LOCK_UN`).
+    Unlock,
+}
+
+/// The end of a range that runs to the end of the file, however long it grows.
+pub const LOCK_TO_EOF: u64 = u64::MAX;
+
+/// A lock request on one file: who asks, for what, over which bytes.
+///
+/// The owner is the kernel's lock owner (a process's file table for POSIX locks, an open
+/// file description for `flock` and OFD locks), scoped by the connection it arrives on:
+/// the MDT knows the client by its handshake UUID, so two clients never share an owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLock {
+    /// POSIX or flock.
+    pub kind: LockKind,
+    /// Read, write or unlock.
+    pub typ: LockType,
+    /// First byte of the range.
+    pub start: u64,
+    /// Last byte of the range, inclusive; [`LOCK_TO_EOF`] for "to the end of the file".
+    pub end: u64,
+    /// The lock owner, unique within the client.
+    pub owner: u64,
+    /// The process asking, reported to others by `F_GETLK` (not part of the identity).
+    pub pid: u32,
+}
+
+/// A lock held by someone else, as `F_GETLK` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    /// Read or write.
+    pub typ: LockType,
+    /// First byte held.
+    pub start: u64,
+    /// Last byte held, inclusive ([`LOCK_TO_EOF`] to the end of the file).
+    pub end: u64,
+    /// The holder's process id on its client.
+    pub pid: u32,
+    /// The holder's client (its handshake UUID).
+    pub client: uuid::Uuid,
+    /// The holder's lock owner on that client.
+    pub owner: u64,
+}
+
 /// A request to a metadata target.
 // Variant fields are described in their variant's doc comment.
 #[allow(missing_docs)]
@@ -375,6 +437,54 @@ pub enum MdtRequest {
         template: Option<LayoutTemplate>,
         cred: Credentials,
     },
+    /// Chooses OSTs for every component of an open file's layout that overlaps
+    /// `[start, end)` and has none yet (first write into a PFL component). `handle` must be
+    /// open for writing on this connection. Already instantiated components are left as
+    /// they are, so a resent or racing request is harmless.
+    Instantiate { handle: u64, start: u64, end: u64 },
+    /// Like `ReadDir` with `plus`, and each entry's layout too: one page of what
+    /// `weft find` needs to evaluate every predicate without a request per file.
+    ScanDir {
+        fid: Fid,
+        cookie: u64,
+        max_entries: u32,
+        cred: Credentials,
+    },
+    /// Swaps the layouts of `fid` and `volatile` (`weft migrate`): `volatile` is an
+    /// unlinked file open on this connection (`handle`) holding a verified copy of `fid`'s
+    /// data. Refused with EBUSY when `fid`'s data version is no longer `data_version` or
+    /// `fid` is open for writing. Readers that opened `fid` before the swap keep reading its
+    /// old objects, which are destroyed only once they have closed.
+    SwapLayouts {
+        fid: Fid,
+        volatile: Fid,
+        handle: u64,
+        data_version: u64,
+        cred: Credentials,
+    },
+    /// The first lock of another owner that conflicts with `lock` (`F_GETLK`); answered
+    /// with [`MdtReply::Lock`].
+    GetLock { fid: Fid, lock: FileLock },
+    /// Takes, changes or releases a lock. Without `wait` a conflict fails at once with
+    /// EAGAIN (`F_SETLK`, `LOCK_NB`); with `wait` (an id unique on the connection) the
+    /// reply comes when the lock is granted (`F_SETLKW`), or EINTR after
+    /// [`MdtRequest::CancelLockWait`], or EDEADLK when waiting would close a cycle of
+    /// owners waiting for each other.
+    SetLock {
+        fid: Fid,
+        lock: FileLock,
+        wait: Option<u64>,
+    },
+    /// Stops a waiting `SetLock` of this connection: it answers EINTR (unless it was
+    /// granted first). Answered `Ok` either way.
+    CancelLockWait { wait: u64 },
+    /// Releases every lock of one kind `owner` holds on `fid` (a close: `flush` for POSIX
+    /// locks, the last close of an open file description for `flock`).
+    ReleaseLocks {
+        fid: Fid,
+        kind: LockKind,
+        owner: u64,
+    },
 }
 
 /// A metadata target's answer.
@@ -412,6 +522,20 @@ pub enum MdtReply {
     Layout(Option<Layout>),
     /// A directory's default layout template.
     Template(Option<LayoutTemplate>),
+    /// A page of a directory scan; `eof` when nothing follows.
+    Scanned { entries: Vec<ScanEntry>, eof: bool },
+    /// The conflicting lock `GetLock` found, or `None` when the lock could be taken.
+    Lock(Option<LockHolder>),
+}
+
+/// One entry of a directory scan: name, attributes and layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanEntry {
+    /// The entry (with attributes).
+    pub entry: DirEntry,
+    /// The inode's layout: a file's layout, or a directory's default (as one-component
+    /// layout templates are not layouts, directories carry `None`).
+    pub layout: Option<Layout>,
 }
 
 impl Message for MdtRequest {
@@ -439,6 +563,13 @@ impl Message for MdtRequest {
             MdtRequest::GetLayout { .. } => 219,
             MdtRequest::SetLayout { .. } => 220,
             MdtRequest::SizeMerge { .. } => 221,
+            MdtRequest::GetLock { .. } => 222,
+            MdtRequest::SetLock { .. } => 223,
+            MdtRequest::CancelLockWait { .. } => 224,
+            MdtRequest::ReleaseLocks { .. } => 225,
+            MdtRequest::Instantiate { .. } => 230,
+            MdtRequest::ScanDir { .. } => 231,
+            MdtRequest::SwapLayouts { .. } => 232,
         }
     }
 
@@ -466,6 +597,140 @@ impl Message for MdtRequest {
             MdtRequest::GetLayout { .. } => "getlayout",
             MdtRequest::SetLayout { .. } => "setlayout",
             MdtRequest::SizeMerge { .. } => "size_merge",
+            MdtRequest::GetLock { .. } => "getlk",
+            MdtRequest::SetLock { wait: None, .. } => "setlk",
+            MdtRequest::SetLock { wait: Some(_), .. } => "setlkw",
+            MdtRequest::CancelLockWait { .. } => "lock_cancel",
+            MdtRequest::ReleaseLocks { .. } => "lock_release",
+            MdtRequest::Instantiate { .. } => "instantiate",
+            MdtRequest::ScanDir { .. } => "scandir",
+            MdtRequest::SwapLayouts { .. } => "swap_layouts",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+    use proptest::prelude::*;
+
+    fn kind() -> impl Strategy<Value = LockKind> {
+        prop_oneof![Just(LockKind::Posix), Just(LockKind::Flock)]
+    }
+
+    fn typ() -> impl Strategy<Value = LockType> {
+        prop_oneof![
+            Just(LockType::Read),
+            Just(LockType::Write),
+            Just(LockType::Unlock)
+        ]
+    }
+
+    fn file_lock() -> impl Strategy<Value = FileLock> {
+        (
+            kind(),
+            typ(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u32>(),
+        )
+            .prop_map(|(kind, typ, start, end, owner, pid)| FileLock {
+                kind,
+                typ,
+                start,
+                end,
+                owner,
+                pid,
+            })
+    }
+
+    fn fid() -> impl Strategy<Value = Fid> {
+        (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(seq, oid, ver)| Fid { seq, oid, ver })
+    }
+
+    fn lock_request() -> impl Strategy<Value = MdtRequest> {
+        prop_oneof![
+            (fid(), file_lock()).prop_map(|(fid, lock)| MdtRequest::GetLock { fid, lock }),
+            (fid(), file_lock(), any::<Option<u64>>())
+                .prop_map(|(fid, lock, wait)| MdtRequest::SetLock { fid, lock, wait }),
+            any::<u64>().prop_map(|wait| MdtRequest::CancelLockWait { wait }),
+            (fid(), kind(), any::<u64>()).prop_map(|(fid, kind, owner)| MdtRequest::ReleaseLocks {
+                fid,
+                kind,
+                owner
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn lock_requests_round_trip(req in lock_request()) {
+            let body = encode(&req).unwrap();
+            let back: MdtRequest = decode(&body).unwrap();
+            prop_assert!((222..=229).contains(&back.opcode()));
+            prop_assert_eq!(back, req);
+        }
+
+        #[test]
+        fn lock_replies_round_trip(typ in typ(), start in any::<u64>(), end in any::<u64>(),
+                                   pid in any::<u32>(), owner in any::<u64>(), some in any::<bool>()) {
+            let holder = LockHolder { typ, start, end, pid, client: uuid::Uuid::from_u64_pair(owner, 7), owner };
+            let reply = MdtReply::Lock(some.then_some(holder));
+            let body = encode(&reply).unwrap();
+            prop_assert_eq!(decode::<MdtReply>(&body).unwrap(), reply);
+        }
+
+        #[test]
+        fn truncated_lock_requests_never_decode_silently(req in lock_request(), cut in any::<prop::sample::Index>()) {
+            let body = encode(&req).unwrap();
+            let cut = cut.index(body.len());
+            // A strict prefix never decodes to the request (and never panics).
+            let got = decode::<MdtRequest>(&body[..cut]).ok();
+            prop_assert_ne!(got, Some(req));
+        }
+    }
+
+    #[test]
+    fn lock_opcodes_are_distinct_and_named() {
+        let fid = Fid::ROOT;
+        let lock = FileLock {
+            kind: LockKind::Posix,
+            typ: LockType::Write,
+            start: 0,
+            end: LOCK_TO_EOF,
+            owner: 1,
+            pid: 2,
+        };
+        let reqs = [
+            MdtRequest::GetLock { fid, lock },
+            MdtRequest::SetLock {
+                fid,
+                lock,
+                wait: None,
+            },
+            MdtRequest::CancelLockWait { wait: 1 },
+            MdtRequest::ReleaseLocks {
+                fid,
+                kind: LockKind::Flock,
+                owner: 1,
+            },
+        ];
+        let ops: std::collections::BTreeSet<u16> = reqs.iter().map(Message::opcode).collect();
+        assert_eq!(
+            ops.into_iter().collect::<Vec<_>>(),
+            vec![222, 223, 224, 225]
+        );
+        assert_eq!(
+            MdtRequest::SetLock {
+                fid,
+                lock,
+                wait: Some(3)
+            }
+            .op_name(),
+            "setlkw"
+        );
+        assert_eq!(reqs[1].op_name(), "setlk");
     }
 }

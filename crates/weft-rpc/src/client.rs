@@ -163,11 +163,22 @@ impl Connection {
         req: &Req,
         bulk: Bytes,
     ) -> Result<(Rep, Bytes), RpcError> {
+        self.call_with_timeout(req, bulk, self.opts.request_timeout)
+            .await
+    }
+
+    /// Like [`Connection::call`] with its own deadline instead of the connection's
+    /// `request_timeout`: for requests the server answers only when something happens
+    /// (a blocking lock), which may be much later. `Duration::MAX` waits for as long as
+    /// the connection lives.
+    pub async fn call_with_timeout<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        req: &Req,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<(Rep, Bytes), RpcError> {
         let (op, body) = conn::encode_request(req)?;
-        let frame = self
-            .endpoint
-            .request(op, 0, body, bulk, self.opts.request_timeout)
-            .await?;
+        let frame = self.endpoint.request(op, 0, body, bulk, timeout).await?;
         conn::decode_reply(frame)
     }
 
@@ -327,8 +338,19 @@ impl Reconnecting {
         req: &Req,
         bulk: Bytes,
     ) -> Result<(Rep, Bytes), RpcError> {
+        self.call_with_timeout(req, bulk, self.opts.request_timeout)
+            .await
+    }
+
+    /// [`Reconnecting::call`] with its own deadline (see [`Connection::call_with_timeout`]).
+    pub async fn call_with_timeout<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        req: &Req,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<(Rep, Bytes), RpcError> {
         let c = self.connection().await?;
-        let r = c.call(req, bulk).await;
+        let r = c.call_with_timeout(req, bulk, timeout).await;
         if r.as_ref().is_err_and(RpcError::is_connection_error) {
             let mut cur = self.current.lock().await;
             if cur.as_ref().is_some_and(|x| Arc::ptr_eq(x, &c)) {

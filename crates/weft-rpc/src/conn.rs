@@ -262,8 +262,11 @@ pub fn encode_callback<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> 
 /// Encodes a request body: the [`weft_proto::RequestHeader`] (with the current job id), then
 /// the message.
 pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
+    let (seq, acked) = crate::resend::current();
     let header = weft_proto::RequestHeader {
         jobid: crate::jobid::current().map(|j| j.to_string()),
+        seq,
+        acked,
     };
     Ok((msg.opcode(), weft_proto::encode(&(header, msg))?))
 }

@@ -10,6 +10,7 @@ pub mod client;
 pub mod conn;
 pub mod error;
 pub mod jobid;
+pub mod resend;
 pub mod server;
 pub mod service;
 pub mod stats;

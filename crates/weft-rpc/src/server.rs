@@ -285,6 +285,10 @@ async fn serve_connection(
                 }
             }
         }
+        // Closed first, so that a request still in flight can tell (through its peer's
+        // callback sender) that the connection is gone and leave no state behind after
+        // `disconnected` has cleaned up.
+        endpoint.close();
         service.disconnected(&peer);
     }
     endpoint.close();

@@ -177,7 +177,11 @@ impl<H: Handler> Service for TypedService<H> {
                 Ok((header, msg)) => {
                     jobid = header.jobid;
                     let name = msg.op_name();
-                    (name, self.handler.handle(&peer, msg, request.bulk).await)
+                    let handled = self.handler.handle(&peer, msg, request.bulk);
+                    (
+                        name,
+                        crate::resend::with_seq(header.seq, header.acked, handled).await,
+                    )
                 }
             };
             let failed = result.is_err();
@@ -202,7 +206,14 @@ impl<H: Handler> Service for TypedService<H> {
         ServiceStats {
             target: Some(self.target),
             ops: self.stats.snapshot(),
-            counters: self.handler.counters(),
+            counters: {
+                let mut c = self.handler.counters();
+                c.push(weft_proto::handshake::Counter {
+                    name: "job_cleanup_interval".into(),
+                    value: crate::stats::job_cleanup_interval(),
+                });
+                c
+            },
             jobs: self.jobs.snapshot(),
         }
     }

@@ -80,8 +80,27 @@ impl OpStatsTable {
 
 /// Jobs kept per target; past this, the job heard from least recently is dropped.
 pub const MAX_JOBS: usize = 1024;
-/// A job not heard from for this long is dropped (Lustre's `job_cleanup_interval`).
+/// A job not heard from for this long is dropped, by default (Lustre's
+/// `job_cleanup_interval`; see [`set_job_cleanup_interval`]).
 pub const JOB_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Seconds a job may stay silent before its figures are dropped, for every service of the
+/// process.
+static JOB_CLEANUP_SECS: AtomicU64 = AtomicU64::new(600);
+
+/// Sets `job_cleanup_interval` (seconds, at least 1) for every service of this process.
+pub fn set_job_cleanup_interval(secs: u64) {
+    JOB_CLEANUP_SECS.store(secs.max(1), Ordering::Relaxed);
+}
+
+/// The current `job_cleanup_interval` in seconds.
+pub fn job_cleanup_interval() -> u64 {
+    JOB_CLEANUP_SECS.load(Ordering::Relaxed)
+}
+
+fn job_idle() -> Duration {
+    Duration::from_secs(job_cleanup_interval())
+}
 
 /// One job's figures.
 struct JobEntry {
@@ -117,7 +136,7 @@ impl JobStatsTable {
         let key = crate::jobid::sanitize(jobid);
         let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         if !jobs.contains_key(&key) {
-            jobs.retain(|_, j| now.duration_since(j.last_seen) < JOB_IDLE);
+            jobs.retain(|_, j| now.duration_since(j.last_seen) < job_idle());
             if jobs.len() >= MAX_JOBS {
                 let oldest = jobs
                     .iter()
@@ -147,13 +166,13 @@ impl JobStatsTable {
         s.bulk_bytes += bulk_bytes;
     }
 
-    /// The jobs seen within [`JOB_IDLE`], sorted by job id.
+    /// The jobs seen within `job_cleanup_interval`, sorted by job id.
     pub fn snapshot(&self) -> Vec<JobStats> {
         let now = std::time::Instant::now();
         let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<JobStats> = jobs
             .iter()
-            .filter(|(_, j)| now.duration_since(j.last_seen) < JOB_IDLE)
+            .filter(|(_, j)| now.duration_since(j.last_seen) < job_idle())
             .map(|(id, j)| {
                 let mut ops: Vec<OpStats> = j.ops.values().cloned().collect();
                 ops.sort_by(|a, b| a.name.cmp(&b.name));

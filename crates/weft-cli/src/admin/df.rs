@@ -1,4 +1,4 @@
-//! `weft df [-h] [-i] [--pool P] [HOST:PORT:/FSNAME]`: usage of every MDT and OST and the
+//! `weft df [-h] [-i] [--pool P] [HOST:PORT:/FSNAME | PATH]`: usage of every MDT and OST and the
 //! file system's totals, like `lfs df`.
 
 use anyhow::Result;
@@ -21,7 +21,8 @@ pub struct DfArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
-    /// The file system (default: $WEFT_MGS or 127.0.0.1:9400, and the name it serves).
+    /// The file system: HOST:PORT:/FSNAME or a path in a mount (default: $WEFT_MGS or
+    /// 127.0.0.1:9400, and the name it serves).
     pub fs: Option<String>,
     /// Print help (`-h` means human-readable here, as in `lfs df`).
     #[arg(long, action = clap::ArgAction::Help)]
@@ -54,7 +55,14 @@ fn human(kib: u64) -> String {
 /// Asks every target for its usage and prints the table.
 pub async fn run(args: DfArgs) -> Result<()> {
     let (addr, fsname) = match &args.fs {
-        Some(spec) => super::parse_fs_spec(spec)?,
+        // HOST:PORT:/FSNAME, or any path inside a mount (as `lfs df /mnt/lustre`).
+        Some(spec) => match super::parse_fs_spec(spec) {
+            Ok(fs) => fs,
+            Err(_) => {
+                let p = super::fspath::resolve(spec)?;
+                (p.mgs, p.fsname)
+            }
+        },
         None => (super::mgs_address(None), String::new()),
     };
     let cluster = super::connect(&addr, &fsname).await?;

@@ -1,5 +1,8 @@
-//! `weft get_param PATTERN...` and `weft set_param -P NAME=VALUE...` (Lustre's `lctl`).
+//! `weft get_param PATTERN...` and `weft set_param [-P] NAME=VALUE...` (Lustre's `lctl`).
 //!
+//! Client parameters and statistics come from every mount on this node through its control
+//! socket ([`crate::client_node`]): `osc.*.max_rpcs_in_flight`, `llite.*.max_cached_mb`,
+//! `mdc.*.stats`, `osc.*.stats`, ...; `set_param` without `-P` changes them there.
 //! Server parameters are read live from each target: `mdt.FS-MDTxxxx.md_stats`,
 //! `obdfilter.FS-OSTxxxx.stats` and `.brw_stats`, `*.job_stats` (per job id), usage (`kbytestotal`, `kbytesfree`,
 //! `kbytesavail`, `filestotal`, `filesfree`) and the targets' counters. Parameters stored
@@ -16,7 +19,8 @@ use weft_proto::{TargetId, TargetKind};
 /// Flags of `weft get_param`.
 #[derive(Args, Debug)]
 pub struct GetParamArgs {
-    /// The MGS (default: $WEFT_MGS, else 127.0.0.1:9400).
+    /// The MGS (default: $WEFT_MGS, else 127.0.0.1:9400); also limits client parameters
+    /// to mounts of that file system.
     #[arg(long, value_parser = crate::parse_addr)]
     pub mgs: Option<String>,
     /// Print values only, without names.
@@ -44,33 +48,7 @@ pub struct SetParamArgs {
     pub settings: Vec<String>,
 }
 
-/// Whether `name` matches the shell-style `pattern` (`*` any run, `?` one character).
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ni));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || c == n[ni] => {
-                pi += 1;
-                ni += 1;
-            }
-            _ => match star {
-                Some((sp, sn)) => {
-                    pi = sp + 1;
-                    ni = sn + 1;
-                    star = Some((sp, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
+use weft_client::params::glob_match;
 
 /// The parameter prefix of a target: `mdt.FS-MDT0000` or `obdfilter.FS-OST0000`.
 fn prefix(fs: &str, id: TargetId) -> Option<String> {
@@ -224,10 +202,30 @@ pub async fn collect(cluster: &Cluster, patterns: &[String]) -> Result<Vec<(Stri
     Ok(found)
 }
 
-/// Prints the matching parameters.
+/// Prints the matching parameters: this node's mounted clients', then the servers'.
 pub async fn get(args: GetParamArgs) -> Result<()> {
-    let cluster = super::connect(&super::mgs_address(args.mgs.as_deref()), "").await?;
-    let found = collect(&cluster, &args.patterns).await?;
+    // With --mgs, only the mounts of that file system.
+    let mut found = crate::client_node::ask_all(&crate::client_node::CtlRequest {
+        mgs: args.mgs.clone(),
+        op: crate::client_node::CtlOp::Get(args.patterns.clone()),
+    })
+    .await?;
+    // Client names never start like server ones; only ask the servers if a pattern could
+    // name one of theirs (or nothing matched here).
+    let server_side = found.is_empty()
+        || args
+            .patterns
+            .iter()
+            .any(|p| !(p.starts_with("osc.") || p.starts_with("llite.") || p.starts_with("mdc.")));
+    if server_side {
+        match super::connect(&super::mgs_address(args.mgs.as_deref()), "").await {
+            Ok(cluster) => found.extend(collect(&cluster, &args.patterns).await?),
+            Err(e) if found.is_empty() => return Err(e),
+            Err(e) => tracing::debug!(error = %e, "servers not reached"),
+        }
+    }
+    found.sort();
+    found.dedup_by(|a, b| a.0 == b.0);
     if found.is_empty() {
         bail!("no parameter matches {}", args.patterns.join(" "));
     }
@@ -241,13 +239,35 @@ pub async fn get(args: GetParamArgs) -> Result<()> {
     Ok(())
 }
 
+/// Changes the settings in every client mounted on this node (until it unmounts).
+async fn set_on_this_node(mgs: Option<&str>, settings: &[String]) -> Result<()> {
+    for s in settings {
+        let Some((name, value)) = s.split_once('=').filter(|(n, _)| !n.is_empty()) else {
+            bail!("'{s}' is not NAME=VALUE");
+        };
+        let set = crate::client_node::ask_all(&crate::client_node::CtlRequest {
+            mgs: mgs.map(str::to_string),
+            op: crate::client_node::CtlOp::Set(name.to_string(), value.to_string()),
+        })
+        .await?;
+        if set.is_empty() {
+            bail!(
+                "no parameter of a client mounted here matches '{name}' (server parameters such \
+                 as mdt.*.job_cleanup_interval are set with -P, which stores the setting on the \
+                 MGS for every node)"
+            );
+        }
+        for (n, v) in set {
+            println!("{n}={v}");
+        }
+    }
+    Ok(())
+}
+
 /// Stores (or deletes) settings on the MGS.
 pub async fn set(args: SetParamArgs) -> Result<()> {
     if !args.permanent {
-        bail!(
-            "set_param without -P changes one running node; the servers have no run-time settable \
-             parameters yet and client parameters are set on a mount — use -P to store the setting on the MGS"
-        );
+        return set_on_this_node(args.mgs.as_deref(), &args.settings).await;
     }
     let cluster = super::connect(&super::mgs_address(args.mgs.as_deref()), "").await?;
     for s in &args.settings {

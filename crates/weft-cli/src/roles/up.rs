@@ -133,7 +133,7 @@ async fn mount(
     let attempt = async {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let client = weft_client::Client::mount(address, fsname, Default::default()).await?;
-        crate::mount::serve(client, &format!("{address}:/{fsname}"), dir, opts).await
+        crate::mount::serve(client, &format!("{address}:/{fsname}"), dir, opts, None).await
     };
     match attempt.await {
         Ok(m) => {

@@ -36,7 +36,18 @@ impl FuseMount {
         Self::start_source(&format!("{}:/{}", tc.mgs_addr, weft_testkit::FSNAME), opts)
     }
 
+    /// Like [`start`](Self::start), for a test that may keep the mount longer than the
+    /// default watchdog allows (long suites).
+    pub fn start_with_watchdog(tc: &TestCluster, opts: &str, watchdog: Duration) -> Self {
+        let source = format!("{}:/{}", tc.mgs_addr, weft_testkit::FSNAME);
+        Self::start_inner(&source, opts, watchdog)
+    }
+
     pub fn start_source(source: &str, opts: &str) -> Self {
+        Self::start_inner(source, opts, WATCHDOG)
+    }
+
+    fn start_inner(source: &str, opts: &str, watchdog: Duration) -> Self {
         let dir = tempfile::tempdir().unwrap();
         // Other users must reach the mount point (permission tests run as them).
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -63,17 +74,17 @@ impl FuseMount {
             log,
             done,
         };
-        m.spawn_watchdog();
+        m.spawn_watchdog(watchdog);
         m.wait_mounted();
         m
     }
 
-    fn spawn_watchdog(&self) {
+    fn spawn_watchdog(&self, watchdog: Duration) {
         let pid = self.child.id() as libc::pid_t;
         let done = self.done.clone();
         std::thread::spawn(move || {
             let start = Instant::now();
-            while start.elapsed() < WATCHDOG {
+            while start.elapsed() < watchdog {
                 if done.load(Ordering::Relaxed) {
                     return;
                 }
@@ -132,6 +143,16 @@ impl FuseMount {
                 }
             }
         }
+    }
+}
+
+impl FuseMount {
+    /// Kills the mount's server process (SIGKILL), as a crash would; the mount point is
+    /// left to the drop's unmount.
+    pub fn kill_server(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.done.store(true, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,266 @@
+//! A mounted client's parameters and statistics: `weft get_param` / `set_param` reach the
+//! mount through its control socket, `set_param -P` reaches it live through the MGS, and
+//! its Prometheus endpoint (`-o metrics=HOST:PORT`) parses and counts its requests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fuse_common;
+
+use fuse_common::{FuseMount, bin, eventually};
+use std::collections::HashMap;
+use std::fs;
+use std::process::{Command, Stdio};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weft_testkit::TestCluster;
+
+fn weft(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `get_param` output as name -> value (multi-line values joined).
+fn params(out: &str) -> HashMap<String, String> {
+    let mut map = HashMap::new();
+    let mut last: Option<String> = None;
+    for line in out.lines() {
+        match line.split_once('=') {
+            Some((n, v)) if !n.contains(' ') && n.contains('.') => {
+                map.insert(n.to_string(), v.to_string());
+                last = Some(n.to_string());
+            }
+            _ => {
+                if let Some(n) = &last {
+                    let v = map.entry(n.clone()).or_default();
+                    v.push('\n');
+                    v.push_str(line);
+                }
+            }
+        }
+    }
+    map
+}
+
+/// The instance name of the client mounted at `mnt` (other tests' mounts may be on the
+/// node too).
+fn instance_of(mnt: &std::path::Path) -> String {
+    let (ok, out, err) = weft(&["get_param", "llite.*.stats"]);
+    assert!(ok, "{err}");
+    let want = fs::canonicalize(mnt).unwrap();
+    params(&out)
+        .into_iter()
+        .find(|(_, v)| v.contains(&format!("mountpoint       {}\n", want.display())))
+        .map(|(n, _)| {
+            n.trim_start_matches("llite.")
+                .trim_end_matches(".stats")
+                .to_string()
+        })
+        .unwrap_or_else(|| panic!("no client mounted at {}: {out}", want.display()))
+}
+
+async fn scrape(addr: &str) -> prometheus_parse::Scrape {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).await.unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap()
+}
+
+fn sample(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .find(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .and_then(|x| match x.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => Some(v),
+            _ => None,
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounted_client_shows_and_takes_its_parameters() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let port = weft_testkit::free_port().unwrap();
+    let maddr = format!("127.0.0.1:{port}");
+    let m = FuseMount::start(&tc, &format!("metrics={maddr}"));
+    let data = vec![5u8; 3 << 20];
+    fs::write(m.path("f"), &data).unwrap();
+    assert_eq!(fs::read(m.path("f")).unwrap(), data);
+    let inst = instance_of(&m.mnt);
+
+    // Knobs and per-target request statistics with wait times.
+    let (ok, out, err) = weft(&["get_param", &format!("osc.{inst}.*"), "mdc.*.stats"]);
+    assert!(ok, "{err}");
+    let p = params(&out);
+    assert_eq!(p[&format!("osc.{inst}.max_rpcs_in_flight")], "8");
+    let mdc = p
+        .iter()
+        .find(|(n, _)| n.starts_with("mdc.") && n.ends_with(&format!("-mdc-{inst}.stats")))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no mdc stats: {out}"));
+    assert!(
+        mdc.contains("create") && mdc.contains("req_waittime"),
+        "{mdc}"
+    );
+    let (_, out, _) = weft(&["get_param", "osc.*-OST*-osc-*.stats"]);
+    let osc: String = params(&out)
+        .into_iter()
+        .filter(|(n, _)| n.ends_with(&format!("-osc-{inst}.stats")))
+        .map(|(_, v)| v)
+        .collect();
+    assert!(osc.contains("write") && osc.contains("bulk_bytes"), "{osc}");
+
+    // set_param without -P: this node's mount, now.
+    let (ok, out, err) = weft(&["set_param", &format!("osc.{inst}.max_rpcs_in_flight=3")]);
+    assert!(ok, "{err}");
+    assert!(out.contains("=3"), "{out}");
+    let (_, out, _) = weft(&["get_param", "-n", &format!("osc.{inst}.max_rpcs_in_flight")]);
+    assert_eq!(out.trim(), "3");
+    let (ok, _, err) = weft(&["set_param", &format!("osc.{inst}.max_rpcs_in_flight=0")]);
+    assert!(!ok && err.contains("not a number from 1"), "{err}");
+    let (ok, _, err) = weft(&["set_param", "osc.*.no_such_knob=1"]);
+    assert!(!ok && err.contains("no parameter"), "{err}");
+
+    // set_param -P: stored on the MGS and applied by the running mount.
+    let (ok, _, err) = weft(&[
+        "set_param",
+        "--mgs",
+        &tc.mgs_addr,
+        "-P",
+        "llite.*.max_read_ahead_per_file_mb=17",
+    ]);
+    assert!(ok, "{err}");
+    eventually("the running mount applies the stored setting", || {
+        let (_, out, _) = weft(&[
+            "get_param",
+            "-n",
+            &format!("llite.{inst}.max_read_ahead_per_file_mb"),
+        ]);
+        out.trim() == "17"
+    });
+
+    // The Prometheus endpoint: the same figures, parsed by a real parser.
+    let s = scrape(&maddr).await;
+    let writes = sample(&s, "weft_client_requests_total", &[("op", "write")]).unwrap();
+    assert!(writes >= 1.0, "write RPCs counted: {writes}");
+    assert!(
+        sample(
+            &s,
+            "weft_client_request_duration_seconds_count",
+            &[("op", "create")]
+        )
+        .is_some()
+    );
+    assert_eq!(
+        sample(
+            &s,
+            "weft_client_param",
+            &[("name", &format!("llite.{inst}.max_read_ahead_per_file_mb"))]
+        ),
+        Some(17.0)
+    );
+    assert!(sample(&s, "weft_client_cached_bytes", &[]).is_some());
+
+    // The stored setting survives restarting every server process: a new mount takes it.
+    drop(m);
+    let mut tc = tc;
+    tc.mgs.kill().unwrap();
+    tc.mds.kill().unwrap();
+    tc.oss.kill().unwrap();
+    tc.mgs.restart().unwrap();
+    tc.mds.restart().unwrap();
+    tc.oss.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    let m2 = FuseMount::start(&tc, "");
+    assert_eq!(fs::read(m2.path("f")).unwrap(), data);
+    let inst2 = instance_of(&m2.mnt);
+    assert_ne!(inst2, inst);
+    let (_, out, _) = weft(&[
+        "get_param",
+        "--mgs",
+        &tc.mgs_addr,
+        "-n",
+        &format!("llite.{inst2}.max_read_ahead_per_file_mb"),
+    ]);
+    assert_eq!(out.trim(), "17");
+}
+
+/// The bulk bytes of operation `op` that `job_stats` of every OST attribute to `job`.
+fn job_bytes(out: &str, job: &str, op: &str) -> u64 {
+    let mut total = 0;
+    let mut in_job = false;
+    for line in out.lines() {
+        let t = line.trim();
+        if let Some(j) = t.strip_prefix("- job_id:") {
+            in_job = j.trim() == job;
+        } else if in_job && t.starts_with(&format!("{op}:")) {
+            total += t
+                .split("bulk_bytes:")
+                .nth(1)
+                .and_then(|v| v.trim().trim_end_matches('}').trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_statistics_name_the_job_of_the_calling_process() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let f = m.path("ckpt");
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = Command::new("dd");
+        c.env_clear().env("PATH", "/usr/bin:/bin");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let st = c
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    // A batch job's process: its SLURM_JOB_ID names the job.
+    run(
+        &[("SLURM_JOB_ID", "4242")],
+        &[
+            "if=/dev/zero",
+            &format!("of={}", f.display()),
+            "bs=1M",
+            "count=3",
+            "conv=fsync",
+        ],
+    );
+    // Without it: the fallback, executable name and uid (`%e.%u`).
+    run(
+        &[],
+        &[
+            "if=/dev/zero",
+            &format!("of={}", m.path("other").display()),
+            "bs=1M",
+            "count=2",
+            "conv=fsync",
+        ],
+    );
+    let (ok, out, err) = weft(&["get_param", "--mgs", &tc.mgs_addr, "obdfilter.*.job_stats"]);
+    assert!(ok, "{err}");
+    assert_eq!(job_bytes(&out, "4242", "write"), 3 << 20, "{out}");
+    assert_eq!(job_bytes(&out, "dd.0", "write"), 2 << 20, "{out}");
+    let (_, md, _) = weft(&["get_param", "--mgs", &tc.mgs_addr, "mdt.*.job_stats"]);
+    assert!(md.contains("- job_id:          4242"), "{md}");
+}
