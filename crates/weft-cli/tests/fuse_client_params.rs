@@ -264,3 +264,47 @@ async fn job_statistics_name_the_job_of_the_calling_process() {
     let (_, md, _) = weft(&["get_param", "--mgs", &tc.mgs_addr, "mdt.*.job_stats"]);
     assert!(md.contains("- job_id:          4242"), "{md}");
 }
+
+/// A process that execs while it holds a file of the mount open closes that descriptor
+/// inside `execve` (close-on-exec), which sends FLUSH while the kernel keeps the process's
+/// environment locked. The mount must not read that environment for the FLUSH's job id
+/// (it would wait for the exec, which waits for the FLUSH): the exec completes, and the
+/// bytes the FLUSH writes back are counted for the job that wrote them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_with_a_file_of_the_mount_open_completes() {
+    use std::io::Write;
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let f = m.path("held");
+    // Rust opens with O_CLOEXEC; the buffered bytes go out with the exec's FLUSH.
+    let mut held = fs::File::create(&f).unwrap();
+    held.write_all(&[5u8; 300_000]).unwrap();
+    let mut child = Command::new("true").spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match child.try_wait().unwrap() {
+            Some(st) => {
+                assert!(st.success());
+                break;
+            }
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            None => panic!("a child exec'ing with a file of the mount open never finished"),
+        }
+    }
+    // The child's FLUSH wrote the bytes back: another client sees them before our close.
+    let fs2 = tc
+        .fs_client(std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    let attr = fs2
+        .resolve("/held", false, &weft_proto::mdt::Credentials::root())
+        .await
+        .unwrap();
+    assert_eq!(fs2.getattr(attr.fid).await.unwrap().size, 300_000);
+    drop(held);
+    let (ok, out, err) = weft(&["get_param", "--mgs", &tc.mgs_addr, "obdfilter.*.job_stats"]);
+    assert!(ok, "{err}");
+    assert_eq!(job_bytes(&out, "true.0", "write"), 0, "{out}");
+}

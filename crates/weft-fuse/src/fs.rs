@@ -49,6 +49,9 @@ struct OpenFile {
     /// reads through the file's other handles must see (cleared when they are written
     /// back for such a read).
     wrote: AtomicBool,
+    /// The job id of the process that opened the file: FLUSH and RELEASE are counted for
+    /// it, as the data they write back is that job's.
+    jobid: Option<Arc<str>>,
 }
 
 /// An open directory: the last page fetched from the MDT, so that the kernel's small
@@ -171,8 +174,27 @@ impl WeftFs {
         R: ErrorReply + Send + 'static,
         D: FnOnce(R, T, &Shared) + Send + 'static,
     {
+        let jobid = self.shared.jobids.get(req.pid(), req.uid(), req.gid());
+        self.spawn_as(jobid, work, reply, done);
+    }
+
+    /// [`WeftFs::spawn`] with a given job id, for requests whose caller must not be looked
+    /// at: FLUSH comes from a process in `execve` closing its close-on-exec descriptors,
+    /// and reading that process's environment would wait for the exec, which waits for
+    /// this FLUSH.
+    fn spawn_as<T, F, R, D>(
+        &self,
+        jobid: Option<Arc<str>>,
+        work: impl FnOnce(Arc<Shared>) -> F,
+        reply: R,
+        done: D,
+    ) where
+        F: Future<Output = FsResult<T>> + Send + 'static,
+        T: Send + 'static,
+        R: ErrorReply + Send + 'static,
+        D: FnOnce(R, T, &Shared) + Send + 'static,
+    {
         let shared = self.shared.clone();
-        let jobid = shared.jobids.get(req.pid(), req.uid(), req.gid());
         let fut = work(shared.clone());
         self.rt
             .spawn(weft_rpc::jobid::with_jobid(jobid, async move {
@@ -231,6 +253,11 @@ impl Shared {
 
     fn fid(&self, ino: INodeNo) -> FsResult<Fid> {
         self.inodes.fid(ino.0).ok_or(Failed::code(libc::ESTALE))
+    }
+
+    /// The job id of the process that opened `fh` (none for an unknown handle).
+    fn handle_jobid(&self, fh: FileHandle) -> Option<Arc<str>> {
+        lock(&self.files).get(&fh.0).and_then(|f| f.jobid.clone())
     }
 
     fn file(&self, fh: FileHandle) -> FsResult<Arc<OpenFile>> {
@@ -385,6 +412,7 @@ impl Shared {
                 file,
                 writable,
                 wrote: AtomicBool::new(false),
+                jobid: weft_rpc::jobid::current(),
             }),
         );
         fh
@@ -912,7 +940,7 @@ impl Filesystem for WeftFs {
 
     fn flush(
         &self,
-        req: &Request,
+        _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
@@ -922,8 +950,8 @@ impl Filesystem for WeftFs {
         // and write errors must reach the closing process, so buffered data goes out now;
         // durability is fsync's business. Closing any descriptor of a file also drops the
         // process's POSIX locks on it; the kernel leaves that to us when locks are remote.
-        self.spawn(
-            req,
+        self.spawn_as(
+            self.shared.handle_jobid(fh),
             |s| async move {
                 s.release_locks(ino.0, lock_owner).await;
                 let f = s.file(fh)?;
@@ -939,7 +967,7 @@ impl Filesystem for WeftFs {
 
     fn release(
         &self,
-        req: &Request,
+        _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -947,8 +975,8 @@ impl Filesystem for WeftFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(
-            req,
+        self.spawn_as(
+            self.shared.handle_jobid(fh),
             |s| async move {
                 // The last close of an open file description that took a flock.
                 if let Some(owner) = lock_owner {

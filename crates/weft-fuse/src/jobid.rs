@@ -12,9 +12,16 @@
 //! Reading `/proc/<pid>/environ` for every request would cost more than most requests, so
 //! answers are kept for a few seconds per pid (a process's environment does not change
 //! unless it execs).
+//!
+//! The kernel makes a read of `/proc/<pid>/environ` wait while that process is inside
+//! `execve`, and an exec can itself wait on this mount (closing close-on-exec descriptors
+//! sends FLUSH). Environments are therefore read on a thread of their own and a request
+//! waits for the answer only [`ENV_WAIT`]; past that it gets the `jobid_name` fallback,
+//! which is not cached, so the next request asks again.
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +31,10 @@ const TTL: Duration = Duration::from_secs(5);
 const MAX_CACHED: usize = 4096;
 /// Most bytes of a process's environment read (the kernel allows a few MiB).
 const ENVIRON_MAX: u64 = 1 << 20;
+/// Longest a request waits for a process's environment to be read.
+pub const ENV_WAIT: Duration = Duration::from_millis(100);
+/// Environment reads queued behind a blocked one before requests stop waiting at all.
+const ENV_QUEUE: usize = 8;
 
 /// The default `jobid_var`.
 pub const DEFAULT_JOBID_VAR: &str = "SLURM_JOB_ID";
@@ -39,6 +50,63 @@ pub struct JobIds {
     name: String,
     host: String,
     cache: Mutex<Cache>,
+    env: EnvReader,
+}
+
+/// The environment could not be read in time (see the module doc).
+struct EnvUnavailable;
+
+/// Reads `var` from processes' environments on a thread of its own.
+struct EnvReader {
+    asks: Mutex<SyncSender<EnvAsk>>,
+}
+
+struct EnvAsk {
+    pid: u32,
+    var: String,
+    answer: SyncSender<Option<String>>,
+}
+
+impl EnvReader {
+    /// Starts the thread, which answers with `read` (a process's variable).
+    fn start(read: fn(u32, &str) -> Option<String>) -> Self {
+        let (tx, rx) = mpsc::sync_channel::<EnvAsk>(ENV_QUEUE);
+        // The thread ends when the reader (the only sender) is dropped.
+        let spawned = std::thread::Builder::new()
+            .name("weft-jobid-env".into())
+            .spawn(move || {
+                for ask in rx {
+                    // The asker may have stopped waiting; then the answer is dropped.
+                    let _ = ask.answer.send(read(ask.pid, &ask.var));
+                }
+            });
+        if let Err(e) = spawned {
+            // Without the thread every ask fails fast and job ids fall back to jobid_name.
+            tracing::warn!(error = %e, "cannot start the job id thread");
+        }
+        Self {
+            asks: Mutex::new(tx),
+        }
+    }
+
+    /// The value of `var` in the environment of `pid`, waiting at most [`ENV_WAIT`].
+    fn get(&self, pid: u32, var: &str) -> Result<Option<String>, EnvUnavailable> {
+        let (answer, rx) = mpsc::sync_channel(1);
+        let ask = EnvAsk {
+            pid,
+            var: var.to_string(),
+            answer,
+        };
+        let sent = self
+            .asks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_send(ask);
+        match sent {
+            Ok(()) => rx.recv_timeout(ENV_WAIT).map_err(|_| EnvUnavailable),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(EnvUnavailable),
+        }
+    }
 }
 
 impl JobIds {
@@ -52,6 +120,7 @@ impl JobIds {
             name: name.to_string(),
             host,
             cache: Mutex::new(HashMap::new()),
+            env: EnvReader::start(env_value),
         }
     }
 
@@ -70,31 +139,37 @@ impl JobIds {
                 return id.clone();
             }
         }
-        let id = self.derive(pid, uid, gid).map(Arc::<str>::from);
-        let mut map = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= MAX_CACHED {
-            map.clear();
+        let (id, complete) = self.derive(pid, uid, gid);
+        let id = id.map(Arc::<str>::from);
+        if complete {
+            let mut map = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if map.len() >= MAX_CACHED {
+                map.clear();
+            }
+            map.insert((pid, uid), (id.clone(), now));
         }
-        map.insert((pid, uid), (id.clone(), now));
         id
     }
 
-    fn derive(&self, pid: u32, uid: u32, gid: u32) -> Option<String> {
-        let from_env = match self.var.as_str() {
-            "procname_uid" | "nodelocal" => None,
-            var => env_value(pid, var),
+    /// The job id, and whether the environment was read (a fallback is not cached).
+    fn derive(&self, pid: u32, uid: u32, gid: u32) -> (Option<String>, bool) {
+        let env = match self.var.as_str() {
+            "procname_uid" | "nodelocal" => Ok(None),
+            var => self.env.get(pid, var),
         };
-        let id = match (&from_env, self.var.as_str()) {
+        let complete = env.is_ok();
+        let env = env.unwrap_or(None);
+        let id = match (&env, self.var.as_str()) {
             (Some(v), _) => v.clone(),
-            (None, "procname_uid") => self.expand(DEFAULT_JOBID_NAME, pid, uid, gid),
-            (None, _) => self.expand(&self.name, pid, uid, gid),
+            (None, "procname_uid") => self.expand(DEFAULT_JOBID_NAME, pid, uid, gid, None),
+            (None, _) => self.expand(&self.name, pid, uid, gid, env.as_deref()),
         };
         let id = weft_rpc::jobid::sanitize(&id);
-        (!id.is_empty()).then_some(id)
+        ((!id.is_empty()).then_some(id), complete)
     }
 
-    /// Expands a `jobid_name` format for one process.
-    fn expand(&self, fmt: &str, pid: u32, uid: u32, gid: u32) -> String {
+    /// Expands a `jobid_name` format for one process whose `jobid_var` value is `var`.
+    fn expand(&self, fmt: &str, pid: u32, uid: u32, gid: u32, var: Option<&str>) -> String {
         let mut out = String::new();
         let mut chars = fmt.chars();
         while let Some(c) = chars.next() {
@@ -108,7 +183,7 @@ impl JobIds {
                 Some('g') => out.push_str(&gid.to_string()),
                 Some('h') => out.push_str(&self.host),
                 Some('p') => out.push_str(&pid.to_string()),
-                Some('j') => out.push_str(&env_value(pid, &self.var).unwrap_or_default()),
+                Some('j') => out.push_str(var.unwrap_or_default()),
                 Some('%') => out.push('%'),
                 Some(other) => {
                     out.push('%');
@@ -179,5 +254,22 @@ mod tests {
         );
         assert_eq!(JobIds::new("disable", "%e").get(pid, 0, 0), None);
         assert_eq!(by_path.get(0, 0, 0), None, "the kernel's own requests");
+    }
+
+    #[test]
+    fn a_read_that_blocks_gives_up_instead_of_blocking_requests() {
+        // Stands for /proc/<pid>/environ of a process inside execve.
+        fn stuck(_: u32, _: &str) -> Option<String> {
+            std::thread::sleep(Duration::from_secs(3600));
+            None
+        }
+        let r = EnvReader::start(stuck);
+        assert!(r.get(1, "SLURM_JOB_ID").is_err());
+        // Asks queue behind the stuck one until the queue is full, then fail at once.
+        for _ in 0..ENV_QUEUE + 2 {
+            assert!(r.get(1, "SLURM_JOB_ID").is_err());
+        }
+        let ok = EnvReader::start(|pid, var| Some(format!("{pid}-{var}")));
+        assert_eq!(ok.get(7, "V").ok().flatten().as_deref(), Some("7-V"));
     }
 }
