@@ -503,3 +503,50 @@ async fn weft_bench_runs_in_a_directory_of_a_mount() {
     let (ok, _, err) = weft(&["bench", &p(&m.path("jobs/keep"))]);
     assert!(!ok && err.contains("not a directory"), "{err}");
 }
+
+/// `weft df PATH` on a mount counts what was written, to the block: every OST on a tmpfs of
+/// its own, so nothing else moves the figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn df_counts_what_was_written_through_the_mount() {
+    let tc = TestCluster::start_with_ost_size(bin(), 2, Some(64 << 20))
+        .await
+        .unwrap();
+    let m = FuseMount::start(&tc, "");
+    let df = |inodes: bool| {
+        let mut args = vec!["df", "--json"];
+        if inodes {
+            args.push("-i");
+        }
+        let mnt = p(&m.mnt);
+        args.push(&mnt);
+        let (ok, out, err) = weft(&args);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let used = |v: &serde_json::Value, ost: usize| v["osts"][ost]["used"].as_u64().unwrap();
+    let (blocks0, inodes0) = (df(false), df(true));
+
+    // 5 MiB plus a partial block on OST1 alone; the close writes it back.
+    let f = m.path("on-ost1");
+    let (ok, _, err) = weft(&["setstripe", "-c", "1", "-i", "1", &p(&f)]);
+    assert!(ok, "{err}");
+    fs::write(&f, pattern((5 << 20) + 100, 3)).unwrap();
+    let (blocks1, inodes1) = (df(false), df(true));
+
+    // In 1 KiB units: 5 MiB and one 4 KiB block for the last 100 bytes.
+    assert_eq!(used(&blocks1, 1) - used(&blocks0, 1), 5 * 1024 + 4);
+    assert_eq!(
+        used(&blocks1, 0),
+        used(&blocks0, 0),
+        "OST0 holds none of it"
+    );
+    let summary = |v: &serde_json::Value| v["summary"]["used"].as_u64().unwrap();
+    assert_eq!(summary(&blocks1) - summary(&blocks0), 5 * 1024 + 4);
+    // One object, and at most the directories that hold it.
+    let new_inodes = used(&inodes1, 1) - used(&inodes0, 1);
+    assert!((1..=3).contains(&new_inodes), "{new_inodes} new inodes");
+    // The MDT row counts the new file among its inodes.
+    assert!(
+        inodes1["mdts"][0]["used"].as_u64().unwrap() > inodes0["mdts"][0]["used"].as_u64().unwrap()
+    );
+}
