@@ -45,6 +45,8 @@ pub enum Undo {
     Closed(u64, u64, Handle),
     /// A handle started pinning an inode.
     Pinned(u64, u64),
+    /// A parked handle (by id) started pinning an inode.
+    PinnedParked(u64),
 }
 
 impl Handles {
@@ -89,13 +91,31 @@ impl Handles {
             }
             *self.counts.entry(pinned).or_insert(0) += 1;
         }
-        keys.into_iter().map(|(c, i)| Undo::Pinned(c, i)).collect()
+        // A parked handle taken back later reads the old layout too.
+        let parked: Vec<u64> = self
+            .parked
+            .iter()
+            .filter(|(_, (_, _, h))| h.fid == fid && h.pins.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &parked {
+            if let Some((_, _, h)) = self.parked.get_mut(id) {
+                h.pins = Some(pinned);
+            }
+            *self.counts.entry(pinned).or_insert(0) += 1;
+        }
+        keys.into_iter()
+            .map(|(c, i)| Undo::Pinned(c, i))
+            .chain(parked.into_iter().map(Undo::PinnedParked))
+            .collect()
     }
 
-    /// Whether any handle has `fid` open for writing.
+    /// Whether any handle, parked ones included (their client may take them back and
+    /// write), has `fid` open for writing.
     pub fn has_writer(&self, fid: Fid) -> bool {
         self.by_key
             .values()
+            .chain(self.parked.values().map(|(_, _, h)| h))
             .any(|h| h.fid == fid && h.access != AccessMode::Read)
     }
 
@@ -202,7 +222,69 @@ impl Handles {
                         self.uncount(p);
                     }
                 }
+                Undo::PinnedParked(id) => {
+                    if let Some(p) = self.parked.get_mut(&id).and_then(|(_, _, h)| h.pins.take()) {
+                        self.uncount(p);
+                    }
+                }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fid(oid: u32) -> Fid {
+        Fid {
+            seq: 0x200,
+            oid,
+            ver: 0,
+        }
+    }
+
+    fn handle(oid: u32, access: AccessMode) -> Handle {
+        Handle {
+            fid: fid(oid),
+            access,
+            pins: None,
+        }
+    }
+
+    #[test]
+    fn parked_handles_count_as_writers_and_are_pinned_by_a_swap() {
+        let (writer, reader) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut h = Handles::default();
+        let w = h.open(1, handle(7, AccessMode::ReadWrite));
+        let r = h.open(2, handle(7, AccessMode::Read));
+        h.park(1, writer);
+        h.park(2, reader);
+        assert!(
+            h.has_writer(fid(7)),
+            "a parked writer may come back and write"
+        );
+
+        // A swap pins the old layout for the parked reader; undoing it unpins.
+        let undo = h.pin_readers(fid(7), fid(99));
+        assert_eq!(
+            h.count(fid(99)),
+            2,
+            "both parked handles read the old layout"
+        );
+        h.undo(undo);
+        assert_eq!(h.count(fid(99)), 0);
+
+        let _undo = h.pin_readers(fid(7), fid(99));
+        h.adopt(3, reader, r);
+        assert_eq!(h.get(3, r).and_then(|x| x.pins), Some(fid(99)));
+        h.adopt(4, writer, w);
+        let closed = h.close(4, w).unwrap();
+        assert_eq!(closed.pins, Some(fid(99)));
+        assert!(!h.has_writer(fid(7)));
+        h.close(3, r);
+        assert_eq!(h.count(fid(99)), 0);
+        assert_eq!(h.count(fid(7)), 0);
+        assert_eq!(h.len(), 0);
     }
 }
