@@ -9,6 +9,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use weft_client::{Cluster, ClusterOptions};
 use weft_proto::TargetId;
@@ -18,8 +19,30 @@ use weft_proto::mgs::TargetState;
 pub const FSNAME: &str = "testfs";
 
 /// A free TCP port on 127.0.0.1 (bound and released; the caller binds it again soon).
+///
+/// Ports come from below the kernel's ephemeral range and from a counter: a port the kernel
+/// picked (`bind(0)`) could be picked again for the next caller, or taken by a connection's
+/// local end, before its server binds it — servers of one test cluster then collided.
 pub fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    const SPAN: u32 = 16_000;
+    let Some(low) = ephemeral_low.checked_sub(SPAN).filter(|l| *l >= 1024) else {
+        return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+    };
+    // Different test processes start at different places.
+    let start = std::process::id().wrapping_mul(7919) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(low + (start + n) % SPAN)?;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port in {low}..{}", low + SPAN)
 }
 
 /// One server process and how to start it again.
