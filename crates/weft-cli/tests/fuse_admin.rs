@@ -7,45 +7,18 @@
 
 mod fuse_common;
 
-use fuse_common::{FuseMount, bin, eventually};
+use fuse_common::{FuseMount, bin, eventually, weft, weft_stdin};
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use weft_client::{LayoutOf, OpenOptions};
 use weft_proto::mdt::Credentials;
 use weft_testkit::TestCluster;
-
-/// Runs `weft args...` and returns (success, stdout, stderr).
-fn weft(args: &[&str]) -> (bool, String, String) {
-    weft_stdin(args, "")
-}
-
-fn weft_stdin(args: &[&str], input: &str) -> (bool, String, String) {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn p(path: &Path) -> String {
     path.display().to_string()

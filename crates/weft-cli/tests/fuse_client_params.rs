@@ -6,25 +6,12 @@
 
 mod fuse_common;
 
-use fuse_common::{FuseMount, bin, eventually};
+use fuse_common::{FuseMount, bin, eventually, weft};
 use std::collections::HashMap;
 use std::fs;
 use std::process::{Command, Stdio};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_testkit::TestCluster;
-
-fn weft(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// `get_param` output as name -> value (multi-line values joined).
 fn params(out: &str) -> HashMap<String, String> {
