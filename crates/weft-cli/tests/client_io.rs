@@ -457,3 +457,65 @@ async fn strided_readers_are_read_ahead_and_random_readers_are_not() {
         "what was not read ahead needs the OSTs"
     );
 }
+
+/// The wait-free paths the FUSE mount uses on its request threads (`try_write_buffered`,
+/// `try_read_cached`) mixed with the ordinary ones give exactly the bytes written, decline
+/// what they must not do (a write that does not extend the buffer, a read-only handle, a
+/// jump), and are taken for a plain sequential writer and reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_free_paths_agree_with_the_ordinary_ones() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let c = tc.fs_client(Duration::from_secs(10)).await.unwrap();
+    // Small dirty budget: flush thresholds are crossed many times.
+    c.params().set("osc.*.max_dirty_mb", "16").unwrap();
+    let data = pattern(0, 40 << 20, 3);
+    let f = create(&c, "fast").await;
+    // Chunks of changing sizes, like a writer that is not page-aligned.
+    let (mut at, mut fast, mut k) = (0usize, 0, 0usize);
+    while at < data.len() {
+        let n = [1 << 20, 4096, 777_777, 128 << 10][k % 4].min(data.len() - at);
+        k += 1;
+        if f.try_write_buffered(at as u64, &data[at..at + n]) {
+            fast += 1;
+        } else {
+            f.write_at(at as u64, &data[at..at + n]).await.unwrap();
+        }
+        at += n;
+    }
+    assert!(fast > k / 2, "sequential writes mostly buffered wait-free ({fast} of {k})");
+    // Not an append to the buffer: declined, nothing changed.
+    assert!(!f.try_write_buffered(5, b"xyz"));
+    f.close().await.unwrap();
+
+    let r = c
+        .open_in(Fid::ROOT, b"fast", OpenOptions::read(), None, &root())
+        .await
+        .unwrap();
+    assert!(!r.try_write_buffered(data.len() as u64, b"more"), "read-only handle");
+    let mut out = Vec::with_capacity(data.len());
+    let (mut hits, mut reads) = (0, 0);
+    while out.len() < data.len() {
+        reads += 1;
+        let off = out.len() as u64;
+        let got = match r.try_read_cached(off, 128 << 10) {
+            Some(b) => {
+                hits += 1;
+                b
+            }
+            None => {
+                let b = r.read_at(off, 128 << 10).await.unwrap();
+                // Let read-ahead fill the window before the next read.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                b
+            }
+        };
+        assert!(!got.is_empty(), "no progress at {off}");
+        out.extend_from_slice(&got);
+    }
+    assert!(out == data, "bytes read back differ");
+    assert!(hits > reads / 2, "read-ahead pages served wait-free ({hits} of {reads})");
+    // At EOF and after a jump: declined.
+    assert!(r.try_read_cached(data.len() as u64, 4096).is_none());
+    assert!(r.try_read_cached(0, 4096).is_none());
+    r.close().await.unwrap();
+}

@@ -207,6 +207,22 @@ impl Client {
         Ok(())
     }
 
+    /// Takes `bytes` of the dirty budget if that needs no waiting.
+    pub(crate) fn try_acquire_dirty(&self, bytes: u64) -> bool {
+        let Ok(kib) = u32::try_from(bytes.div_ceil(KIB)) else {
+            return false;
+        };
+        self.dirty
+            .follow((self.params.mb(Param::MaxDirtyMb) / KIB).max(1));
+        match self.dirty.semaphore().try_acquire_many(kib) {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Returns flushed bytes to the dirty budget.
     pub(crate) fn release_dirty(&self, bytes: u64) {
         self.dirty

@@ -15,6 +15,7 @@ use crate::layout::{self, MapError, Piece};
 use crate::mdt::MdtClient;
 use crate::params::Param;
 use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -41,8 +42,11 @@ struct ReadAhead {
 /// Strided records fetched ahead of a strided reader.
 const STRIDE_AHEAD: u64 = 4;
 
-/// A background flush: the objects it wrote with their allocated blocks, or its error.
-type Flush = JoinHandle<Result<Vec<((u32, ObjectId), u64)>, ClientError>>;
+/// What a background flush ends with: the objects it wrote with their allocated blocks,
+/// or its error.
+type FlushResult = Result<Vec<((u32, ObjectId), u64)>, ClientError>;
+/// A background flush.
+type Flush = JoinHandle<FlushResult>;
 
 struct State {
     size: u64,
@@ -78,6 +82,9 @@ pub struct File {
     layout: std::sync::RwLock<Option<Arc<Layout>>>,
     access: AccessMode,
     append: bool,
+    /// The attributes the MDT returned at open (with the size from the OSTs if the file
+    /// was open elsewhere).
+    opened: Attr,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -123,8 +130,15 @@ impl File {
             layout: std::sync::RwLock::new(layout.map(Arc::new)),
             access,
             append,
+            opened: attr.clone(),
             state: tokio::sync::Mutex::new(state),
         }
+    }
+
+    /// The attributes as of the open: what a caller needs right after creating or opening
+    /// the file, without asking the MDT again.
+    pub fn attr_at_open(&self) -> &Attr {
+        &self.opened
     }
 
     /// The file's FID.
@@ -218,25 +232,29 @@ impl File {
     /// Waits for the background flush, keeping its error for fsync/close.
     async fn settle(&self, st: &mut State) {
         if let Some(task) = st.flushing.take() {
-            match task.await {
-                Ok(Ok(objects)) => {
-                    for (object, blocks) in objects {
-                        st.touched.insert(object);
-                        // Replies of one flush come in any order; allocation only grows
-                        // between truncates (which forget the map).
-                        let b = st.blocks.entry(object).or_insert(0);
-                        *b = (*b).max(blocks);
-                    }
+            let done = task.await;
+            self.absorb(st, done);
+        }
+    }
+
+    /// Takes in the result of a finished background flush.
+    fn absorb(&self, st: &mut State, done: Result<FlushResult, tokio::task::JoinError>) {
+        match done {
+            Ok(Ok(objects)) => {
+                for (object, blocks) in objects {
+                    st.touched.insert(object);
+                    // Replies of one flush come in any order; allocation only grows
+                    // between truncates (which forget the map).
+                    let b = st.blocks.entry(object).or_insert(0);
+                    *b = (*b).max(blocks);
                 }
-                Ok(Err(e)) => {
-                    st.error.get_or_insert(e.into());
-                }
-                Err(e) => {
-                    st.error.get_or_insert(WireError::new(
-                        Errno::Io,
-                        format!("flush task failed: {e}"),
-                    ));
-                }
+            }
+            Ok(Err(e)) => {
+                st.error.get_or_insert(e.into());
+            }
+            Err(e) => {
+                st.error
+                    .get_or_insert(WireError::new(Errno::Io, format!("flush task failed: {e}")));
             }
         }
     }
@@ -373,6 +391,67 @@ impl File {
             self.prefetch(from, ahead_end, size, generation);
         }
         Ok(data)
+    }
+
+    /// Serves a sequential read from cache pages without waiting, if it can: the handle's
+    /// state free, nothing of its own buffered, the read continuing where the last one
+    /// ended and every page it needs cached. Keeps the read-ahead window moving as
+    /// [`read_at`](Self::read_at) does (so it must run inside the client's runtime), and
+    /// returns `None`, having changed nothing, otherwise. A read inside one cache page is
+    /// a slice of it, not a copy. The FUSE mount calls this on the thread that read the
+    /// request.
+    pub fn try_read_cached(&self, offset: u64, len: u64) -> Option<Bytes> {
+        if self.access == AccessMode::Write {
+            return None;
+        }
+        let mut st = self.state.try_lock().ok()?;
+        if st.closed || !st.dirty.is_empty() || st.flushing.is_some() {
+            return None;
+        }
+        let ra_max = self
+            .client
+            .params()
+            .mb(Param::MaxReadAheadPerFileMb)
+            .min(self.client.params().mb(Param::MaxReadAheadMb));
+        let end = offset.saturating_add(len).min(st.size);
+        if offset >= end || offset != st.ra.last_end || ra_max == 0 {
+            return None;
+        }
+        let cache = self.client.cache();
+        let (first, last) = (offset / CACHE_PAGE, (end - 1) / CACHE_PAGE);
+        let mut pages = Vec::with_capacity((last - first + 1) as usize);
+        for i in first..=last {
+            pages.push(cache.get(self.fid, i)?);
+        }
+        let data = if let [page] = pages.as_slice() {
+            let a = (offset - first * CACHE_PAGE) as usize;
+            let b = ((end - first * CACHE_PAGE) as usize).min(page.len());
+            page.slice(a.min(b)..b)
+        } else {
+            let mut out = BytesMut::with_capacity((end - offset) as usize);
+            for (k, page) in pages.iter().enumerate() {
+                let base = (first + k as u64) * CACHE_PAGE;
+                let a = offset.saturating_sub(base) as usize;
+                let b = ((end - base) as usize).min(page.len());
+                if a < b {
+                    out.extend_from_slice(&page[a..b]);
+                }
+            }
+            out.freeze()
+        };
+        st.ra.window = (st.ra.window * 2).clamp(CACHE_PAGE, ra_max.max(CACHE_PAGE));
+        st.ra.stride_hits = 0;
+        st.ra.last_offset = offset;
+        st.ra.last_end = end;
+        let ahead_end = end.saturating_add(st.ra.window).min(st.size);
+        let from = st.ra.prefetched_to.max(end);
+        if from < ahead_end {
+            st.ra.prefetched_to = ahead_end;
+            let (size, generation) = (st.size, cache.generation(self.fid));
+            drop(st);
+            self.prefetch(from, ahead_end, size, generation);
+        }
+        Some(data)
     }
 
     /// Reads `[offset, end)` from cache pages, fetching the missing ones in one pass; they
@@ -538,6 +617,67 @@ impl File {
         }
         // Take the budget before buffering, in pieces no larger than a tenth of it.
         self.client.acquire_dirty(len).await?;
+        self.buffer(&mut st, offset, data);
+        if st.dirty_bytes >= self.flush_threshold() {
+            // Double buffering: wait for the previous flush, start this one, keep writing.
+            self.settle(&mut st).await;
+            self.start_flush(&mut st);
+        }
+        Ok(offset)
+    }
+
+    /// Buffers a write that appends to what this handle already buffers (the sequential
+    /// writer's case), without waiting for anything: no lock held elsewhere, the range
+    /// mapped to objects, grant and dirty budget already available, and no flush to wait
+    /// for. Returns false, having changed nothing, when any of that would need a wait;
+    /// the caller then uses [`write_at`](Self::write_at). Starts a background flush as
+    /// `write_at` does, so it must run inside the client's runtime. The FUSE mount calls
+    /// this on the thread that read the request, saving a copy and a thread switch.
+    pub fn try_write_buffered(&self, offset: u64, data: &[u8]) -> bool {
+        let len = data.len() as u64;
+        let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE);
+        if self.access == AccessMode::Read || self.append || len == 0 || len > part {
+            return false;
+        }
+        let Ok(mut st) = self.state.try_lock() else {
+            return false;
+        };
+        if st.closed || st.error.is_some() || offset.checked_add(len).is_none() {
+            return false;
+        }
+        let appends = st
+            .dirty
+            .last_key_value()
+            .is_none_or(|(o, d)| o + d.len() as u64 == offset);
+        let flush_due = st.dirty_bytes + len >= self.flush_threshold();
+        if !appends || (flush_due && st.flushing.as_ref().is_some_and(|f| !f.is_finished())) {
+            return false;
+        }
+        let Ok(pieces) = self.pieces(offset, len) else {
+            return false;
+        };
+        if !self.client.try_acquire_dirty(len) {
+            return false;
+        }
+        if !self.client.engine().try_reserve(&pieces) {
+            self.client.release_dirty(len);
+            return false;
+        }
+        self.buffer(&mut st, offset, data);
+        if flush_due {
+            // The previous flush has finished: taking its result does not wait.
+            if let Some(done) = st.flushing.take().and_then(|f| f.now_or_never()) {
+                self.absorb(&mut st, done);
+            }
+            self.start_flush(&mut st);
+        }
+        true
+    }
+
+    /// Copies `data` into the dirty extents (budget and grant already taken).
+    fn buffer(&self, st: &mut State, offset: u64, data: &[u8]) {
+        let len = data.len() as u64;
+        let end = offset + len;
         self.client.cache().invalidate_range(self.fid, offset, end);
         match st.dirty.last_entry() {
             Some(mut last) if *last.key() + last.get().len() as u64 == offset => {
@@ -553,12 +693,6 @@ impl File {
         st.dirty_bytes += len;
         st.size = st.size.max(end);
         st.modified = true;
-        if st.dirty_bytes >= self.flush_threshold() {
-            // Double buffering: wait for the previous flush, start this one, keep writing.
-            self.settle(&mut st).await;
-            self.start_flush(&mut st);
-        }
-        Ok(offset)
     }
 
     /// Dirty bytes that trigger a background flush: enough full RPCs to keep every stripe's

@@ -128,6 +128,30 @@ impl IoEngine {
         Ok(())
     }
 
+    /// Spends grant already held for `pieces`, without asking any OST for more; false (and
+    /// nothing spent) when some OST's grant does not cover its share or is in use.
+    pub fn try_reserve(&self, pieces: &[Piece]) -> bool {
+        let Ok(mut grants) = self.grants.try_lock() else {
+            return false;
+        };
+        let mut need: HashMap<u32, u64> = HashMap::new();
+        for p in pieces {
+            *need.entry(p.ost).or_insert(0) += p.len;
+        }
+        if need
+            .iter()
+            .any(|(ost, &bytes)| grants.get(ost).copied().unwrap_or(0) < bytes)
+        {
+            return false;
+        }
+        for (ost, bytes) in need {
+            if let Some(h) = grants.get_mut(&ost) {
+                *h -= bytes;
+            }
+        }
+        true
+    }
+
     /// Splits pieces into RPC-sized pieces.
     fn rpcs(&self, pieces: &[Piece]) -> Vec<Piece> {
         let max = self.params.rpc_bytes().max(crate::params::PAGE_SIZE);

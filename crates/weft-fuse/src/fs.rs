@@ -82,6 +82,7 @@ struct Shared {
     dirs: Mutex<HashMap<u64, Arc<OpenDir>>>,
     locks: crate::locks::LockOwners,
     jobids: crate::jobid::JobIds,
+    no_caps: crate::nocaps::NoCaps,
 }
 
 /// The weftfs FUSE file system: give it to a fuser session.
@@ -139,6 +140,7 @@ impl WeftFs {
                 crate::jobid::DEFAULT_JOBID_NAME,
             ),
         );
+        let attr_timeout = opts.attr_timeout;
         Self {
             shared: Arc::new(Shared {
                 client,
@@ -150,6 +152,7 @@ impl WeftFs {
                 dirs: Mutex::new(HashMap::new()),
                 locks: crate::locks::LockOwners::default(),
                 jobids,
+                no_caps: crate::nocaps::NoCaps::new(attr_timeout),
             }),
             rt,
         }
@@ -265,6 +268,14 @@ impl Shared {
             .get(&fh.0)
             .cloned()
             .ok_or(Failed::code(libc::EBADF))
+    }
+
+    /// Whether another handle of `f`'s inode in this mount wrote since its bytes were last
+    /// written back (a read must then go the slow way, which writes them back first).
+    fn others_wrote(&self, f: &Arc<OpenFile>) -> bool {
+        lock(&self.files).values().any(|w| {
+            w.ino == f.ino && w.writable && !Arc::ptr_eq(w, f) && w.wrote.load(Ordering::Acquire)
+        })
     }
 
     fn writers_of(&self, ino: u64) -> Vec<Arc<OpenFile>> {
@@ -443,16 +454,10 @@ impl Shared {
             truncate: flags & libc::O_TRUNC != 0,
             append: false,
         };
-        // The kernel's cached pages stay only if the data is the version they were read
-        // at (close-to-open); the version is asked for just before the open.
-        let version = self
-            .client
-            .cluster()
-            .mdt_of(fid)?
-            .getattr(fid)
-            .await?
-            .data_version;
         let file = self.client.open(fid, opts, &cred).await?;
+        // The kernel's cached pages stay only if the data is the version they were read
+        // at (close-to-open): the MDT's version at this open.
+        let version = file.attr_at_open().data_version;
         let keep = !opts.truncate && self.inodes.page_cache_valid(ino, version);
         let fh = self.register(ino, file, access);
         Ok((fh, self.fopen_flags(keep)))
@@ -477,13 +482,7 @@ impl Shared {
             append: false,
         };
         let file = self.client.open_in(pfid, &name, opts, None, &cred).await?;
-        let attr = match self.client.getattr(file.fid()).await {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = file.close().await;
-                return Err(e.into());
-            }
-        };
+        let attr = file.attr_at_open().clone();
         let entry = self.entry(attr, Some(parent)).await;
         let fh = self.register(entry.ino, file, access);
         // A new (or truncated) file: nothing cached in the kernel yet.
@@ -891,6 +890,20 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // A sequential read of pages the client already holds is answered on this thread.
+        if let Ok(f) = self.shared.file(fh)
+            && !self.shared.others_wrote(&f)
+        {
+            let jobid = self.shared.jobids.get(req.pid(), req.uid(), req.gid());
+            let _rt = self.rt.enter();
+            let cached = weft_rpc::jobid::sync_scope(jobid, || {
+                f.file.try_read_cached(offset, u64::from(size))
+            });
+            if let Some(data) = cached {
+                reply.data(&data);
+                return;
+            }
+        }
         self.spawn(
             req,
             |s| async move {
@@ -922,6 +935,18 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        // A write that extends what the handle buffers is copied in on this thread.
+        if let Ok(f) = self.shared.file(fh)
+            && let Ok(len) = u32::try_from(data.len())
+        {
+            let jobid = self.shared.jobids.get(req.pid(), req.uid(), req.gid());
+            let _rt = self.rt.enter();
+            if weft_rpc::jobid::sync_scope(jobid, || f.file.try_write_buffered(offset, data)) {
+                f.wrote.store(true, Ordering::Release);
+                reply.written(len);
+                return;
+            }
+        }
         // The request buffer is reused for the next request: the task gets a copy.
         let data = data.to_vec();
         self.spawn(
@@ -1212,6 +1237,7 @@ impl Filesystem for WeftFs {
                     _ => return Err(Failed::code(libc::EINVAL)),
                 };
                 let fid = s.fid(ino)?;
+                s.no_caps.forget(ino.0);
                 Ok(s.client.setxattr(fid, &name, &value, mode, &cred).await?)
             },
             reply,
@@ -1220,11 +1246,25 @@ impl Filesystem for WeftFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
+        let capability = name == crate::nocaps::CAPABILITY;
+        // Asked before every write(2): answered here while the absence is fresh.
+        if capability && self.shared.no_caps.known_absent(ino.0) {
+            reply.error(fuser::Errno::from_i32(libc::ENODATA));
+            return;
+        }
+        let cred = self.cred(req);
         self.spawn(
             req,
-            |s| async move { Ok(s.client.getxattr(s.fid(ino)?, &name, &cred).await?) },
+            |s| async move {
+                match s.client.getxattr(s.fid(ino)?, &name, &cred).await {
+                    Err(e) if capability && e.errno() == weft_proto::Errno::NoData => {
+                        s.no_caps.absent(ino.0);
+                        Err(e.into())
+                    }
+                    r => Ok(r?),
+                }
+            },
             reply,
             move |r, v, _| xattr_reply(r, &v, size),
         );
@@ -1253,7 +1293,10 @@ impl Filesystem for WeftFs {
         let name = name.as_bytes().to_vec();
         self.spawn(
             req,
-            |s| async move { Ok(s.client.removexattr(s.fid(ino)?, &name, &cred).await?) },
+            |s| async move {
+                s.no_caps.forget(ino.0);
+                Ok(s.client.removexattr(s.fid(ino)?, &name, &cred).await?)
+            },
             reply,
             |r, (), _| r.ok(),
         );

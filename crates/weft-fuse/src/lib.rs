@@ -58,6 +58,7 @@ pub mod inodes;
 pub mod jobid;
 pub mod locks;
 pub mod mount;
+pub mod nocaps;
 pub mod options;
 
 pub use fs::WeftFs;

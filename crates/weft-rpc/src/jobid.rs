@@ -18,6 +18,12 @@ pub async fn with_jobid<F: Future>(jobid: Option<Arc<str>>, fut: F) -> F::Output
     JOBID.scope(jobid, fut).await
 }
 
+/// Runs `f` with requests tagged with `jobid`, outside any task (a thread that starts
+/// work on a runtime and does not wait for it).
+pub fn sync_scope<R>(jobid: Option<Arc<str>>, f: impl FnOnce() -> R) -> R {
+    JOBID.sync_scope(jobid, f)
+}
+
 /// The job id of the current scope, if any.
 pub fn current() -> Option<Arc<str>> {
     JOBID.try_with(Clone::clone).ok().flatten()
