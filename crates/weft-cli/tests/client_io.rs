@@ -482,7 +482,10 @@ async fn wait_free_paths_agree_with_the_ordinary_ones() {
         }
         at += n;
     }
-    assert!(fast > k / 2, "sequential writes mostly buffered wait-free ({fast} of {k})");
+    assert!(
+        fast > k / 2,
+        "sequential writes mostly buffered wait-free ({fast} of {k})"
+    );
     // Not an append to the buffer: declined, nothing changed.
     assert!(!f.try_write_buffered(5, b"xyz"));
     f.close().await.unwrap();
@@ -491,7 +494,10 @@ async fn wait_free_paths_agree_with_the_ordinary_ones() {
         .open_in(Fid::ROOT, b"fast", OpenOptions::read(), None, &root())
         .await
         .unwrap();
-    assert!(!r.try_write_buffered(data.len() as u64, b"more"), "read-only handle");
+    assert!(
+        !r.try_write_buffered(data.len() as u64, b"more"),
+        "read-only handle"
+    );
     let mut out = Vec::with_capacity(data.len());
     let (mut hits, mut reads) = (0, 0);
     while out.len() < data.len() {
@@ -513,7 +519,10 @@ async fn wait_free_paths_agree_with_the_ordinary_ones() {
         out.extend_from_slice(&got);
     }
     assert!(out == data, "bytes read back differ");
-    assert!(hits > reads / 2, "read-ahead pages served wait-free ({hits} of {reads})");
+    assert!(
+        hits > reads / 2,
+        "read-ahead pages served wait-free ({hits} of {reads})"
+    );
     // At EOF and after a jump: declined.
     assert!(r.try_read_cached(data.len() as u64, 4096).is_none());
     assert!(r.try_read_cached(0, 4096).is_none());

@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::task::JoinHandle;
 use weft_proto::layout::Layout;
 use weft_proto::mdt::{AccessMode, Attr};
@@ -76,7 +77,10 @@ pub struct File {
     client: Arc<Client>,
     fid: Fid,
     mdt: Arc<MdtClient>,
-    handle: u64,
+    /// The MDT's handle; replaced when the file is opened again after an MDT restart.
+    handle: AtomicU64,
+    /// Held while the file is being opened again, so that it is opened once.
+    reopening: tokio::sync::Mutex<()>,
     /// The layout as this handle knows it: replaced when a PFL component is instantiated
     /// (by this handle, or seen instantiated by another client).
     layout: std::sync::RwLock<Option<Arc<Layout>>>,
@@ -126,7 +130,8 @@ impl File {
             client,
             fid: attr.fid,
             mdt,
-            handle,
+            handle: AtomicU64::new(handle),
+            reopening: tokio::sync::Mutex::new(()),
             layout: std::sync::RwLock::new(layout.map(Arc::new)),
             access,
             append,
@@ -148,7 +153,45 @@ impl File {
 
     /// The MDT handle this file is open as.
     pub(crate) fn handle(&self) -> u64 {
-        self.handle
+        self.handle.load(Ordering::Acquire)
+    }
+
+    /// Sends an MDT request naming this file's handle. An MDT that restarted has lost
+    /// every handle (they live in its memory) and answers EBADF: the file is then opened
+    /// again by FID — as root, since the open was allowed when it was made, as Lustre's
+    /// open replay does — and the request is sent once more under the new handle. An
+    /// unlinked file stays reachable this way for the MDT's grace period after a restart.
+    async fn on_handle<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
+    where
+        F: Fn(u64) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let handle = self.handle();
+        match call(handle).await {
+            Err(e) if e.errno() == Errno::BadF => {
+                self.reopen(handle).await?;
+                call(self.handle()).await
+            }
+            other => other,
+        }
+    }
+
+    /// Opens the file again in place of the lost handle `stale`.
+    async fn reopen(&self, stale: u64) -> Result<(), ClientError> {
+        let _one = self.reopening.lock().await;
+        if self.handle() != stale {
+            return Ok(()); // Another request of this file did it meanwhile.
+        }
+        let flags = weft_proto::mdt::OpenFlags {
+            access: self.access,
+            truncate: false,
+        };
+        let cred = weft_proto::mdt::Credentials::root();
+        let opened = self.mdt.open(self.fid, flags, &cred).await?;
+        self.update_layout(opened.layout);
+        self.handle.store(opened.handle, Ordering::Release);
+        tracing::info!(fid = %self.fid, "file opened again: its MDT handle was lost");
+        Ok(())
     }
 
     /// The file's layout, as this handle knows it.
@@ -196,8 +239,7 @@ impl File {
         match self.pieces(offset, len) {
             Err(ClientError::Remote(e)) if e.errno == Errno::NotSup => {
                 let layout = self
-                    .mdt
-                    .instantiate(self.handle, offset, offset + len)
+                    .on_handle(|h| self.mdt.instantiate(h, offset, offset + len))
                     .await?;
                 self.update_layout(layout);
                 self.pieces(offset, len)
@@ -727,8 +769,8 @@ impl File {
     /// explicitly after a flush (`cp -p`, `touch -d`) stay.
     async fn merge_size(&self, st: &mut State) -> Result<(), ClientError> {
         if st.modified {
-            self.mdt
-                .size_merge(self.handle, Some(st.size), st.known_blocks(), true)
+            let (size, blocks) = (st.size, st.known_blocks());
+            self.on_handle(|h| self.mdt.size_merge(h, Some(size), blocks, true))
                 .await?;
             st.modified = false;
         }
@@ -808,7 +850,10 @@ impl File {
         st.closed = true;
         let size = st.modified.then_some(st.size);
         let blocks = st.modified.then(|| st.known_blocks()).flatten();
-        let closed = self.mdt.close(self.handle, size, blocks, st.modified).await;
+        let modified = st.modified;
+        let closed = self
+            .on_handle(|h| self.mdt.close(h, size, blocks, modified))
+            .await;
         flushed.and(closed)
     }
 }
@@ -824,7 +869,7 @@ impl Drop for File {
         // Buffered bytes that will never be flushed go back to the client's budget.
         self.client.release_dirty(dirty);
         if !closed {
-            let (mdt, handle) = (self.mdt.clone(), self.handle);
+            let (mdt, handle) = (self.mdt.clone(), self.handle());
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {
                     let _ = mdt.close(handle, None, None, false).await;

@@ -36,6 +36,8 @@ pub(crate) enum WriteOp {
     HasFids,
     /// Remove destroy-log records whose objects are all gone.
     DestroyDone(Vec<u64>),
+    /// Destroy the orphans of a previous run that no client opened again.
+    ReapOrphans,
 }
 
 /// Who sent a request: the client node, and its number for the request (see
@@ -288,6 +290,16 @@ fn apply(
             } else {
                 Err(Fail::NeedSeq)
             }
+        }
+        WriteOp::ReapOrphans => {
+            let reaped = engine.reap_orphans(tx, fx)?;
+            if reaped > 0 {
+                tracing::info!(
+                    reaped,
+                    "destroyed orphans of the previous run nobody reopened"
+                );
+            }
+            Ok(MdtReply::Ok)
         }
         WriteOp::DestroyDone(seqs) => (|| {
             for s in seqs {

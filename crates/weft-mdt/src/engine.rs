@@ -237,7 +237,8 @@ impl Engine {
         ))
     }
 
-    /// Destroys every orphan left by a previous run: their handles died with it.
+    /// Destroys the orphans left by a previous run that no client has opened again (their
+    /// handles died with it; clients reopen what they still hold).
     pub fn reap_orphans(&mut self, tx: &mut Tx<'_>, fx: &mut Effects) -> Result<usize, StoreError> {
         let keys = collect_keys(&tx.orphans, &[], None)?;
         let mut n = 0;
@@ -250,6 +251,7 @@ impl Engine {
             b.copy_from_slice(&k);
             let fid = Fid::from_bytes(b);
             match store::get_inode(&tx.inodes, fid)? {
+                Some(_) if self.handles().count(fid) > 0 => {}
                 Some(ino) if ino.nlink == 0 => {
                     self.destroy_inode(tx, fx, fid, &ino)?;
                     n += 1;

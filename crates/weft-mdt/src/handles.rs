@@ -1,5 +1,8 @@
 //! Open handles: which connection holds which inode open. Kept in memory only: handles die
-//! with the process, and on restart orphans left behind are destroyed.
+//! with the process. After a restart clients open their files again (open replay), and
+//! orphans that nobody reopened within the grace period are destroyed. Handle ids start at
+//! a random base per process, so a handle id of a previous run is never taken for one of
+//! this run: a client holding one gets EBADF and opens its file again.
 //!
 //! Only the commit thread changes the table (opens, closes and unlinks are serialized there,
 //! so an unlink always sees every open that precedes it); readers take the lock briefly to
@@ -50,6 +53,14 @@ pub enum Undo {
 }
 
 impl Handles {
+    /// An empty table whose handle ids follow `base`.
+    pub fn starting_at(base: u64) -> Self {
+        Self {
+            next_id: base,
+            ..Self::default()
+        }
+    }
+
     /// Registers a handle and returns its id.
     pub fn open(&mut self, conn: u64, handle: Handle) -> u64 {
         self.next_id += 1;

@@ -40,8 +40,9 @@
 //! last close. When an inode with a layout is finally removed, a destroy-log record listing
 //! its objects is written in the same transaction; a background task ([`destroy`]) asks the
 //! OSTs to destroy them, retrying with backoff per OST, and deletes the record once every
-//! object is confirmed gone. Records survive restarts; orphans found at start are
-//! destroyed, since their handles died with the previous process.
+//! object is confirmed gone. Records survive restarts. Handles die with the process:
+//! after a restart clients open their files again by FID (open replay), and orphans that no
+//! client has opened again when `handle_grace` has passed are destroyed.
 //!
 //! # Known deviations from Linux
 //! No POSIX ACLs (`system.*` attributes are refused with EOPNOTSUPP); E2BIG is reported as

@@ -207,7 +207,10 @@ impl Mdt {
             ),
         };
         let counters = Arc::new(Counters::default());
-        let handles = Arc::new(Mutex::new(Handles::default()));
+        // Ids of this run never meet those of a previous one (see `handles`); the top bits
+        // stay clear so the counter cannot wrap.
+        let base = uuid::Uuid::new_v4().as_u64_pair().0 >> 2;
+        let handles = Arc::new(Mutex::new(Handles::starting_at(base)));
         let seed = u64::from(now.nsec) ^ (now.sec as u64).rotate_left(32) ^ u64::from(opts.index);
         let mut engine = Engine {
             db: db.clone(),
@@ -233,10 +236,6 @@ impl Mdt {
             let expired = crate::replies::expire(&mut tx)?;
             if expired > 0 {
                 tracing::debug!(expired, "dropped old reply records");
-            }
-            let reaped = engine.reap_orphans(&mut tx, &mut fx)?;
-            if reaped > 0 {
-                tracing::info!(reaped, "destroyed orphans left by the previous run");
             }
         }
         {
@@ -323,6 +322,20 @@ impl Mdt {
             self.destroy_cfg,
         ));
         lock(&self.tasks).push(task);
+        // Orphans of the previous run (files unlinked while open) wait for their clients
+        // to open them again (open replay) for as long as a broken connection's handles
+        // wait; those still unopened then are destroyed.
+        let (me, grace) = (Arc::downgrade(self), self.handle_grace);
+        let reap = tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(mdt) = me.upgrade() {
+                match mdt.submit_internal(WriteOp::ReapOrphans).await {
+                    Ok(()) => {}
+                    Err(e) => tracing::warn!(error = %e, "reaping orphans failed"),
+                }
+            }
+        });
+        lock(&self.tasks).push(reap);
     }
 
     /// Stops background tasks and the commit thread after it has committed and answered

@@ -4,7 +4,8 @@ use super::harness::{H, errno, opts, root};
 use crate::{Mdt, MdtError, MdtOptions};
 use std::collections::HashSet;
 use std::sync::Arc;
-use weft_proto::mdt::{MdtReply, MdtRequest, XattrMode};
+use std::time::Duration;
+use weft_proto::mdt::{AccessMode, MdtReply, MdtRequest, OpenFlags, XattrMode};
 use weft_proto::{Errno, Fid, LayoutTemplate};
 
 #[tokio::test]
@@ -102,16 +103,66 @@ async fn unlinked_open_file_stays_readable_until_close() {
     h.mdt.shutdown().await;
 }
 
+/// Open replay: after a restart, an orphan of the previous run is kept for the grace
+/// period; a client that opens it again keeps it (and its old handle id is refused, never
+/// taken for another file), the others are destroyed when the grace period ends.
 #[tokio::test]
-async fn orphans_of_a_previous_run_are_destroyed_at_start() {
-    let h = H::new().await;
-    let (f, _handle) = h.create_open(5, Fid::ROOT, "f", None).await;
-    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+async fn orphans_of_a_previous_run_wait_for_their_clients_then_go() {
+    let h = H::with(
+        MdtOptions {
+            handle_grace: Duration::from_millis(300),
+            ..opts()
+        },
+        4,
+    )
+    .await;
+    let (kept, old_handle) = h.create_open(5, Fid::ROOT, "kept", None).await;
+    let (lost, _) = h.create_open(5, Fid::ROOT, "lost", None).await;
+    h.unlink_as(Fid::ROOT, "kept", &root()).await.unwrap();
+    h.unlink_as(Fid::ROOT, "lost", &root()).await.unwrap();
     let h = h.reopen().await;
-    assert_eq!(errno(h.getattr(f).await), Errno::Stale);
-    assert_eq!(h.mdt.stats().orphans, 0);
-    assert_eq!(h.mdt.stats().pending_destroys, 1);
+    assert_eq!(h.mdt.stats().orphans, 2);
     h.mdt.start_background();
+    // The client finds its handle gone and opens the file again by FID.
+    let close_old = MdtRequest::Close {
+        handle: old_handle,
+        size: None,
+        blocks: None,
+        modified: false,
+    };
+    assert_eq!(errno(h.run_on(5, close_old).await), Errno::BadF);
+    let reopen = MdtRequest::Open {
+        fid: kept,
+        flags: OpenFlags {
+            access: AccessMode::ReadWrite,
+            truncate: false,
+        },
+        cred: root(),
+    };
+    let handle = match h.run_on(5, reopen).await.unwrap() {
+        MdtReply::Opened { handle, .. } => handle,
+        other => panic!("open replied {other:?}"),
+    };
+    assert_ne!(handle, old_handle, "handle ids of two runs never meet");
+    for _ in 0..200 {
+        if h.mdt.stats().orphans == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(h.mdt.stats().orphans, 1, "the unopened orphan is reaped");
+    assert_eq!(errno(h.getattr(lost).await), Errno::Stale);
+    assert_eq!(h.getattr(kept).await.unwrap().nlink, 0);
+    // The last close of the reopened orphan destroys it.
+    let close = MdtRequest::Close {
+        handle,
+        size: None,
+        blocks: None,
+        modified: false,
+    };
+    h.run_on(5, close).await.unwrap();
+    assert_eq!(errno(h.getattr(kept).await), Errno::Stale);
+    assert_eq!(h.mdt.stats().orphans, 0);
     h.wait_destroys().await;
     h.mdt.shutdown().await;
 }
