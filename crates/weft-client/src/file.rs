@@ -11,6 +11,7 @@
 use crate::cache::CACHE_PAGE;
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::io::Parts;
 use crate::layout::{self, MapError, Piece};
 use crate::mdt::MdtClient;
 use crate::params::Param;
@@ -38,6 +39,28 @@ struct ReadAhead {
     stride: u64,
     /// How many reads in a row kept `stride`: two or more make a strided reader.
     stride_hits: u32,
+}
+
+impl ReadAhead {
+    /// Whether a read at `offset` continues this reader's stream: it starts where the last
+    /// read ended or, for a reader already streaming, inside the stretch around it that is
+    /// being read ahead. The kernel sends one sequential reader's reads several at a time
+    /// and they may arrive in any order; one that overtakes another must not look like a
+    /// jump that stops read-ahead.
+    fn continues(&self, offset: u64) -> bool {
+        offset == self.last_end
+            || (self.window > 0
+                && offset >= self.last_offset.saturating_sub(self.window)
+                && offset <= self.prefetched_to.max(self.last_end))
+    }
+
+    /// Records a read of `[offset, end)` that continued the stream.
+    fn advance(&mut self, offset: u64, end: u64, ra_max: u64) {
+        self.window = (self.window * 2).clamp(CACHE_PAGE, ra_max.max(CACHE_PAGE));
+        self.stride_hits = 0;
+        self.last_offset = self.last_offset.max(offset);
+        self.last_end = self.last_end.max(end);
+    }
 }
 
 /// Strided records fetched ahead of a strided reader.
@@ -251,7 +274,7 @@ impl File {
     /// Reads `[offset, offset + len)` from the OSTs. Extents of components that are not
     /// instantiated read as zeros, after checking once that no other client has
     /// instantiated them since this handle learnt the layout.
-    async fn read_range(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+    async fn read_range(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
         let Some(mut layout) = self.layout() else {
             return Err(errno(Errno::Io, "file has no layout"));
         };
@@ -381,10 +404,9 @@ impl File {
             .params()
             .mb(Param::MaxReadAheadPerFileMb)
             .min(self.client.params().mb(Param::MaxReadAheadMb));
-        let sequential = offset == st.ra.last_end && ra_max > 0;
+        let sequential = ra_max > 0 && st.ra.continues(offset);
         if sequential {
-            st.ra.window = (st.ra.window * 2).clamp(CACHE_PAGE, ra_max.max(CACHE_PAGE));
-            st.ra.stride_hits = 0;
+            st.ra.advance(offset, end, ra_max);
         } else {
             st.ra.window = 0;
             st.ra.prefetched_to = 0;
@@ -395,9 +417,9 @@ impl File {
                 st.ra.stride = if offset > st.ra.last_offset { jump } else { 0 };
                 st.ra.stride_hits = u32::from(st.ra.stride > 0);
             }
+            st.ra.last_offset = offset;
+            st.ra.last_end = end;
         }
-        st.ra.last_offset = offset;
-        st.ra.last_end = end;
         // Noted while no write of this handle can slip in: pages fetched from here on
         // are cached only if no write or truncate dropped the file's pages meanwhile.
         let generation = self.client.cache().generation(self.fid);
@@ -420,12 +442,12 @@ impl File {
             return Ok(data);
         }
         if window == 0 {
-            return self.read_range(offset, end - offset).await;
+            return Ok(self.read_range(offset, end - offset).await?.concat());
         }
         // Sequential: through the cache, then keep the window ahead full.
         let data = self.read_cached(offset, end, size, generation).await?;
-        let ahead_end = end.saturating_add(window).min(size);
         let mut st = self.state.lock().await;
+        let ahead_end = st.ra.last_end.max(end).saturating_add(window).min(size);
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
@@ -436,8 +458,8 @@ impl File {
     }
 
     /// Serves a sequential read from cache pages without waiting, if it can: the handle's
-    /// state free, nothing of its own buffered, the read continuing where the last one
-    /// ended and every page it needs cached. Keeps the read-ahead window moving as
+    /// state free, nothing of its own buffered, the read continuing the handle's
+    /// sequential stream and every page it needs cached. Keeps the read-ahead window moving as
     /// [`read_at`](Self::read_at) does (so it must run inside the client's runtime), and
     /// returns `None`, having changed nothing, otherwise. A read inside one cache page is
     /// a slice of it, not a copy. The FUSE mount calls this on the thread that read the
@@ -456,7 +478,7 @@ impl File {
             .mb(Param::MaxReadAheadPerFileMb)
             .min(self.client.params().mb(Param::MaxReadAheadMb));
         let end = offset.saturating_add(len).min(st.size);
-        if offset >= end || offset != st.ra.last_end || ra_max == 0 {
+        if offset >= end || ra_max == 0 || !st.ra.continues(offset) {
             return None;
         }
         let cache = self.client.cache();
@@ -481,11 +503,8 @@ impl File {
             }
             out.freeze()
         };
-        st.ra.window = (st.ra.window * 2).clamp(CACHE_PAGE, ra_max.max(CACHE_PAGE));
-        st.ra.stride_hits = 0;
-        st.ra.last_offset = offset;
-        st.ra.last_end = end;
-        let ahead_end = end.saturating_add(st.ra.window).min(st.size);
+        st.ra.advance(offset, end, ra_max);
+        let ahead_end = st.ra.last_end.saturating_add(st.ra.window).min(st.size);
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
@@ -530,12 +549,12 @@ impl File {
             let _fetching = cache.begin_fetch(self.fid, lo, hi);
             let fetched = self.read_range(start, stop - start).await?;
             for i in lo..=hi {
-                let a = ((i - lo) * CACHE_PAGE) as usize;
-                let b = (a + CACHE_PAGE as usize).min(fetched.len());
+                let a = (i - lo) * CACHE_PAGE;
+                let b = (a + CACHE_PAGE).min(fetched.len());
                 if a >= b {
                     break;
                 }
-                let page = fetched.slice(a..b);
+                let page = fetched.slice(a, b);
                 cache.insert(self.fid, i, page.clone(), generation);
                 if let Some(slot) = pages.get_mut((i - first) as usize) {
                     *slot = Some(page);
@@ -591,10 +610,10 @@ impl File {
             tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
                 if let Ok(data) = read_layout_range(&client, &layout, fid, a, b - a).await {
                     for i in lo..=hi {
-                        let x = ((i - lo) * CACHE_PAGE) as usize;
-                        let y = (x + CACHE_PAGE as usize).min(data.len());
+                        let x = (i - lo) * CACHE_PAGE;
+                        let y = (x + CACHE_PAGE).min(data.len());
                         if x < y {
-                            client.cache().insert(fid, i, data.slice(x..y), generation);
+                            client.cache().insert(fid, i, data.slice(x, y), generation);
                         }
                     }
                 }
@@ -887,20 +906,21 @@ async fn read_layout_range(
     fid: Fid,
     offset: u64,
     len: u64,
-) -> Result<Bytes, ClientError> {
+) -> Result<Parts, ClientError> {
     let spans = layout::map_sparse(layout, fid, offset, len).map_err(map_err)?;
-    if let [layout::Span::Data(pieces)] = spans.as_slice() {
-        return client.engine().read(pieces).await;
-    }
     let reads = spans.iter().map(|span| async move {
         match span {
-            layout::Span::Data(pieces) => client.engine().read(pieces).await,
-            layout::Span::Hole(n) => Ok(Bytes::from(vec![0u8; *n as usize])),
+            layout::Span::Data(pieces) => client.engine().read_parts(pieces).await,
+            layout::Span::Hole(n) => {
+                let mut zeros = Parts::default();
+                zeros.push(Bytes::from(vec![0u8; *n as usize]));
+                Ok(zeros)
+            }
         }
     });
-    let mut out = BytesMut::with_capacity(len as usize);
+    let mut out = Parts::default();
     for part in futures::future::join_all(reads).await {
-        out.extend_from_slice(&part?);
+        out.extend(part?);
     }
-    Ok(out.freeze())
+    Ok(out)
 }

@@ -175,8 +175,13 @@ impl IoEngine {
     /// Reads the pieces (all OSTs at once) into one buffer of their total length; bytes an
     /// object does not have (holes, past its end) read as zeros.
     pub async fn read(self: &Arc<Self>, pieces: &[Piece]) -> Result<Bytes, ClientError> {
+        Ok(self.read_parts(pieces).await?.concat())
+    }
+
+    /// [`read`](Self::read), keeping each RPC's buffer as it came: cutting cache pages out
+    /// of them costs no copy.
+    pub async fn read_parts(self: &Arc<Self>, pieces: &[Piece]) -> Result<Parts, ClientError> {
         let rpcs = self.rpcs(pieces);
-        let total: u64 = rpcs.iter().map(|p| p.len).sum();
         let jobid = weft_rpc::jobid::current();
         // Each RPC is its own task, so checksums and copies run on every core.
         let tasks: Vec<_> = rpcs
@@ -201,22 +206,20 @@ impl IoEngine {
             .into_iter()
             .map(|r| r.map_err(join_error).and_then(|x| x))
             .collect();
-        if parts.len() == 1 {
-            // One RPC: hand its buffer over as it is unless it came back short.
-            if let Some(Ok(d)) = parts.first()
-                && d.len() as u64 == total
-            {
-                return Ok(d.clone());
-            }
-        }
-        let mut out = BytesMut::with_capacity(total as usize);
+        let mut out = Parts::default();
         for (p, part) in rpcs.iter().zip(parts) {
             let data = part?;
-            let n = data.len().min(p.len as usize);
-            out.extend_from_slice(&data[..n]);
-            out.resize(out.len() + (p.len as usize - n), 0);
+            if data.len() as u64 == p.len {
+                out.push(data);
+            } else {
+                // Short (the object ends early): the rest reads as zeros.
+                let mut padded = BytesMut::with_capacity(p.len as usize);
+                padded.extend_from_slice(&data[..data.len().min(p.len as usize)]);
+                padded.resize(p.len as usize, 0);
+                out.push(padded.freeze());
+            }
         }
-        Ok(out.freeze())
+        Ok(out)
     }
 
     /// Writes `data` (the concatenation of the pieces' bytes, in order) to the objects, all
@@ -292,4 +295,117 @@ impl IoEngine {
 
 fn join_error(e: tokio::task::JoinError) -> ClientError {
     ClientError::Invalid(format!("I/O task failed: {e}"))
+}
+
+/// Consecutive buffers that together hold one range of a file, as the RPCs returned them.
+#[derive(Debug, Default, Clone)]
+pub struct Parts {
+    /// Each buffer with the offset of its first byte within the range.
+    parts: Vec<(u64, Bytes)>,
+    len: u64,
+}
+
+impl Parts {
+    /// Appends the next buffer.
+    pub fn push(&mut self, data: Bytes) {
+        if !data.is_empty() {
+            self.parts.push((self.len, data));
+            self.len += self.parts.last().map_or(0, |(_, d)| d.len() as u64);
+        }
+    }
+
+    /// Appends every buffer of `other`.
+    pub fn extend(&mut self, other: Parts) {
+        for (_, d) in other.parts {
+            self.push(d);
+        }
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes `[a, b)` of the range (clamped to what is held): a slice of one buffer when
+    /// they lie in one, else a copy.
+    pub fn slice(&self, a: u64, b: u64) -> Bytes {
+        let b = b.min(self.len);
+        if a >= b {
+            return Bytes::new();
+        }
+        let first = self.parts.partition_point(|(start, _)| *start <= a) - 1;
+        let (start, data) = &self.parts[first];
+        if b - start <= data.len() as u64 {
+            return data.slice((a - start) as usize..(b - start) as usize);
+        }
+        let mut out = BytesMut::with_capacity((b - a) as usize);
+        for (start, data) in &self.parts[first..] {
+            if *start >= b {
+                break;
+            }
+            let x = a.saturating_sub(*start) as usize;
+            let y = ((b - start) as usize).min(data.len());
+            out.extend_from_slice(&data[x..y]);
+        }
+        out.freeze()
+    }
+
+    /// Everything in one buffer (no copy if there is one part).
+    pub fn concat(self) -> Bytes {
+        match self.parts.as_slice() {
+            [] => Bytes::new(),
+            [(_, only)] => only.clone(),
+            _ => self.slice(0, self.len),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any range of any split reads the same bytes as the whole.
+        #[test]
+        fn parts_slice_like_the_whole(
+            sizes in proptest::collection::vec(0usize..64, 0..8),
+            a in 0u64..600,
+            n in 0u64..600,
+        ) {
+            let total: usize = sizes.iter().sum();
+            let whole: Vec<u8> = (0..total).map(|i| (i * 7 % 251) as u8).collect();
+            let mut parts = Parts::default();
+            let mut at = 0;
+            for s in &sizes {
+                parts.push(Bytes::copy_from_slice(&whole[at..at + s]));
+                at += s;
+            }
+            prop_assert_eq!(parts.len(), total as u64);
+            let b = a.saturating_add(n);
+            let lo = (a as usize).min(total);
+            let hi = (b as usize).min(total).max(lo);
+            prop_assert_eq!(&parts.slice(a, b)[..], &whole[lo..hi]);
+            prop_assert_eq!(&parts.clone().concat()[..], &whole[..]);
+        }
+    }
+
+    #[test]
+    fn a_slice_inside_one_part_is_not_a_copy() {
+        let mut parts = Parts::default();
+        let first = Bytes::from(vec![1u8; 100]);
+        parts.push(first.clone());
+        parts.push(Bytes::from(vec![2u8; 100]));
+        let s = parts.slice(10, 60);
+        assert_eq!(s.as_ptr(), first[10..].as_ptr());
+        assert_eq!(
+            &parts.slice(90, 110)[..],
+            &[[1u8; 10], [2u8; 10]].concat()[..]
+        );
+    }
 }
