@@ -4,7 +4,8 @@
 //! the caller's credentials, copied names and data), spawns a task on the client's tokio
 //! runtime and returns at once: the FUSE threads only read requests, so many requests are
 //! in flight together and a slow one (an MDT round trip, a large read) never holds up the
-//! others. The task replies when the library answers.
+//! others. The task replies when the library answers. The exceptions, answered on the
+//! reading thread because they cannot wait, are listed in the crate docs.
 
 use crate::attr::{file_attr, file_type, timestamp};
 use crate::creds::CredCache;

@@ -16,7 +16,12 @@
 //!
 //! Concurrency: fuser reads kernel requests on several threads (`threads=N`, one cloned
 //! `/dev/fuse` descriptor each); a handler only spawns a task on the client's tokio runtime
-//! and returns, so requests are answered as the library finishes them, in any order.
+//! and returns, so requests are answered as the library finishes them, in any order. Three
+//! requests are answered on the reading thread when that needs no waiting: a write that
+//! extends what its handle buffers (`File::try_write_buffered`: one copy, no thread
+//! switch), a sequential read of pages read ahead (`File::try_read_cached`: a slice of the
+//! cached page), and the `security.capability` lookup the kernel makes before every
+//! `write(2)` while its absence is remembered ([`nocaps`]).
 //!
 //! Caches: names and attributes are trusted for `entry_timeout`/`attr_timeout` (1 s by
 //! default). The kernel page cache is kept across opens (`FOPEN_KEEP_CACHE`) only when the
