@@ -8,7 +8,7 @@ use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
 use crate::grant::Grants;
 use crate::identity::{FORMAT_VERSION, Identity, KIND_OST, validate_fsname};
 use crate::object::{OBJECTS_DIR, SUBDIRS, object_hash, object_path, subdir_name};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
@@ -351,20 +351,20 @@ impl Ost {
         // Never allocate more than the object can return: a 64 MiB read of a small object
         // costs what the object holds.
         let want = usize::try_from(u64::from(len).min(size.saturating_sub(offset))).unwrap_or(0);
-        let mut buf = BytesMut::zeroed(want);
-        let mut done = 0usize;
-        while done < want {
-            let Some(dst) = buf.get_mut(done..) else {
-                break;
-            };
-            match file.read_at(dst, offset + done as u64) {
+        // Read into the buffer's spare capacity: zero-filling megabytes first would cost
+        // as much as the read's own copy.
+        let mut buf: Vec<u8> = Vec::with_capacity(want);
+        while buf.len() < want {
+            let at = offset + buf.len() as u64;
+            let spare = rustix::buffer::spare_capacity(&mut buf);
+            match rustix::io::pread(&file, spare, at) {
                 Ok(0) => break, // truncated under us: return what there is
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_to_wire(&format!("read {id}"), e)),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(io_to_wire(&format!("read {id}"), e.into())),
             }
         }
-        buf.truncate(done);
+        let done = buf.len();
         let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
         self.stats.record_read(done as u64);
         Ok((
@@ -374,7 +374,7 @@ impl Ost {
                 blocks: meta.blocks(),
                 data_version,
             },
-            buf.freeze(),
+            Bytes::from(buf),
         ))
     }
 
