@@ -487,22 +487,7 @@ impl File {
         for i in first..=last {
             pages.push(cache.get(self.fid, i)?);
         }
-        let data = if let [page] = pages.as_slice() {
-            let a = (offset - first * CACHE_PAGE) as usize;
-            let b = ((end - first * CACHE_PAGE) as usize).min(page.len());
-            page.slice(a.min(b)..b)
-        } else {
-            let mut out = BytesMut::with_capacity((end - offset) as usize);
-            for (k, page) in pages.iter().enumerate() {
-                let base = (first + k as u64) * CACHE_PAGE;
-                let a = offset.saturating_sub(base) as usize;
-                let b = ((end - base) as usize).min(page.len());
-                if a < b {
-                    out.extend_from_slice(&page[a..b]);
-                }
-            }
-            out.freeze()
-        };
+        let data = cut_pages(&pages, first, offset, end);
         st.ra.advance(offset, end, ra_max);
         let ahead_end = st.ra.last_end.saturating_add(st.ra.window).min(st.size);
         let from = st.ra.prefetched_to.max(end);
@@ -561,17 +546,8 @@ impl File {
                 }
             }
         }
-        let mut out = BytesMut::with_capacity((end - offset) as usize);
-        for (k, page) in pages.into_iter().enumerate() {
-            let base = (first + k as u64) * CACHE_PAGE;
-            let page = page.unwrap_or_default();
-            let a = offset.saturating_sub(base) as usize;
-            let b = ((end - base) as usize).min(page.len());
-            if a < b {
-                out.extend_from_slice(&page[a..b]);
-            }
-        }
-        Ok(out.freeze())
+        let pages: Vec<Bytes> = pages.into_iter().map(Option::unwrap_or_default).collect();
+        Ok(cut_pages(&pages, first, offset, end))
     }
 
     /// Fetches `[start, end)` into the cache in the background, within the client's
@@ -896,6 +872,28 @@ impl Drop for File {
             }
         }
     }
+}
+
+/// Bytes `[offset, end)` of a file out of its consecutive cache pages from page `first` on
+/// (an empty page reads as nothing): a slice of the page when one page holds them all, else
+/// a copy.
+fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Bytes {
+    if let [page] = pages {
+        let base = first * CACHE_PAGE;
+        let b = ((end - base) as usize).min(page.len());
+        let a = ((offset - base) as usize).min(b);
+        return page.slice(a..b);
+    }
+    let mut out = BytesMut::with_capacity((end - offset) as usize);
+    for (k, page) in pages.iter().enumerate() {
+        let base = (first + k as u64) * CACHE_PAGE;
+        let a = offset.saturating_sub(base) as usize;
+        let b = ((end - base) as usize).min(page.len());
+        if a < b {
+            out.extend_from_slice(&page[a..b]);
+        }
+    }
+    out.freeze()
 }
 
 /// Reads `[offset, offset + len)` of file `fid` through `layout`: every instantiated extent
