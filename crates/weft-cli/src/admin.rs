@@ -1,10 +1,11 @@
 //! Administration verbs with Lustre's spelling (`lfs`/`lctl`): pools, `df`, `get_param`
 //! and `set_param -P`, `top`, and on paths (inside a mount or `HOST:PORT:/FSNAME/PATH`,
-//! see [`fspath`]) `setstripe`, `getstripe`, `find` and `migrate`.
+//! see [`fspath`]) `setstripe`, `getstripe`, `find`, `migrate`, `mkdir -i` and `getdirstripe`.
 //! Server-wide verbs speak to the servers directly (`--mgs HOST:PORT`, or
 //! `HOST:PORT:/FSNAME`).
 
 pub mod df;
+pub mod dirstripe;
 pub mod find;
 pub mod fspath;
 pub mod migrate;

@@ -5,8 +5,9 @@
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 use weft_client::Cluster;
-use weft_mdt::{ClusterView, OstInfo};
+use weft_mdt::{ClusterView, OstInfo, PeerError};
 use weft_proto::layout::LayoutTemplate;
+use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::mgs::TargetState;
 use weft_proto::{FidSeqRange, ObjectId, TargetKind};
 use weft_rpc::service::BoxFuture;
@@ -110,6 +111,30 @@ impl ClusterView for MdtClusterView {
         Box::pin(async move {
             let client = self.cluster.ost(ost).map_err(|e| e.to_string())?;
             client.destroy(object).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn has_mdt(&self, index: u32) -> bool {
+        self.cluster
+            .config()
+            .target(weft_proto::TargetId::mdt(index))
+            .is_some()
+    }
+
+    fn mdt_of(&self, fid: weft_proto::Fid) -> Option<u32> {
+        self.cluster.config().mdt_of_seq(fid.seq)
+    }
+
+    fn mdt_call(&self, index: u32, req: MdtRequest) -> BoxFuture<'_, Result<MdtReply, PeerError>> {
+        Box::pin(async move {
+            let client = self
+                .cluster
+                .mdt(index)
+                .map_err(|e| PeerError::Unreachable(e.to_string()))?;
+            client.call(req).await.map_err(|e| match e.remote() {
+                Some(w) => PeerError::Refused(w.clone()),
+                None => PeerError::Unreachable(e.to_string()),
+            })
         })
     }
 }

@@ -56,6 +56,10 @@ enum Command {
     Setstripe(admin::stripe::SetStripeArgs),
     /// Show layouts: components and objects per OST (like `lfs getstripe`).
     Getstripe(admin::stripe::GetStripeArgs),
+    /// Create directories, on a chosen MDT with -i (like `lfs mkdir -i`).
+    Mkdir(admin::dirstripe::MkdirArgs),
+    /// Show which MDT holds a directory (like `lfs getdirstripe`).
+    Getdirstripe(admin::dirstripe::GetDirStripeArgs),
     /// Find files by name, type, size, time and layout from bulk MDT scans (like `lfs find`).
     Find(admin::find::FindArgs),
     /// Re-stripe files online to a new layout, data verified (like `lfs migrate`).
@@ -156,6 +160,8 @@ fn main() -> ExitCode {
             Command::Setstripe(a) => admin::stripe::setstripe(a).await,
             Command::Getstripe(a) => admin::stripe::getstripe(a).await,
             Command::Find(a) => admin::find::run(a).await,
+            Command::Mkdir(a) => admin::dirstripe::mkdir(a).await,
+            Command::Getdirstripe(a) => admin::dirstripe::getdirstripe(a).await,
             Command::Migrate(a) => admin::migrate::run(a).await,
         }
     });

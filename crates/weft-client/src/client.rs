@@ -8,7 +8,7 @@ use crate::error::ClientError;
 use crate::file::File;
 use crate::io::IoEngine;
 use crate::layout;
-use crate::mdt::MdtClient;
+use crate::mdt::{Found, MdtClient};
 use crate::params::{ClientParams, Param};
 use std::sync::Arc;
 use std::time::Duration;
@@ -255,7 +255,10 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        let attr = self.mdt(parent)?.lookup(parent, name, cred).await?;
+        let attr = match self.mdt(parent)?.lookup_entry(parent, name, cred).await? {
+            Found::Here(attr) => attr,
+            Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await?,
+        };
         self.glimpse(attr).await
     }
 
@@ -347,6 +350,39 @@ impl Client {
         self.mdt(parent)?.mkdir(parent, name, mode, cred).await
     }
 
+    /// Creates a directory whose inode lives on MDT `mdt` (`weft mkdir -i`): a remote
+    /// directory when `mdt` is not the parent's MDT. Everything created inside it lives on
+    /// `mdt`.
+    pub async fn mkdir_on(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        mdt: u32,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        self.mdt(parent)?
+            .mkdir_on(parent, name, mode, mdt, cred)
+            .await
+    }
+
+    /// The index of the MDT holding `fid`.
+    pub fn mdt_index_of(&self, fid: Fid) -> Result<u32, ClientError> {
+        Ok(self.mdt(fid)?.index())
+    }
+
+    /// EXDEV unless `a` and `b` live on the same MDT (renames and links across MDTs are
+    /// not supported yet).
+    fn same_mdt(&self, a: Fid, b: Fid) -> Result<(), ClientError> {
+        if self.mdt(a)?.index() != self.mdt(b)?.index() {
+            return Err(ClientError::Remote(WireError::new(
+                Errno::XDev,
+                "renames and links across MDTs are not supported yet",
+            )));
+        }
+        Ok(())
+    }
+
     /// Creates a non-regular node (FIFO, socket, device); `mode` includes the type bits.
     pub async fn mknod(
         &self,
@@ -387,6 +423,7 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
+        self.same_mdt(fid, parent)?;
         self.mdt(parent)?.link(fid, parent, name, cred).await
     }
 
@@ -420,6 +457,7 @@ impl Client {
         flags: RenameFlags,
         cred: &Credentials,
     ) -> Result<(), ClientError> {
+        self.same_mdt(src_parent, dst_parent)?;
         self.mdt(src_parent)?
             .rename(src_parent, src_name, dst_parent, dst_name, flags, cred)
             .await
@@ -434,7 +472,42 @@ impl Client {
         plus: bool,
         cred: &Credentials,
     ) -> Result<(Vec<DirEntry>, bool), ClientError> {
-        self.mdt(fid)?.readdir(fid, cookie, max, plus, cred).await
+        let (mut entries, eof) = self.mdt(fid)?.readdir(fid, cookie, max, plus, cred).await?;
+        if plus {
+            self.fill_remote_attrs(&mut entries, |e| e).await?;
+        }
+        Ok((entries, eof))
+    }
+
+    /// Readdirplus leaves out the attributes of remote directories (their MDT has them):
+    /// asks those MDTs, all at once.
+    pub(crate) async fn fill_remote_attrs<T>(
+        &self,
+        entries: &mut [T],
+        entry: impl Fn(&mut T) -> &mut DirEntry,
+    ) -> Result<(), ClientError> {
+        let mut asks = Vec::new();
+        for (i, e) in entries.iter_mut().enumerate() {
+            let e = entry(e);
+            if e.attr.is_none() {
+                let fid = e.fid;
+                asks.push(async move { (i, self.getattr(fid).await) });
+            }
+        }
+        if asks.is_empty() {
+            return Ok(());
+        }
+        for (i, attr) in futures::future::join_all(asks).await {
+            if let Some(e) = entries.get_mut(i) {
+                match attr {
+                    Ok(a) => entry(e).attr = Some(a),
+                    // Removed meanwhile: listed without attributes, as a racing unlink.
+                    Err(err) if matches!(err.errno(), Errno::NoEnt | Errno::Stale) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// An extended attribute.
@@ -616,7 +689,7 @@ impl Client {
         cred: &Credentials,
     ) -> Result<File, ClientError> {
         let Some(mode) = opts.create else {
-            let attr = self.mdt(parent)?.lookup(parent, name, cred).await?;
+            let attr = self.lookup(parent, name, cred).await?;
             return self.open(attr.fid, opts, cred).await;
         };
         let mdt = self.mdt(parent)?;
@@ -646,7 +719,7 @@ impl Client {
             }
             // The name exists and O_EXCL was not asked: open what is there.
             Err(e) if e.errno() == Errno::Exist && !opts.exclusive => {
-                let attr = self.mdt(parent)?.lookup(parent, name, cred).await?;
+                let attr = self.lookup(parent, name, cred).await?;
                 self.open(attr.fid, opts, cred).await
             }
             Err(e) => Err(e),

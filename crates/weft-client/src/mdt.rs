@@ -21,6 +21,15 @@ pub struct Created {
     pub handle: Option<u64>,
 }
 
+/// What a lookup found.
+#[derive(Debug, Clone)]
+pub enum Found {
+    /// The entry's inode is on the MDT that was asked.
+    Here(Attr),
+    /// The entry names a remote directory: ask its MDT (FID location database).
+    Elsewhere(Fid),
+}
+
 /// What an open returns.
 #[derive(Debug, Clone)]
 pub struct Opened {
@@ -101,9 +110,9 @@ pub struct MdtClient {
 }
 
 macro_rules! expect_reply {
-    ($self:ident, $req:expr, $op:literal, $pat:pat => $out:expr) => {
+    ($self:ident, $req:expr, $op:literal, $($pat:pat => $out:expr),+) => {
         match $self.call($req).await? {
-            $pat => Ok($out),
+            $($pat => Ok($out),)+
             _ => Err(ClientError::UnexpectedReply {
                 target: TargetId::mdt($self.index),
                 op: $op,
@@ -196,19 +205,59 @@ impl MdtClient {
         }
     }
 
-    /// Looks `name` up in `parent`.
+    /// Looks `name` up in `parent`: its attributes, or the FID of a remote directory whose
+    /// attributes its own MDT has.
+    pub async fn lookup_entry(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Found, ClientError> {
+        let req = MdtRequest::Lookup {
+            parent,
+            name: name.to_vec(),
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "lookup",
+            MdtReply::Attr(a) => Found::Here(a),
+            MdtReply::Entry { fid, .. } => Found::Elsewhere(fid))
+    }
+
+    /// Looks `name` up in `parent` when it is known to be on this MDT (a remote directory
+    /// answers EXDEV; [`crate::Client::lookup`] follows those).
     pub async fn lookup(
         &self,
         parent: Fid,
         name: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        let req = MdtRequest::Lookup {
+        match self.lookup_entry(parent, name, cred).await? {
+            Found::Here(a) => Ok(a),
+            Found::Elsewhere(fid) => Err(ClientError::Remote(weft_proto::WireError::new(
+                weft_proto::Errno::XDev,
+                format!("{fid} is a remote directory"),
+            ))),
+        }
+    }
+
+    /// Creates a directory whose inode lives on MDT `mdt` (a remote directory); sent to
+    /// the parent's MDT.
+    pub async fn mkdir_on(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        mdt: u32,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::MkdirOn {
             parent,
             name: name.to_vec(),
+            mode,
+            mdt,
             cred: cred.clone(),
         };
-        expect_reply!(self, req, "lookup", MdtReply::Attr(a) => a)
+        expect_reply!(self, req, "mkdir_remote", MdtReply::Attr(a) => a)
     }
 
     /// The attributes of `fid`.

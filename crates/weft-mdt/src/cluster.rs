@@ -4,7 +4,20 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId};
+use weft_proto::mdt::{MdtReply, MdtRequest};
+use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId, WireError};
+
+/// Why a request to another MDT has no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerError {
+    /// The MDT answered with an error: the request did nothing there.
+    #[error("MDT refused: {0}")]
+    Refused(WireError),
+    /// The MDT could not be reached: whether the request was done is unknown, and it must
+    /// be sent again.
+    #[error("MDT unreachable: {0}")]
+    Unreachable(String),
+}
 
 /// A boxed, sendable future (the same shape as `weft_rpc::service::BoxFuture`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -38,4 +51,11 @@ pub trait ClusterView: Send + Sync + 'static {
     /// Destroys one stripe object on an OST. Destroying an object that does not exist must
     /// succeed (the destroy log may replay a destroy after a restart).
     fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>>;
+    /// Whether MDT `index` is part of the file system.
+    fn has_mdt(&self, index: u32) -> bool;
+    /// The MDT holding `fid`, from the FID location database.
+    fn mdt_of(&self, fid: weft_proto::Fid) -> Option<u32>;
+    /// Sends a request to MDT `index` (cross-MDT operations). Requests sent this way are
+    /// idempotent on the receiving MDT, so [`PeerError::Unreachable`] is retried.
+    fn mdt_call(&self, index: u32, req: MdtRequest) -> BoxFuture<'_, Result<MdtReply, PeerError>>;
 }

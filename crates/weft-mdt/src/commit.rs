@@ -9,6 +9,7 @@
 
 use crate::engine::{Effects, Engine, Tx, lock};
 use crate::error::{Fail, StoreError, store_to_wire};
+use crate::remote::Intent;
 use crate::store;
 use redb::Durability;
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub(crate) enum WriteOp {
     DestroyDone(Vec<u64>),
     /// Destroy the orphans of a previous run that no client opened again.
     ReapOrphans,
+    /// Step 3 of a cross-MDT operation: the other MDT's answer (see [`crate::remote`]).
+    FinishIntent(Box<Intent>, Result<MdtReply, WireError>),
 }
 
 /// Who sent a request: the client node, and its number for the request (see
@@ -58,6 +61,8 @@ pub(crate) enum Outcome {
     Done(Result<MdtReply, WireError>),
     /// No FID left: here is the operation back, to retry after a grant.
     NeedSeq(WriteOp),
+    /// A cross-MDT operation is prepared (durable): ask the other MDT, then finish it.
+    CrossMdt(Box<Intent>),
 }
 
 pub(crate) struct Pending {
@@ -139,7 +144,7 @@ fn run_batch(engine: &mut Engine, batch: Vec<Pending>, destroy_wake: &Notify) {
             }
             let err = store_to_wire(&e);
             for (_, o) in outcomes.iter_mut() {
-                if matches!(o, Outcome::Done(Ok(_))) {
+                if matches!(o, Outcome::Done(Ok(_)) | Outcome::CrossMdt(_)) {
                     *o = Outcome::Done(Err(err.clone()));
                 }
             }
@@ -195,6 +200,7 @@ fn apply_batch(
                 Ok(reply) => Outcome::Done(Ok(reply)),
                 Err(Fail::Wire(e)) => Outcome::Done(Err(e)),
                 Err(Fail::NeedSeq) => Outcome::NeedSeq(p.op),
+                Err(Fail::CrossMdt(intent)) => Outcome::CrossMdt(intent),
                 Err(Fail::Store(e)) => {
                     let w = store_to_wire(&e);
                     failure = Some(e);
@@ -256,7 +262,7 @@ fn apply(
     op: &WriteOp,
 ) -> Result<MdtReply, Fail> {
     match op {
-        WriteOp::Req(req, n) if n.seq == 0 => apply_req(engine, tx, fx, conn, n.client, req),
+        WriteOp::Req(req, n) if n.seq == 0 => apply_req(engine, tx, fx, conn, n, req),
         WriteOp::Req(req, n) => {
             if let Some(reply) = crate::replies::recorded(tx, n)? {
                 return crate::replies::reconstruct(engine, tx, fx, conn, req, reply);
@@ -265,7 +271,7 @@ fn apply(
             // (a failed check, a plain open) is harmless to run again, and recording it
             // would cost a commit.
             let wrote_before = std::mem::take(&mut fx.wrote);
-            let r = apply_req(engine, tx, fx, conn, n.client, req);
+            let r = apply_req(engine, tx, fx, conn, n, req);
             if let Ok(reply) = &r
                 && fx.wrote
             {
@@ -301,6 +307,7 @@ fn apply(
             }
             Ok(MdtReply::Ok)
         }
+        WriteOp::FinishIntent(intent, outcome) => engine.finish_intent(tx, fx, intent, outcome),
         WriteOp::DestroyDone(seqs) => (|| {
             for s in seqs {
                 tx.destroy.remove(s.to_be_bytes().as_slice())?;
@@ -316,12 +323,12 @@ fn apply_req(
     tx: &mut Tx<'_>,
     fx: &mut Effects,
     conn: u64,
-    client: uuid::Uuid,
+    origin: &Origin,
     req: &MdtRequest,
 ) -> Result<MdtReply, Fail> {
     // A handle this client opened on a connection that broke becomes this connection's.
     if let Some(h) = handle_of(req) {
-        engine.handles().adopt(conn, client, h);
+        engine.handles().adopt(conn, origin.client, h);
     }
     match req {
         MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
@@ -366,11 +373,43 @@ fn apply_req(
             cred,
         } => engine.link(tx, fx, *fid, *new_parent, new_name, cred),
         MdtRequest::Unlink { parent, name, cred } => {
-            engine.unlink(tx, fx, *parent, name, cred, false)
+            engine.unlink(tx, fx, *parent, name, cred, false, origin)
         }
         MdtRequest::Rmdir { parent, name, cred } => {
-            engine.unlink(tx, fx, *parent, name, cred, true)
+            engine.unlink(tx, fx, *parent, name, cred, true, origin)
         }
+        MdtRequest::MkdirOn {
+            parent,
+            name,
+            mode,
+            mdt,
+            cred,
+        } => engine.prepare_mkdir_on(tx, fx, *parent, name, *mode, *mdt, cred, origin),
+        MdtRequest::CreateRemoteDir {
+            from,
+            op,
+            parent,
+            mode,
+            uid,
+            gid,
+            default_layout,
+        } => engine.create_remote_dir(
+            tx,
+            fx,
+            *from,
+            *op,
+            *parent,
+            *mode,
+            *uid,
+            *gid,
+            default_layout.as_ref(),
+        ),
+        MdtRequest::RemoveRemoteDir {
+            fid,
+            parent,
+            sticky_owner,
+            cred,
+        } => engine.remove_remote_dir(tx, fx, *fid, *parent, *sticky_owner, cred),
         MdtRequest::Rename {
             src_parent,
             src_name,

@@ -28,6 +28,9 @@ pub(crate) struct Tx<'t> {
     pub orphans: WTable<'t>,
     pub destroy: WTable<'t>,
     pub replies: WTable<'t>,
+    pub intents: WTable<'t>,
+    pub remote_ops: WTable<'t>,
+    pub remote_dirs: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
@@ -39,6 +42,9 @@ impl<'t> Tx<'t> {
             orphans: txn.open_table(store::ORPHANS)?,
             destroy: txn.open_table(store::DESTROY_LOG)?,
             replies: txn.open_table(store::REPLIES)?,
+            intents: txn.open_table(store::INTENTS)?,
+            remote_ops: txn.open_table(store::REMOTE_OPS)?,
+            remote_dirs: txn.open_table(store::REMOTE_DIRS)?,
         })
     }
 }
@@ -224,7 +230,12 @@ impl Engine {
                 return Ok(true);
             }
             let Some(ino) = store::get_inode(inodes, cur)? else {
-                return Ok(false);
+                // The chain leaves this MDT (a remote directory): whether it comes back
+                // through `anc` cannot be told from here.
+                return Err(crate::error::fail(
+                    Errno::XDev,
+                    "the directory's ancestors are on another MDT",
+                ));
             };
             if ino.parent == cur {
                 return Ok(false);

@@ -98,6 +98,9 @@ pub(crate) enum Fail {
     Store(StoreError),
     /// The operation needs a new FID and the MDT has no sequence left: fetch one and retry.
     NeedSeq,
+    /// A cross-MDT operation was prepared (its intent is written in this transaction): the
+    /// request path asks the other MDT, then finishes it (see [`crate::remote`]).
+    CrossMdt(Box<crate::remote::Intent>),
 }
 
 impl From<WireError> for Fail {

@@ -68,6 +68,7 @@ mod namespace;
 pub mod perm;
 pub mod placement;
 mod reads;
+mod remote;
 pub mod replies;
 pub mod service;
 pub mod store;
@@ -75,7 +76,7 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
-pub use cluster::{BoxFuture, ClusterView, OstInfo};
+pub use cluster::{BoxFuture, ClusterView, OstInfo, PeerError};
 pub use commit::Origin;
 pub use destroy::DestroyConfig;
 pub use error::{MdtError, StoreError};

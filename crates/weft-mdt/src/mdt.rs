@@ -1,7 +1,7 @@
 //! The metadata target: opening (and formatting) its store, dispatching requests to the
 //! read path or the commit thread, background work and shutdown.
 
-use crate::cluster::ClusterView;
+use crate::cluster::{ClusterView, PeerError};
 use crate::commit::{self, CommitConfig, Msg, Origin, Outcome, Pending, WriteOp};
 use crate::destroy::{self, DestroyConfig};
 use crate::engine::{Counters, Effects, Engine, Tx, lock};
@@ -11,6 +11,7 @@ use crate::locks::{Caller, LockLimits, LockTable};
 use crate::namespace::DIR_SIZE;
 use crate::placement::Placement;
 use crate::reads;
+use crate::remote::{Intent, IntentKind};
 use crate::store::{self, FORMAT_VERSION, Inode, Meta};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 use std::path::{Path, PathBuf};
@@ -336,6 +337,20 @@ impl Mdt {
             }
         });
         lock(&self.tasks).push(reap);
+        let finish = tokio::spawn(self.clone().finish_intents());
+        lock(&self.tasks).push(finish);
+        // Take a FID sequence now rather than at the first create: the MGS announces the
+        // grant (the FID location database) to every client long before a FID of it is
+        // handed out, so no client meets a FID it cannot route.
+        let me = Arc::downgrade(self);
+        let seq = tokio::spawn(async move {
+            if let Some(mdt) = me.upgrade()
+                && let Err(e) = mdt.refill_seq().await
+            {
+                tracing::warn!(error = %e, "no FID sequence at start; will ask again when needed");
+            }
+        });
+        lock(&self.tasks).push(seq);
     }
 
     /// Stops background tasks and the commit thread after it has committed and answered
@@ -542,6 +557,7 @@ impl Mdt {
         for _ in 0..4 {
             match self.submit(conn, op).await? {
                 Outcome::Done(r) => return r,
+                Outcome::CrossMdt(intent) => return self.drive_intent(*intent).await,
                 Outcome::NeedSeq(back) => {
                     op = back;
                     self.refill_seq().await?;
@@ -552,6 +568,111 @@ impl Mdt {
             Errno::NoSpc,
             "could not obtain a FID sequence",
         ))
+    }
+
+    /// Steps 2 and 3 of a cross-MDT operation ([`crate::remote`]): asks the other MDT
+    /// until it answers (its side is idempotent, so an unknown outcome is simply asked
+    /// again), then finishes the intent with the answer.
+    async fn drive_intent(&self, intent: Intent) -> WireResult<MdtReply> {
+        let (target, req) = match &intent.kind {
+            IntentKind::Mkdir {
+                mdt,
+                mode,
+                uid,
+                gid,
+                default_layout,
+            } => (
+                Some(*mdt),
+                MdtRequest::CreateRemoteDir {
+                    from: self.index,
+                    op: intent.op,
+                    parent: intent.parent,
+                    mode: *mode,
+                    uid: *uid,
+                    gid: *gid,
+                    default_layout: default_layout.clone(),
+                },
+            ),
+            IntentKind::Rmdir {
+                fid,
+                sticky_owner,
+                cred,
+            } => (
+                self.cluster.mdt_of(*fid),
+                MdtRequest::RemoveRemoteDir {
+                    fid: *fid,
+                    parent: intent.parent,
+                    sticky_owner: *sticky_owner,
+                    cred: cred.clone(),
+                },
+            ),
+        };
+        let mut delay = Duration::from_millis(100);
+        let outcome = loop {
+            let Some(target) = target else {
+                break Err(WireError::new(
+                    Errno::Io,
+                    "the FID location database names no MDT for the directory",
+                ));
+            };
+            failpoint("cross_mdt.before_remote");
+            match self.cluster.mdt_call(target, req.clone()).await {
+                Ok(reply) => break Ok(reply),
+                Err(PeerError::Refused(e)) => break Err(e),
+                Err(PeerError::Unreachable(e)) => {
+                    if lock(&self.sender).is_none() {
+                        return Err(Self::shut());
+                    }
+                    tracing::warn!(mdt = target, error = %e, op = intent.op, "cross-MDT step waits for its MDT");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        };
+        failpoint("cross_mdt.before_finish");
+        match self
+            .submit(0, WriteOp::FinishIntent(Box::new(intent), outcome))
+            .await?
+        {
+            Outcome::Done(r) => r,
+            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) => Err(WireError::new(
+                Errno::Io,
+                "cross-MDT operation not finished",
+            )),
+        }
+    }
+
+    /// Finishes the cross-MDT operations a previous run left half done.
+    async fn finish_intents(self: Arc<Self>) {
+        let found = (|| -> Result<Vec<Intent>, Fail> {
+            let r = self.db.begin_read().map_err(StoreError::from)?;
+            let t = r.open_table(store::INTENTS).map_err(StoreError::from)?;
+            crate::remote::all(&t)
+        })();
+        let intents = match found {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(error = %fail_to_wire(e), "cannot read cross-MDT intents");
+                return;
+            }
+        };
+        if !intents.is_empty() {
+            tracing::info!(
+                count = intents.len(),
+                "finishing cross-MDT operations of the previous run"
+            );
+        }
+        let mut runs = tokio::task::JoinSet::new();
+        for i in intents {
+            let me = self.clone();
+            runs.spawn(async move {
+                let op = i.op;
+                if let Err(e) = me.drive_intent(i).await {
+                    tracing::info!(op, error = %e, "cross-MDT operation of the previous run ended");
+                }
+            });
+        }
+        while runs.join_next().await.is_some() {}
     }
 
     /// Gets a new FID sequence from the MGS unless another task just did.
@@ -575,7 +696,9 @@ impl Mdt {
         );
         match self.submit(0, WriteOp::GrantSeq(range)).await? {
             Outcome::Done(r) => r.map(|_| ()),
-            Outcome::NeedSeq(_) => Err(WireError::new(Errno::Io, "sequence grant not applied")),
+            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) => {
+                Err(WireError::new(Errno::Io, "sequence grant not applied"))
+            }
         }
     }
 }
@@ -585,5 +708,17 @@ pub(crate) fn fail_to_wire(f: Fail) -> WireError {
         Fail::Wire(e) => e,
         Fail::Store(e) => store_to_wire(&e),
         Fail::NeedSeq => WireError::new(Errno::Io, "no FID sequence"),
+        Fail::CrossMdt(_) => WireError::new(Errno::Io, "a cross-MDT operation in a read"),
+    }
+}
+
+/// Fault injection for crash tests: when the environment variable `WEFT_FAILPOINT` names
+/// `point`, the process aborts there (as a `kill -9` at that instant would stop it).
+pub(crate) fn failpoint(point: &str) {
+    static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let armed = ARMED.get_or_init(|| std::env::var("WEFT_FAILPOINT").ok());
+    if armed.as_deref() == Some(point) {
+        tracing::error!(point, "failpoint reached: aborting");
+        std::process::abort();
     }
 }

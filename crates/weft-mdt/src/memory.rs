@@ -1,10 +1,11 @@
 //! An in-memory [`ClusterView`] for tests: OSTs with settable free space and state, pools,
 //! a default layout, a sequence allocator, and OSTs that can be taken down so destroys fail.
 
-use crate::cluster::{BoxFuture, ClusterView, OstInfo};
+use crate::cluster::{BoxFuture, ClusterView, OstInfo, PeerError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use weft_proto::fid::FIRST_GRANTED_SEQ;
+use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId};
 
 #[derive(Debug, Default)]
@@ -139,5 +140,18 @@ impl ClusterView for MemoryCluster {
             Ok(())
         };
         Box::pin(async move { result })
+    }
+
+    /// One MDT only: cross-MDT operations are tested with real servers.
+    fn has_mdt(&self, _index: u32) -> bool {
+        false
+    }
+
+    fn mdt_of(&self, _fid: weft_proto::Fid) -> Option<u32> {
+        None
+    }
+
+    fn mdt_call(&self, index: u32, _req: MdtRequest) -> BoxFuture<'_, Result<MdtReply, PeerError>> {
+        Box::pin(async move { Err(PeerError::Unreachable(format!("no MDT {index} in memory"))) })
     }
 }

@@ -59,9 +59,19 @@ pub(crate) fn load_entry(
 ) -> Result<(Dirent, Inode), Fail> {
     let de = store::get_dirent(dirents, parent, name)?
         .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
-    let ino = store::get_inode(inodes, de.fid)?
-        .ok_or_else(|| fail(Errno::Io, format!("entry names missing inode {}", de.fid)))?;
+    let ino = store::get_inode(inodes, de.fid)?.ok_or_else(|| {
+        fail(
+            Errno::XDev,
+            format!("the entry's inode {} is on another MDT", de.fid),
+        )
+    })?;
     Ok((de, ino))
+}
+
+/// Whether a name is in use: an entry, or a cross-MDT operation making or removing one.
+fn name_taken(tx: &Tx<'_>, parent: Fid, name: &[u8]) -> Result<bool, Fail> {
+    Ok(store::get_dirent(&tx.dirents, parent, name)?.is_some()
+        || crate::remote::pending(&tx.intents, parent, name)?.is_some())
 }
 
 /// Which namespace an extended attribute name is in.
@@ -288,6 +298,15 @@ impl Engine {
         }
         let mut dir = load_dir(&tx.inodes, parent, cred)?;
         check_name(name)?;
+        if crate::remote::pending(&tx.intents, parent, name)?.is_some() {
+            // A directory is being made or removed under that name on another MDT.
+            let errno = if exclusive || kind != FileKind::Regular {
+                Errno::Exist
+            } else {
+                Errno::IsDir
+            };
+            return Err(fail(errno, "entry exists"));
+        }
         if let Some(de) = store::get_dirent(&tx.dirents, parent, name)? {
             if exclusive || kind != FileKind::Regular {
                 return Err(fail(Errno::Exist, "entry exists"));
@@ -360,7 +379,7 @@ impl Engine {
     ) -> Result<MdtReply, Fail> {
         let mut dir = load_dir(&tx.inodes, parent, cred)?;
         check_name(name)?;
-        if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
+        if name_taken(tx, parent, name)? {
             return Err(fail(Errno::Exist, "entry exists"));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -421,7 +440,7 @@ impl Engine {
         }
         let mut dir = load_dir(&tx.inodes, parent, cred)?;
         check_name(name)?;
-        if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
+        if name_taken(tx, parent, name)? {
             return Err(fail(Errno::Exist, "entry exists"));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -463,7 +482,7 @@ impl Engine {
             .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
         let mut dir = load_dir(&tx.inodes, new_parent, cred)?;
         check_name(new_name)?;
-        if store::get_dirent(&tx.dirents, new_parent, new_name)?.is_some() {
+        if name_taken(tx, new_parent, new_name)? {
             return Err(fail(Errno::Exist, "entry exists"));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -506,10 +525,23 @@ impl Engine {
         name: &[u8],
         cred: &Credentials,
         rmdir: bool,
+        origin: &crate::commit::Origin,
     ) -> Result<MdtReply, Fail> {
         let mut dir = load_dir(&tx.inodes, parent, cred)?;
         check_name(name)?;
-        let (de, mut victim) = load_entry(&tx.inodes, &tx.dirents, parent, name)?;
+        let de = store::get_dirent(&tx.dirents, parent, name)?
+            .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
+        let Some(mut victim) = store::get_inode(&tx.inodes, de.fid)? else {
+            // The inode is on another MDT: only directories are (remote directories).
+            return match (rmdir, de.kind) {
+                (true, FileKind::Directory) => {
+                    self.prepare_remote_rmdir(tx, fx, parent, name, &de, &dir, cred, origin)
+                }
+                (true, _) => Err(fail(Errno::NotDir, "not a directory")),
+                (false, FileKind::Directory) => Err(fail(Errno::IsDir, "is a directory")),
+                (false, _) => Err(fail(Errno::XDev, "the inode is on another MDT")),
+            };
+        };
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
         perm::check_sticky(&dir, &victim, cred)?;
         if rmdir {
@@ -568,6 +600,21 @@ impl Engine {
         };
         check_name(src_name)?;
         check_name(dst_name)?;
+        if crate::remote::pending(&tx.intents, src_parent, src_name)?.is_some()
+            || crate::remote::pending(&tx.intents, dst_parent, dst_name)?.is_some()
+        {
+            return Err(fail(
+                Errno::Busy,
+                "a directory is being made or removed there",
+            ));
+        }
+        let sde = store::get_dirent(&tx.dirents, src_parent, src_name)?
+            .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
+        if store::get_inode(&tx.inodes, sde.fid)?.is_none() {
+            return self.rename_remote_entry(
+                tx, fx, src_parent, src_name, dst_name, sde, sdir, flags, cred, same_dir,
+            );
+        }
         let (sde, mut src) = load_entry(&tx.inodes, &tx.dirents, src_parent, src_name)?;
         let dst = match store::get_dirent(&tx.dirents, dst_parent, dst_name)? {
             Some(_) => Some(load_entry(&tx.inodes, &tx.dirents, dst_parent, dst_name)?),

@@ -5,7 +5,7 @@ use crate::engine::lock;
 use crate::error::{Fail, fail};
 use crate::handles::Handles;
 use crate::names::check_name;
-use crate::namespace::{XATTR_LIST_MAX, load, load_dir, load_entry, xattr_ns, xattr_permission};
+use crate::namespace::{XATTR_LIST_MAX, load, load_dir, xattr_ns, xattr_permission};
 use crate::perm::{self, MAY_READ};
 use crate::store::{self, Dirent, Readable};
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
@@ -45,8 +45,16 @@ pub(crate) fn run(
                 .map_err(crate::error::StoreError::from)?;
             load_dir(&inodes, *parent, cred)?;
             check_name(name)?;
-            let (de, ino) = load_entry(&inodes, &dirents, *parent, name)?;
-            Ok(MdtReply::Attr(ino.attr(de.fid, open_count(de.fid))))
+            let de = store::get_dirent(&dirents, *parent, name)?
+                .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
+            match store::get_inode(&inodes, de.fid)? {
+                Some(ino) => Ok(MdtReply::Attr(ino.attr(de.fid, open_count(de.fid)))),
+                // A remote directory: its MDT has the attributes.
+                None => Ok(MdtReply::Entry {
+                    fid: de.fid,
+                    kind: de.kind,
+                }),
+            }
         }
         MdtRequest::GetAttr { fid } => {
             let ino = load(&inodes, *fid)?;

@@ -11,6 +11,9 @@
 //! | `orphans` | FID (16) | version byte (inodes unlinked while open) |
 //! | `destroy_log` | sequence (8) | [`DestroyRecord`] |
 //! | `replies` | client UUID (16) + request number (8) | [`crate::replies::Recorded`] |
+//! | `intents` | parent FID (16) + name | [`crate::remote::Intent`] (cross-MDT operations this MDT coordinates, until finished) |
+//! | `remote_ops` | coordinator MDT index (4) + operation id (8) | FID (16) of the remote directory it created here |
+//! | `remote_dirs` | FID (16) | coordinator MDT index (4) + operation id (8) |
 //! | `meta` | `"meta"` | [`Meta`] |
 
 use crate::error::StoreError;
@@ -42,6 +45,12 @@ pub const ORPHANS: Def = TableDefinition::new("orphans");
 pub const DESTROY_LOG: Def = TableDefinition::new("destroy_log");
 /// Replies of numbered requests, for answering resends.
 pub const REPLIES: Def = TableDefinition::new("replies");
+/// Cross-MDT operations this MDT coordinates, by the name they change.
+pub const INTENTS: Def = TableDefinition::new("intents");
+/// Remote directories created here, by the coordinator's operation that created them.
+pub const REMOTE_OPS: Def = TableDefinition::new("remote_ops");
+/// The operation that created each remote directory stored here.
+pub const REMOTE_DIRS: Def = TableDefinition::new("remote_dirs");
 /// The MDT's identity and allocators.
 pub const META: Def = TableDefinition::new("meta");
 /// The key of the one record in [`META`].

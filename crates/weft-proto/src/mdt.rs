@@ -336,6 +336,39 @@ pub enum MdtRequest {
         mode: u32,
         cred: Credentials,
     },
+    /// Creates a directory whose inode lives on MDT `mdt` (a remote directory, `weft mkdir
+    /// -i`); sent to the parent's MDT, which coordinates with `mdt` through a durable
+    /// intent (see [`MdtRequest::CreateRemoteDir`]). `mdt` equal to the parent's MDT is a
+    /// plain mkdir.
+    MkdirOn {
+        parent: Fid,
+        name: Vec<u8>,
+        mode: u32,
+        mdt: u32,
+        cred: Credentials,
+    },
+    /// MDT to MDT: creates the inode of a remote directory for MDT `from`'s cross-MDT
+    /// operation `op`, whose entry will live in `parent` on `from`. The same (`from`, `op`)
+    /// answers the same inode again, so the coordinator may resend it after a crash.
+    CreateRemoteDir {
+        from: u32,
+        op: u64,
+        parent: Fid,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        default_layout: Option<LayoutTemplate>,
+    },
+    /// MDT to MDT: removes the inode of a remote directory whose entry in `parent` (on the
+    /// coordinator) is being removed, if it is empty (ENOTEMPTY otherwise). `sticky_owner`
+    /// is the parent's owner when the parent has the sticky bit. ENOENT when it is gone
+    /// already.
+    RemoveRemoteDir {
+        fid: Fid,
+        parent: Fid,
+        sticky_owner: Option<u32>,
+        cred: Credentials,
+    },
     /// Creates a symbolic link to `target`.
     Symlink {
         parent: Fid,
@@ -496,6 +529,9 @@ pub enum MdtReply {
     Ok,
     /// The attributes of the inode the request named or made.
     Attr(Attr),
+    /// A name found whose inode lives on another MDT (a remote directory): ask the FID's
+    /// MDT for its attributes.
+    Entry { fid: Fid, kind: FileKind },
     /// A created inode, its layout, and an open handle when the create asked to open.
     Created {
         attr: Attr,
@@ -570,6 +606,9 @@ impl Message for MdtRequest {
             MdtRequest::Instantiate { .. } => 230,
             MdtRequest::ScanDir { .. } => 231,
             MdtRequest::SwapLayouts { .. } => 232,
+            MdtRequest::MkdirOn { .. } => 233,
+            MdtRequest::CreateRemoteDir { .. } => 234,
+            MdtRequest::RemoveRemoteDir { .. } => 235,
         }
     }
 
@@ -605,6 +644,9 @@ impl Message for MdtRequest {
             MdtRequest::Instantiate { .. } => "instantiate",
             MdtRequest::ScanDir { .. } => "scandir",
             MdtRequest::SwapLayouts { .. } => "swap_layouts",
+            MdtRequest::MkdirOn { .. } => "mkdir_remote",
+            MdtRequest::CreateRemoteDir { .. } => "remote_dir_create",
+            MdtRequest::RemoveRemoteDir { .. } => "remote_dir_remove",
         }
     }
 }

@@ -1,0 +1,131 @@
+//! `weft mkdir -i MDT_INDEX` (a directory on a chosen MDT: a remote directory when that is
+//! not its parent's MDT) and `weft getdirstripe` (which MDT holds a directory), with the
+//! flags and output of `lfs mkdir` and `lfs getdirstripe`.
+
+use super::fspath;
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde::Serialize;
+use weft_proto::mdt::FileKind;
+
+/// Flags of `weft mkdir`.
+#[derive(Args, Debug)]
+pub struct MkdirArgs {
+    /// The MDT to create the directory on (default: its parent's).
+    #[arg(short = 'i', long = "mdt-index", alias = "mdt")]
+    pub mdt_index: Option<u32>,
+    /// Permission bits, in octal (default 0777 less the umask).
+    #[arg(short = 'm', long = "mode")]
+    pub mode: Option<String>,
+    /// The directories to create (paths in a mount, or `HOST:PORT:/FSNAME/PATH`).
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+}
+
+/// Flags of `weft getdirstripe`.
+#[derive(Args, Debug)]
+pub struct GetDirStripeArgs {
+    /// Print only the MDT index.
+    #[arg(short = 'i', long = "mdt-index")]
+    pub index_only: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Directories (paths in a mount, or `HOST:PORT:/FSNAME/PATH`).
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+}
+
+fn parse_mode(s: &str) -> Result<u32> {
+    let m = u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .with_context(|| format!("'{s}' is not an octal mode"))?;
+    if m > 0o7777 {
+        bail!("mode '{s}' has bits beyond 07777");
+    }
+    Ok(m)
+}
+
+fn umask() -> u32 {
+    // SAFETY: umask only swaps a process-wide integer; it is set back at once.
+    unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    }
+}
+
+/// `weft mkdir [-i MDT_INDEX] [-m MODE] DIR...`.
+pub async fn mkdir(args: MkdirArgs) -> Result<()> {
+    let cred = fspath::my_credentials();
+    let mode = match &args.mode {
+        Some(m) => parse_mode(m)?,
+        None => 0o777 & !umask(),
+    };
+    for path in &args.paths {
+        let p = fspath::resolve(path)?;
+        let client = fspath::connect_client(&p).await?;
+        let (parent, name) = client
+            .resolve_parent(&p.inner, &cred)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display(&p.inner)))?;
+        let made = match args.mdt_index {
+            Some(i) => client.mkdir_on(parent.fid, &name, mode, i, &cred).await,
+            None => client.mkdir(parent.fid, &name, mode, &cred).await,
+        };
+        made.map_err(|e| anyhow::anyhow!("cannot create {}: {e}", p.display(&p.inner)))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DirStripe {
+    path: String,
+    mdt_index: u32,
+    stripe_count: u32,
+}
+
+/// `weft getdirstripe [-i] [--json] DIR...`.
+pub async fn getdirstripe(args: GetDirStripeArgs) -> Result<()> {
+    let cred = fspath::my_credentials();
+    let mut shown = Vec::new();
+    for path in &args.paths {
+        let p = fspath::resolve(path)?;
+        let client = fspath::connect_client(&p).await?;
+        let attr = fspath::stat(&client, &p, &cred).await?;
+        if attr.kind != FileKind::Directory {
+            bail!("{}: not a directory", p.display(&p.inner));
+        }
+        let d = DirStripe {
+            path: p.display(&p.inner),
+            mdt_index: client.mdt_index_of(attr.fid)?,
+            stripe_count: 0,
+        };
+        if args.json {
+            shown.push(d);
+        } else if args.index_only {
+            println!("{}", d.mdt_index);
+        } else {
+            println!(
+                "{}\nlmv_stripe_count: {} lmv_stripe_offset: {} lmv_hash_type: none",
+                d.path, d.stripe_count, d.mdt_index
+            );
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_octal_and_bounded() {
+        assert_eq!(parse_mode("755").unwrap(), 0o755);
+        assert_eq!(parse_mode("0o1777").unwrap(), 0o1777);
+        assert!(parse_mode("9").is_err());
+        assert!(parse_mode("17777").is_err());
+    }
+}

@@ -1,0 +1,483 @@
+//! Remote directories: a name on this MDT whose directory inode lives on another MDT
+//! (Lustre's DNE remote directories, `weft mkdir -i`).
+//!
+//! The MDT holding the name coordinates; the inode's MDT only ever answers
+//! [`MdtRequest::CreateRemoteDir`] and [`MdtRequest::RemoveRemoteDir`]. Every cross-MDT
+//! operation goes in three steps, each durable before the next starts:
+//!
+//! 1. **prepare** (commit thread, here): validate as the local operation would, then write
+//!    an [`Intent`] keyed by (parent, name). The intent reserves the name: creates of it
+//!    fail with EEXIST, renames touching it with EBUSY.
+//! 2. **remote** (request path, `Mdt::drive_intent`): ask the other MDT to create or remove
+//!    the inode. Both requests are idempotent there (a create is remembered by the
+//!    coordinator's operation id in `remote_ops`, a remove of a gone inode answers ENOENT),
+//!    so step 2 may run again after any crash.
+//! 3. **finish** (commit thread, here): insert or remove the entry, fix the parent's link
+//!    count and times, record the client's reply for its resends and delete the intent, in
+//!    one transaction.
+//!
+//! A crash between steps leaves the intent; at start the MDT runs steps 2 and 3 again for
+//! every intent (roll forward), so the namespace never keeps a dangling entry or an inode
+//! without a name. A client that resends the request meanwhile is attached to the same
+//! intent. When the other MDT refuses (ENOTEMPTY, ENOSPC, ...) the intent is deleted and
+//! nothing changed.
+//!
+//! Limits of this first step of DNE: a remote directory is renamed only within its
+//! directory; renames and hard links across MDTs, and directory renames whose destination's
+//! ancestors leave the MDT, answer EXDEV (tools such as `mv` then copy).
+
+use crate::commit::Origin;
+use crate::engine::{Effects, Engine, Tx};
+use crate::error::{Fail, fail};
+use crate::names::check_name;
+use crate::namespace::{DIR_SIZE, load_dir};
+use crate::perm::{self, MAY_EXEC, MAY_WRITE};
+use crate::replies;
+use crate::store::{self, Dirent, Inode};
+use redb::ReadableTable;
+use serde::{Deserialize, Serialize};
+use weft_proto::mdt::{Credentials, FileKind, MdtReply};
+use weft_proto::{Errno, Fid, LayoutTemplate, Timestamp, WireError};
+
+/// A cross-MDT operation in progress, stored until it is finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Unique id of the operation (random): the other MDT remembers what it did for it.
+    pub op: u64,
+    /// The directory holding the name.
+    pub parent: Fid,
+    /// The name.
+    pub name: Vec<u8>,
+    /// What happens to it.
+    pub kind: IntentKind,
+    /// The client request it answers (nil: none), to record its reply for resends.
+    pub client: uuid::Uuid,
+    /// That request's number.
+    pub seq: u64,
+}
+
+/// The cross-MDT operations.
+// Variant fields are described in their variant's doc comment.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IntentKind {
+    /// A directory created on MDT `mdt` with these attributes (decided at prepare).
+    Mkdir {
+        mdt: u32,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        default_layout: Option<LayoutTemplate>,
+    },
+    /// The remote directory `fid` removed (if empty).
+    Rmdir {
+        fid: Fid,
+        sticky_owner: Option<u32>,
+        cred: Credentials,
+    },
+}
+
+impl Intent {
+    /// Whether this intent answers the client request `origin`.
+    fn answers(&self, origin: &Origin) -> bool {
+        origin.seq != 0 && self.client == origin.client && self.seq == origin.seq
+    }
+}
+
+/// The key of an intent: the name it changes.
+fn intent_key(parent: Fid, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16 + name.len());
+    k.extend_from_slice(&parent.to_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// The intent pending on a name, if any.
+pub(crate) fn pending(
+    intents: &impl store::Readable,
+    parent: Fid,
+    name: &[u8],
+) -> Result<Option<Intent>, Fail> {
+    Ok(store::get(intents, "intents", &intent_key(parent, name))?)
+}
+
+/// Every intent stored (at start, to finish them).
+pub(crate) fn all(intents: &impl store::Readable) -> Result<Vec<Intent>, Fail> {
+    let mut out = Vec::new();
+    for e in intents.iter()? {
+        let (_, v) = e?;
+        out.push(store::decode("intents", v.value())?);
+    }
+    Ok(out)
+}
+
+fn remote_op_key(from: u32, op: u64) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..4].copy_from_slice(&from.to_be_bytes());
+    k[4..].copy_from_slice(&op.to_be_bytes());
+    k
+}
+
+/// A new random operation id.
+fn new_op_id() -> u64 {
+    uuid::Uuid::new_v4().as_u64_pair().0
+}
+
+impl Engine {
+    /// Step 1 of a remote mkdir: validates like [`Engine::mkdir`] and stores the intent.
+    /// Answers `Fail::CrossMdt` for the request path to carry on.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepare_mkdir_on(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        mdt: u32,
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        if mdt == self.meta.index {
+            return self.mkdir(tx, fx, parent, name, mode, cred);
+        }
+        if let Some(i) = pending(&tx.intents, parent, name)? {
+            if i.answers(origin) {
+                return Err(Fail::CrossMdt(Box::new(i)));
+            }
+            return Err(fail(Errno::Exist, "entry exists"));
+        }
+        let dir = load_dir(&tx.inodes, parent, cred)?;
+        check_name(name)?;
+        if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
+            return Err(fail(Errno::Exist, "entry exists"));
+        }
+        perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        if dir.nlink.checked_add(1).is_none() {
+            return Err(fail(Errno::MLink, "too many subdirectories"));
+        }
+        if !self.cluster.has_mdt(mdt) {
+            return Err(fail(Errno::Inval, format!("there is no MDT {mdt}")));
+        }
+        let (uid, gid, bits) = perm::new_owner(&dir, cred, FileKind::Directory, mode & 0o1777);
+        // The new directory inherits the parent's default layout (the root's too: the
+        // other MDT cannot read the root).
+        let intent = Intent {
+            op: new_op_id(),
+            parent,
+            name: name.to_vec(),
+            kind: IntentKind::Mkdir {
+                mdt,
+                mode: bits,
+                uid,
+                gid,
+                default_layout: dir.default_layout.clone(),
+            },
+            client: origin.client,
+            seq: origin.seq,
+        };
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// Step 1 of removing a remote directory (from [`Engine::unlink`] when the entry's
+    /// inode is not here): permission checks that need only the parent, then the intent.
+    pub(crate) fn prepare_remote_rmdir(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        de: &Dirent,
+        dir: &Inode,
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        if let Some(i) = pending(&tx.intents, parent, name)? {
+            if i.answers(origin) {
+                return Err(Fail::CrossMdt(Box::new(i)));
+            }
+            return Err(fail(Errno::Busy, "the directory is being removed"));
+        }
+        perm::check(dir, cred, MAY_WRITE | MAY_EXEC)?;
+        let intent = Intent {
+            op: new_op_id(),
+            parent,
+            name: name.to_vec(),
+            kind: IntentKind::Rmdir {
+                fid: de.fid,
+                sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
+                cred: cred.clone(),
+            },
+            client: origin.client,
+            seq: origin.seq,
+        };
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    fn put_intent(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        intent: &Intent,
+    ) -> Result<(), Fail> {
+        let v = store::encode(intent)?;
+        tx.intents.insert(
+            intent_key(intent.parent, &intent.name).as_slice(),
+            v.as_slice(),
+        )?;
+        fx.wrote = true;
+        Ok(())
+    }
+
+    /// Step 3: applies the other MDT's answer to the intent `op` on (parent, name) and
+    /// deletes it. An intent already finished (by a concurrent driver) answers from the
+    /// recorded reply.
+    pub(crate) fn finish_intent(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        intent: &Intent,
+        outcome: &Result<MdtReply, WireError>,
+    ) -> Result<MdtReply, Fail> {
+        let stored = pending(&tx.intents, intent.parent, &intent.name)?;
+        if stored.as_ref().map(|i| i.op) != Some(intent.op) {
+            let origin = Origin {
+                client: intent.client,
+                seq: intent.seq,
+                acked: 0,
+            };
+            if intent.seq != 0
+                && let Some(reply) = replies::recorded(tx, &origin)?
+            {
+                return Ok(reply);
+            }
+            return Err(fail(Errno::NoEnt, "the operation was finished already"));
+        }
+        tx.intents
+            .remove(intent_key(intent.parent, &intent.name).as_slice())?;
+        fx.wrote = true;
+        let reply = match (&intent.kind, outcome) {
+            (_, Err(e)) if !is_done(&intent.kind, e) => return Err(Fail::Wire(e.clone())),
+            (IntentKind::Mkdir { .. }, Ok(MdtReply::Attr(attr))) => {
+                self.link_remote_dir(tx, fx, intent, attr.fid)?;
+                MdtReply::Attr(attr.clone())
+            }
+            (IntentKind::Rmdir { fid, .. }, _) => {
+                self.unlink_remote_dir(tx, fx, intent, *fid)?;
+                MdtReply::Ok
+            }
+            (IntentKind::Mkdir { .. }, other) => {
+                return Err(fail(
+                    Errno::Proto,
+                    format!("unexpected answer to a remote mkdir: {other:?}"),
+                ));
+            }
+        };
+        if intent.seq != 0 {
+            let origin = Origin {
+                client: intent.client,
+                seq: intent.seq,
+                acked: 0,
+            };
+            replies::record(tx, &origin, &reply)?;
+        }
+        Ok(reply)
+    }
+
+    fn link_remote_dir(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        intent: &Intent,
+        fid: Fid,
+    ) -> Result<(), Fail> {
+        let mut dir = crate::namespace::load(&tx.inodes, intent.parent)?;
+        let now = Timestamp::now();
+        let de = store::encode(&Dirent {
+            fid,
+            kind: FileKind::Directory,
+        })?;
+        tx.dirents.insert(
+            store::dirent_key(intent.parent, &intent.name).as_slice(),
+            de.as_slice(),
+        )?;
+        dir.nlink = dir.nlink.saturating_add(1);
+        dir.mtime = now;
+        dir.ctime = now;
+        self.put_inode(tx, fx, intent.parent, &dir)?;
+        Ok(())
+    }
+
+    fn unlink_remote_dir(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        intent: &Intent,
+        fid: Fid,
+    ) -> Result<(), Fail> {
+        let key = store::dirent_key(intent.parent, &intent.name);
+        let still = store::get_dirent(&tx.dirents, intent.parent, &intent.name)?;
+        if still.is_some_and(|d| d.fid == fid) {
+            tx.dirents.remove(key.as_slice())?;
+            if let Some(mut dir) = store::get_inode(&tx.inodes, intent.parent)? {
+                let now = Timestamp::now();
+                dir.nlink = dir.nlink.saturating_sub(1).max(2);
+                dir.mtime = now;
+                dir.ctime = now;
+                self.put_inode(tx, fx, intent.parent, &dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A rename whose source entry names a remote directory: within its directory, to a
+    /// free name, only the entry moves (the inode's parent stays); anything else would
+    /// change the other MDT too and answers EXDEV.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn rename_remote_entry(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        src_name: &[u8],
+        dst_name: &[u8],
+        sde: Dirent,
+        mut dir: Inode,
+        flags: weft_proto::mdt::RenameFlags,
+        cred: &Credentials,
+        same_dir: bool,
+    ) -> Result<MdtReply, Fail> {
+        let xdev = || fail(Errno::XDev, "the directory's inode is on another MDT");
+        if !same_dir || flags.exchange {
+            return Err(xdev());
+        }
+        match store::get_dirent(&tx.dirents, parent, dst_name)? {
+            Some(d) if d.fid == sde.fid => return Ok(MdtReply::Ok),
+            Some(_) if flags.noreplace => return Err(fail(Errno::Exist, "destination exists")),
+            Some(_) => return Err(xdev()),
+            None => {}
+        }
+        perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        // The sticky-bit rule needs the entry's owner, which only the other MDT knows.
+        if dir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != dir.uid {
+            return Err(xdev());
+        }
+        // Mutations start here.
+        let v = store::encode(&sde)?;
+        tx.dirents
+            .insert(store::dirent_key(parent, dst_name).as_slice(), v.as_slice())?;
+        tx.dirents
+            .remove(store::dirent_key(parent, src_name).as_slice())?;
+        let now = Timestamp::now();
+        dir.mtime = now;
+        dir.ctime = now;
+        self.put_inode(tx, fx, parent, &dir)?;
+        Ok(MdtReply::Ok)
+    }
+
+    /// The other side of a remote mkdir: creates the directory inode for the coordinator's
+    /// operation, or answers the one created for it before.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_remote_dir(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        op: u64,
+        parent: Fid,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        default_layout: Option<&LayoutTemplate>,
+    ) -> Result<MdtReply, Fail> {
+        let key = remote_op_key(from, op);
+        if let Some(v) = tx.remote_ops.get(key.as_slice())? {
+            let fid = fid_of(v.value())?;
+            let ino = crate::namespace::load(&tx.inodes, fid)?;
+            return Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))));
+        }
+        if let Some(t) = default_layout {
+            t.validate()
+                .map_err(|e| fail(Errno::Inval, e.to_string()))?;
+        }
+        if !self.fid_available() {
+            return Err(Fail::NeedSeq);
+        }
+        // Mutations start here.
+        let fid = self.alloc_fid()?;
+        let mut ino = Inode::new(FileKind::Directory, mode, uid, gid, Timestamp::now());
+        ino.nlink = 2;
+        ino.size = DIR_SIZE;
+        ino.blocks = DIR_SIZE / 512;
+        ino.parent = parent;
+        ino.default_layout = default_layout.cloned();
+        self.put_inode(tx, fx, fid, &ino)?;
+        tx.remote_ops
+            .insert(key.as_slice(), fid.to_bytes().as_slice())?;
+        tx.remote_dirs
+            .insert(fid.to_bytes().as_slice(), key.as_slice())?;
+        self.meta.dirs += 1;
+        Ok(MdtReply::Attr(ino.attr(fid, 0)))
+    }
+
+    /// The other side of removing a remote directory: removes the inode if it is empty.
+    pub(crate) fn remove_remote_dir(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        parent: Fid,
+        sticky_owner: Option<u32>,
+        cred: &Credentials,
+    ) -> Result<MdtReply, Fail> {
+        let Some(mut ino) = store::get_inode(&tx.inodes, fid)? else {
+            return Err(fail(Errno::NoEnt, "the directory is gone"));
+        };
+        if !ino.is_dir() {
+            return Err(fail(Errno::NotDir, "not a directory"));
+        }
+        if ino.parent != parent || ino.nlink == 0 {
+            return Err(fail(Errno::NoEnt, "the directory is not in that parent"));
+        }
+        if let Some(owner) = sticky_owner
+            && cred.uid != 0
+            && cred.uid != owner
+            && cred.uid != ino.uid
+        {
+            return Err(fail(
+                Errno::Perm,
+                "sticky directory: not the owner of the entry",
+            ));
+        }
+        if !store::dir_is_empty(&tx.dirents, fid)? {
+            return Err(fail(Errno::NotEmpty, "directory not empty"));
+        }
+        // Mutations start here.
+        if let Some(v) = tx.remote_dirs.remove(fid.to_bytes().as_slice())? {
+            let key = v.value().to_vec();
+            tx.remote_ops.remove(key.as_slice())?;
+        }
+        ino.nlink = 0;
+        ino.ctime = Timestamp::now();
+        self.unlinked(tx, fx, fid, &ino)?;
+        Ok(MdtReply::Ok)
+    }
+}
+
+/// Whether the other MDT's error still means the step happened: removing a directory that
+/// is gone already (a resend after a crash) is done.
+fn is_done(kind: &IntentKind, e: &WireError) -> bool {
+    matches!(kind, IntentKind::Rmdir { .. }) && e.errno == Errno::NoEnt
+}
+
+fn fid_of(bytes: &[u8]) -> Result<Fid, Fail> {
+    let b: [u8; 16] = bytes.try_into().map_err(|_| {
+        Fail::Store(crate::error::StoreError::Corrupt {
+            table: "remote_ops",
+            message: "a FID of the wrong length".into(),
+        })
+    })?;
+    Ok(Fid::from_bytes(b))
+}
