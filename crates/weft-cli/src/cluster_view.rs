@@ -114,11 +114,12 @@ impl ClusterView for MdtClusterView {
         })
     }
 
-    fn has_mdt(&self, index: u32) -> bool {
+    fn mdts(&self) -> Vec<u32> {
         self.cluster
             .config()
-            .target(weft_proto::TargetId::mdt(index))
-            .is_some()
+            .targets_of(weft_proto::TargetKind::Mdt)
+            .map(|t| t.id.index)
+            .collect()
     }
 
     fn mdt_of(&self, fid: weft_proto::Fid) -> Option<u32> {

@@ -15,8 +15,8 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, FileKind, OpenFlags, RenameFlags, SetAttr, StatFs,
-    XattrMode,
+    AccessMode, Attr, Credentials, DirEntry, DirHash, FileKind, OpenFlags, RenameFlags, SetAttr,
+    StatFs, XattrMode,
 };
 use weft_proto::{Errno, Fid, WireError};
 
@@ -113,6 +113,8 @@ pub struct Client {
     dirty: Budget,
     /// Read-ahead budget in KiB (`max_read_ahead_mb`).
     readahead: Budget,
+    /// Striped directories met so far.
+    stripes: crate::dirs::StripeCache,
 }
 
 const KIB: u64 = 1024;
@@ -153,6 +155,7 @@ impl Client {
             cache,
             dirty,
             readahead,
+            stripes: Default::default(),
         }))
     }
 
@@ -246,6 +249,10 @@ impl Client {
         self.cluster.mdt_of(fid)
     }
 
+    pub(crate) fn stripe_cache(&self) -> &crate::dirs::StripeCache {
+        &self.stripes
+    }
+
     // ---- metadata ----
 
     /// Looks `name` up in directory `parent`.
@@ -255,7 +262,12 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        let attr = match self.mdt(parent)?.lookup_entry(parent, name, cred).await? {
+        let found = self
+            .in_shard(parent, name, |dir, mdt| async move {
+                mdt.lookup_entry(dir, name, cred).await
+            })
+            .await?;
+        let attr = match found {
             Found::Here(attr) => attr,
             Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await?,
         };
@@ -314,7 +326,12 @@ impl Client {
             self.cache.invalidate(fid);
             return Ok(attr);
         }
-        mdt.setattr(fid, set, cred).await
+        let owner_or_mode = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
+        let attr = mdt.setattr(fid, set, cred).await?;
+        if owner_or_mode && attr.kind == FileKind::Directory {
+            self.copy_to_shards(&attr).await?;
+        }
+        Ok(attr)
     }
 
     /// Punches every instantiated object of a file to its share of `size`.
@@ -347,7 +364,10 @@ impl Client {
         mode: u32,
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        self.mdt(parent)?.mkdir(parent, name, mode, cred).await
+        self.in_shard(parent, name, |dir, mdt| async move {
+            mdt.mkdir(dir, name, mode, cred).await
+        })
+        .await
     }
 
     /// Creates a directory whose inode lives on MDT `mdt` (`weft mkdir -i`): a remote
@@ -361,9 +381,27 @@ impl Client {
         mdt: u32,
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        self.mdt(parent)?
-            .mkdir_on(parent, name, mode, mdt, cred)
-            .await
+        self.in_shard(parent, name, |dir, m| async move {
+            m.mkdir_on(dir, name, mode, mdt, cred).await
+        })
+        .await
+    }
+
+    /// Creates a striped directory (`weft mkdir -c COUNT`): `count` shards on the MDT of
+    /// the parent (of the name's shard) and the next ones, names spread by `hash`.
+    pub async fn mkdir_striped(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        count: u32,
+        hash: DirHash,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        self.in_shard(parent, name, |dir, m| async move {
+            m.mkdir_striped(dir, name, mode, count, hash, cred).await
+        })
+        .await
     }
 
     /// The index of the MDT holding `fid`.
@@ -392,11 +430,13 @@ impl Client {
         rdev: u64,
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        Ok(self
-            .mdt(parent)?
-            .create(parent, name, mode, rdev, true, None, None, cred)
-            .await?
-            .attr)
+        let created = self
+            .in_shard(parent, name, |dir, mdt| async move {
+                mdt.create(dir, name, mode, rdev, true, None, None, cred)
+                    .await
+            })
+            .await?;
+        Ok(created.attr)
     }
 
     /// Creates a symbolic link.
@@ -407,7 +447,10 @@ impl Client {
         target: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        self.mdt(parent)?.symlink(parent, name, target, cred).await
+        self.in_shard(parent, name, |dir, mdt| async move {
+            mdt.symlink(dir, name, target, cred).await
+        })
+        .await
     }
 
     /// A symbolic link's target.
@@ -423,8 +466,11 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
-        self.same_mdt(fid, parent)?;
-        self.mdt(parent)?.link(fid, parent, name, cred).await
+        self.in_shard(parent, name, |dir, mdt| async move {
+            self.same_mdt(fid, dir)?;
+            mdt.link(fid, dir, name, cred).await
+        })
+        .await
     }
 
     /// Removes a name.
@@ -434,7 +480,10 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<(), ClientError> {
-        self.mdt(parent)?.unlink(parent, name, cred).await
+        self.in_shard(parent, name, |dir, mdt| async move {
+            mdt.unlink(dir, name, cred).await
+        })
+        .await
     }
 
     /// Removes an empty directory.
@@ -444,7 +493,10 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<(), ClientError> {
-        self.mdt(parent)?.rmdir(parent, name, cred).await
+        self.in_shard(parent, name, |dir, mdt| async move {
+            mdt.rmdir(dir, name, cred).await
+        })
+        .await
     }
 
     /// Renames (or exchanges) names.
@@ -457,26 +509,33 @@ impl Client {
         flags: RenameFlags,
         cred: &Credentials,
     ) -> Result<(), ClientError> {
-        self.same_mdt(src_parent, dst_parent)?;
-        self.mdt(src_parent)?
-            .rename(src_parent, src_name, dst_parent, dst_name, flags, cred)
-            .await
-    }
-
-    /// One page of a directory after `cookie`.
-    pub async fn readdir(
-        &self,
-        fid: Fid,
-        cookie: u64,
-        max: u32,
-        plus: bool,
-        cred: &Credentials,
-    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
-        let (mut entries, eof) = self.mdt(fid)?.readdir(fid, cookie, max, plus, cred).await?;
-        if plus {
-            self.fill_remote_attrs(&mut entries, |e| e).await?;
+        // Both names go to their shards; the source's MDT does the rename. A striped
+        // parent not known yet answers EREMOTE (or looks like another MDT): learn the
+        // stripes once and route again.
+        let mut learned = false;
+        loop {
+            let src = self.shard_for(src_parent, src_name);
+            let dst = self.shard_for(dst_parent, dst_name);
+            let r = match self.same_mdt(src, dst) {
+                Ok(()) => {
+                    self.mdt(src)?
+                        .rename(src, src_name, dst, dst_name, flags, cred)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match r {
+                Err(e) if !learned && matches!(e.errno(), Errno::Remote | Errno::XDev) => {
+                    learned = true;
+                    let a = self.dir_stripes(src_parent).await;
+                    let b = self.dir_stripes(dst_parent).await;
+                    if !matches!(a, Ok(Some(_))) && !matches!(b, Ok(Some(_))) {
+                        return Err(e);
+                    }
+                }
+                r => return r,
+            }
         }
-        Ok((entries, eof))
     }
 
     /// Readdirplus leaves out the attributes of remote directories (their MDT has them):
@@ -692,26 +751,33 @@ impl Client {
             let attr = self.lookup(parent, name, cred).await?;
             return self.open(attr.fid, opts, cred).await;
         };
-        let mdt = self.mdt(parent)?;
         let flags = OpenFlags {
             access: opts.access,
             truncate: opts.truncate,
         };
         let mode = (mode & 0o7777) | FileKind::Regular.mode_bits();
-        match mdt
-            .create(
-                parent,
-                name,
-                mode,
-                0,
-                opts.exclusive,
-                layout,
-                Some(flags),
-                cred,
-            )
-            .await
-        {
-            Ok(c) => {
+        let created = self
+            .in_shard(parent, name, |dir, mdt| {
+                let layout = layout.clone();
+                async move {
+                    let c = mdt
+                        .create(
+                            dir,
+                            name,
+                            mode,
+                            0,
+                            opts.exclusive,
+                            layout,
+                            Some(flags),
+                            cred,
+                        )
+                        .await?;
+                    Ok((c, mdt))
+                }
+            })
+            .await;
+        match created {
+            Ok((c, mdt)) => {
                 let handle = c
                     .handle
                     .ok_or_else(|| ClientError::Invalid("create returned no handle".into()))?;

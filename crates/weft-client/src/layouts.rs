@@ -13,7 +13,7 @@ use crate::client::{Client, OpenOptions};
 use crate::error::ClientError;
 use std::sync::Arc;
 use weft_proto::layout::{Layout, LayoutTemplate};
-use weft_proto::mdt::{AccessMode, Credentials, FileKind, ScanEntry};
+use weft_proto::mdt::{AccessMode, Credentials, FileKind};
 use weft_proto::{Errno, Fid, WireError};
 
 /// What a path's layout is: a file's layout or a directory's default.
@@ -91,19 +91,6 @@ impl Client {
         let fid = f.fid();
         f.close().await?;
         Ok(fid)
-    }
-
-    /// One page of directory `fid`: entries after `cookie` with attributes and layouts.
-    pub async fn scan_dir(
-        &self,
-        fid: Fid,
-        cookie: u64,
-        cred: &Credentials,
-    ) -> Result<(Vec<ScanEntry>, bool), ClientError> {
-        self.cluster()
-            .mdt_of(fid)?
-            .scan_dir(fid, cookie, u32::MAX, cred)
-            .await
     }
 
     /// Re-stripes the regular file `fid`, which has a name in directory `parent`, to

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod cache;
 pub mod client;
 pub mod cluster;
+mod dirs;
 pub mod error;
 pub mod file;
 pub mod io;

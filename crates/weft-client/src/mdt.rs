@@ -4,8 +4,8 @@ use crate::error::ClientError;
 use bytes::Bytes;
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
-    Attr, Credentials, DirEntry, MdtReply, MdtRequest, OpenFlags, RenameFlags, ScanEntry, SetAttr,
-    StatFs, XattrMode,
+    Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags, ScanEntry,
+    SetAttr, StatFs, XattrMode,
 };
 use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::Reconnecting;
@@ -58,6 +58,7 @@ fn is_read(req: &MdtRequest) -> bool {
             | MdtRequest::ListXattr { .. }
             | MdtRequest::StatFs
             | MdtRequest::GetLayout { .. }
+            | MdtRequest::GetDirStripes { .. }
             // Instantiating leaves instantiated components alone: a resend changes nothing.
             | MdtRequest::Instantiate { .. }
             | MdtRequest::GetLock { .. }
@@ -238,6 +239,27 @@ impl MdtClient {
                 format!("{fid} is a remote directory"),
             ))),
         }
+    }
+
+    /// Creates a striped directory with `count` shards; sent to the parent's MDT.
+    pub async fn mkdir_striped(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        count: u32,
+        hash: DirHash,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::MkdirStriped {
+            parent,
+            name: name.to_vec(),
+            mode,
+            count,
+            hash,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "mkdir_striped", MdtReply::Attr(a) => a)
     }
 
     /// Creates a directory whose inode lives on MDT `mdt` (a remote directory); sent to

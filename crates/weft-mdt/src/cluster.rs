@@ -52,7 +52,11 @@ pub trait ClusterView: Send + Sync + 'static {
     /// succeed (the destroy log may replay a destroy after a restart).
     fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>>;
     /// Whether MDT `index` is part of the file system.
-    fn has_mdt(&self, index: u32) -> bool;
+    fn has_mdt(&self, index: u32) -> bool {
+        self.mdts().contains(&index)
+    }
+    /// The indices of every MDT of the file system.
+    fn mdts(&self) -> Vec<u32>;
     /// The MDT holding `fid`, from the FID location database.
     fn mdt_of(&self, fid: weft_proto::Fid) -> Option<u32>;
     /// Sends a request to MDT `index` (cross-MDT operations). Requests sent this way are

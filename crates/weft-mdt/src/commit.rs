@@ -385,6 +385,17 @@ fn apply_req(
             mdt,
             cred,
         } => engine.prepare_mkdir_on(tx, fx, *parent, name, *mode, *mdt, cred, origin),
+        MdtRequest::MkdirStriped {
+            parent,
+            name,
+            mode,
+            count,
+            hash,
+            cred,
+        } => {
+            engine.prepare_mkdir_striped(tx, fx, *parent, name, *mode, *count, *hash, cred, origin)
+        }
+        MdtRequest::SealDir { fid, seal } => engine.seal_dir(tx, fx, *fid, *seal),
         MdtRequest::CreateRemoteDir {
             from,
             op,
@@ -472,6 +483,7 @@ fn apply_req(
         | MdtRequest::ListXattr { .. }
         | MdtRequest::StatFs
         | MdtRequest::GetLayout { .. }
+        | MdtRequest::GetDirStripes { .. }
         | MdtRequest::GetLock { .. }
         | MdtRequest::SetLock { .. }
         | MdtRequest::CancelLockWait { .. }

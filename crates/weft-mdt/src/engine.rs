@@ -31,6 +31,7 @@ pub(crate) struct Tx<'t> {
     pub intents: WTable<'t>,
     pub remote_ops: WTable<'t>,
     pub remote_dirs: WTable<'t>,
+    pub dir_stripes: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
@@ -45,6 +46,7 @@ impl<'t> Tx<'t> {
             intents: txn.open_table(store::INTENTS)?,
             remote_ops: txn.open_table(store::REMOTE_OPS)?,
             remote_dirs: txn.open_table(store::REMOTE_DIRS)?,
+            dir_stripes: txn.open_table(store::DIR_STRIPES)?,
         })
     }
 }

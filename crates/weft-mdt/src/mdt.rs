@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
 use uuid::Uuid;
-use weft_proto::mdt::{FileKind, MdtReply, MdtRequest};
+use weft_proto::Message;
+use weft_proto::mdt::{Credentials, DirStripes, FileKind, MdtReply, MdtRequest};
 use weft_proto::{Errno, Fid, Timestamp, WireError, WireResult};
 
 /// Object ids per FID sequence in production (every oid from 1 to `u32::MAX`).
@@ -415,6 +416,7 @@ impl Mdt {
             | MdtRequest::GetXattr { .. }
             | MdtRequest::ListXattr { .. }
             | MdtRequest::StatFs
+            | MdtRequest::GetDirStripes { .. }
             | MdtRequest::GetLayout { .. } => self.read(req).await,
             _ => self.write(conn_id, WriteOp::Req(req, origin)).await,
         }
@@ -570,20 +572,25 @@ impl Mdt {
         ))
     }
 
-    /// Steps 2 and 3 of a cross-MDT operation ([`crate::remote`]): asks the other MDT
-    /// until it answers (its side is idempotent, so an unknown outcome is simply asked
-    /// again), then finishes the intent with the answer.
+    /// Steps 2 and 3 of a cross-MDT operation ([`crate::remote`]): asks the other MDTs
+    /// (their side is idempotent, so an unknown outcome is simply asked again), then
+    /// finishes the intent with the answer.
     async fn drive_intent(&self, intent: Intent) -> WireResult<MdtReply> {
-        let (target, req) = match &intent.kind {
+        failpoint("cross_mdt.before_remote");
+        let root = || Credentials {
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+        };
+        let outcome = match &intent.kind {
             IntentKind::Mkdir {
                 mdt,
                 mode,
                 uid,
                 gid,
                 default_layout,
-            } => (
-                Some(*mdt),
-                MdtRequest::CreateRemoteDir {
+            } => {
+                let req = MdtRequest::CreateRemoteDir {
                     from: self.index,
                     op: intent.op,
                     parent: intent.parent,
@@ -591,41 +598,120 @@ impl Mdt {
                     uid: *uid,
                     gid: *gid,
                     default_layout: default_layout.clone(),
-                },
-            ),
+                };
+                self.peer(Some(*mdt), req).await?
+            }
             IntentKind::Rmdir {
                 fid,
                 sticky_owner,
                 cred,
-            } => (
-                self.cluster.mdt_of(*fid),
-                MdtRequest::RemoveRemoteDir {
+            } => {
+                let req = MdtRequest::RemoveRemoteDir {
                     fid: *fid,
                     parent: intent.parent,
                     sticky_owner: *sticky_owner,
                     cred: cred.clone(),
-                },
-            ),
-        };
-        let mut delay = Duration::from_millis(100);
-        let outcome = loop {
-            let Some(target) = target else {
-                break Err(WireError::new(
-                    Errno::Io,
-                    "the FID location database names no MDT for the directory",
-                ));
-            };
-            failpoint("cross_mdt.before_remote");
-            match self.cluster.mdt_call(target, req.clone()).await {
-                Ok(reply) => break Ok(reply),
-                Err(PeerError::Refused(e)) => break Err(e),
-                Err(PeerError::Unreachable(e)) => {
-                    if lock(&self.sender).is_none() {
-                        return Err(Self::shut());
+                };
+                self.peer(self.cluster.mdt_of(*fid), req).await?
+            }
+            IntentKind::MkdirStriped {
+                master,
+                shard0,
+                mdts,
+                hash,
+                mode,
+                uid,
+                gid,
+                default_layout,
+            } => {
+                let mut shards = vec![*shard0];
+                let mut refused = None;
+                for (i, mdt) in mdts.iter().enumerate() {
+                    let req = MdtRequest::CreateRemoteDir {
+                        from: self.index,
+                        op: intent.op.wrapping_add(i as u64 + 1),
+                        parent: *master,
+                        mode: *mode,
+                        uid: *uid,
+                        gid: *gid,
+                        default_layout: default_layout.clone(),
+                    };
+                    match self.peer(Some(*mdt), req).await? {
+                        Ok(MdtReply::Attr(a)) => shards.push(a.fid),
+                        Ok(other) => {
+                            refused = Some(WireError::new(
+                                Errno::Proto,
+                                format!("unexpected answer to a shard create: {other:?}"),
+                            ));
+                            break;
+                        }
+                        Err(e) => {
+                            refused = Some(e);
+                            break;
+                        }
                     }
-                    tracing::warn!(mdt = target, error = %e, op = intent.op, "cross-MDT step waits for its MDT");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                match refused {
+                    None => Ok(MdtReply::DirStripes(Some(DirStripes {
+                        hash: *hash,
+                        shards,
+                    }))),
+                    Some(e) => {
+                        // Take back the shards made before the refusal.
+                        for fid in shards.into_iter().skip(1) {
+                            let req = MdtRequest::RemoveRemoteDir {
+                                fid,
+                                parent: *master,
+                                sticky_owner: None,
+                                cred: root(),
+                            };
+                            let _ = self.peer(self.cluster.mdt_of(fid), req).await?;
+                        }
+                        Err(e)
+                    }
+                }
+            }
+            IntentKind::RmdirStriped { master, shards } => {
+                // Seal every shard (sealed shards take no new names), then remove them all
+                // if every one was empty, else unseal them. A shard already gone means an
+                // earlier run got as far as removing: carry on removing.
+                let mut busy = None;
+                let mut gone = false;
+                for &fid in shards {
+                    let req = MdtRequest::SealDir { fid, seal: true };
+                    match self.peer(self.cluster.mdt_of(fid), req).await? {
+                        Ok(_) => {}
+                        Err(e) if e.errno == Errno::NoEnt => gone = true,
+                        Err(e) => busy = Some(e),
+                    }
+                }
+                match busy {
+                    Some(e) if !gone => {
+                        for &fid in shards {
+                            let req = MdtRequest::SealDir { fid, seal: false };
+                            let _ = self.peer(self.cluster.mdt_of(fid), req).await?;
+                        }
+                        Err(e)
+                    }
+                    _ => {
+                        let mut result = Ok(MdtReply::Ok);
+                        for &fid in shards {
+                            let req = MdtRequest::RemoveRemoteDir {
+                                fid,
+                                parent: *master,
+                                sticky_owner: None,
+                                cred: root(),
+                            };
+                            match self.peer(self.cluster.mdt_of(fid), req).await? {
+                                Err(e) if e.errno != Errno::NoEnt => {
+                                    tracing::error!(%fid, error = %e, "a sealed shard could not be removed");
+                                    result = Err(e);
+                                }
+                                _ => {}
+                            }
+                        }
+                        result
+                    }
                 }
             }
         };
@@ -639,6 +725,36 @@ impl Mdt {
                 Errno::Io,
                 "cross-MDT operation not finished",
             )),
+        }
+    }
+
+    /// Sends `req` to MDT `target` until it answers: `Ok` holds its answer (a reply or its
+    /// refusal); `Err` means this MDT is shutting down (the intent stays for the next run).
+    async fn peer(
+        &self,
+        target: Option<u32>,
+        req: MdtRequest,
+    ) -> WireResult<Result<MdtReply, WireError>> {
+        let Some(target) = target else {
+            return Ok(Err(WireError::new(
+                Errno::Io,
+                "the FID location database names no MDT for that FID",
+            )));
+        };
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.cluster.mdt_call(target, req.clone()).await {
+                Ok(reply) => return Ok(Ok(reply)),
+                Err(PeerError::Refused(e)) => return Ok(Err(e)),
+                Err(PeerError::Unreachable(e)) => {
+                    if lock(&self.sender).is_none() {
+                        return Err(Self::shut());
+                    }
+                    tracing::warn!(mdt = target, error = %e, op = req.op_name(), "cross-MDT step waits for its MDT");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
         }
     }
 

@@ -143,8 +143,8 @@ impl ClusterView for MemoryCluster {
     }
 
     /// One MDT only: cross-MDT operations are tested with real servers.
-    fn has_mdt(&self, _index: u32) -> bool {
-        false
+    fn mdts(&self) -> Vec<u32> {
+        vec![0]
     }
 
     fn mdt_of(&self, _fid: weft_proto::Fid) -> Option<u32> {

@@ -32,10 +32,12 @@ pub(crate) fn load(inodes: &impl Readable, fid: Fid) -> Result<Inode, Fail> {
 }
 
 /// Loads a directory for a name operation: it must exist (ESTALE), be a directory
-/// (ENOTDIR), still be linked (ENOENT, as Linux for a removed directory) and be searchable
-/// by the caller (EACCES).
+/// (ENOTDIR), still be linked (ENOENT, as Linux for a removed directory), hold its names
+/// itself (EREMOTE for a striped directory's master: the names are in its shards) and be
+/// searchable by the caller (EACCES).
 pub(crate) fn load_dir(
     inodes: &impl Readable,
+    stripes: &impl Readable,
     fid: Fid,
     cred: &Credentials,
 ) -> Result<Inode, Fail> {
@@ -46,8 +48,20 @@ pub(crate) fn load_dir(
     if dir.nlink == 0 {
         return Err(fail(Errno::NoEnt, format!("directory {fid} was removed")));
     }
+    not_striped(stripes, fid)?;
     perm::check(&dir, cred, MAY_EXEC)?;
     Ok(dir)
+}
+
+/// EREMOTE when `fid` is a striped directory's master (its names are in the shards).
+pub(crate) fn not_striped(stripes: &impl Readable, fid: Fid) -> Result<(), Fail> {
+    if store::get_stripes(stripes, fid)?.is_some() {
+        return Err(fail(
+            Errno::Remote,
+            format!("{fid} is a striped directory: ask its shards"),
+        ));
+    }
+    Ok(())
 }
 
 /// Looks up an entry that must exist (ENOENT), with its inode.
@@ -296,7 +310,7 @@ impl Engine {
         if matches!(kind, FileKind::Directory | FileKind::Symlink) {
             return Err(fail(Errno::Inval, "use mkdir or symlink"));
         }
-        let mut dir = load_dir(&tx.inodes, parent, cred)?;
+        let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if crate::remote::pending(&tx.intents, parent, name)?.is_some() {
             // A directory is being made or removed under that name on another MDT.
@@ -377,7 +391,7 @@ impl Engine {
         mode: u32,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
-        let mut dir = load_dir(&tx.inodes, parent, cred)?;
+        let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if name_taken(tx, parent, name)? {
             return Err(fail(Errno::Exist, "entry exists"));
@@ -438,7 +452,7 @@ impl Engine {
         if target.contains(&0) {
             return Err(fail(Errno::Inval, "NUL in symlink target"));
         }
-        let mut dir = load_dir(&tx.inodes, parent, cred)?;
+        let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if name_taken(tx, parent, name)? {
             return Err(fail(Errno::Exist, "entry exists"));
@@ -480,7 +494,7 @@ impl Engine {
     ) -> Result<MdtReply, Fail> {
         let mut ino = store::get_inode(&tx.inodes, fid)?
             .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
-        let mut dir = load_dir(&tx.inodes, new_parent, cred)?;
+        let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, new_parent, cred)?;
         check_name(new_name)?;
         if name_taken(tx, new_parent, new_name)? {
             return Err(fail(Errno::Exist, "entry exists"));
@@ -527,7 +541,7 @@ impl Engine {
         rmdir: bool,
         origin: &crate::commit::Origin,
     ) -> Result<MdtReply, Fail> {
-        let mut dir = load_dir(&tx.inodes, parent, cred)?;
+        let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         let de = store::get_dirent(&tx.dirents, parent, name)?
             .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
@@ -547,6 +561,9 @@ impl Engine {
         if rmdir {
             if !victim.is_dir() {
                 return Err(fail(Errno::NotDir, "not a directory"));
+            }
+            if let Some(stripes) = store::get_stripes(&tx.dir_stripes, de.fid)? {
+                return self.prepare_rmdir_striped(tx, fx, parent, name, de.fid, stripes, origin);
             }
             if !store::dir_is_empty(&tx.dirents, de.fid)? {
                 return Err(fail(Errno::NotEmpty, "directory not empty"));
@@ -592,11 +609,11 @@ impl Engine {
             return Err(fail(Errno::Inval, "RENAME_EXCHANGE with RENAME_NOREPLACE"));
         }
         let same_dir = src_parent == dst_parent;
-        let sdir = load_dir(&tx.inodes, src_parent, cred)?;
+        let sdir = load_dir(&tx.inodes, &tx.dir_stripes, src_parent, cred)?;
         let ddir = if same_dir {
             sdir.clone()
         } else {
-            load_dir(&tx.inodes, dst_parent, cred)?
+            load_dir(&tx.inodes, &tx.dir_stripes, dst_parent, cred)?
         };
         check_name(src_name)?;
         check_name(dst_name)?;
@@ -681,6 +698,15 @@ impl Engine {
             }
         }
         let replaced_dir = dst.as_ref().filter(|(_, d)| !flags.exchange && d.is_dir());
+        if let Some((dde, _)) = replaced_dir
+            && store::get_stripes(&tx.dir_stripes, dde.fid)?.is_some()
+        {
+            // Its shards on other MDTs would have to go too.
+            return Err(fail(
+                Errno::XDev,
+                "replacing a striped directory is not supported yet",
+            ));
+        }
         let replaced_nonempty = match replaced_dir {
             Some((dde, _)) => !store::dir_is_empty(&tx.dirents, dde.fid)?,
             None => false,

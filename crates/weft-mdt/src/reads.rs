@@ -5,7 +5,7 @@ use crate::engine::lock;
 use crate::error::{Fail, fail};
 use crate::handles::Handles;
 use crate::names::check_name;
-use crate::namespace::{XATTR_LIST_MAX, load, load_dir, xattr_ns, xattr_permission};
+use crate::namespace::{XATTR_LIST_MAX, load, load_dir, not_striped, xattr_ns, xattr_permission};
 use crate::perm::{self, MAY_READ};
 use crate::store::{self, Dirent, Readable};
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
@@ -43,7 +43,10 @@ pub(crate) fn run(
             let dirents = r
                 .open_table(store::DIRENTS)
                 .map_err(crate::error::StoreError::from)?;
-            load_dir(&inodes, *parent, cred)?;
+            let stripes = r
+                .open_table(store::DIR_STRIPES)
+                .map_err(crate::error::StoreError::from)?;
+            load_dir(&inodes, &stripes, *parent, cred)?;
             check_name(name)?;
             let de = store::get_dirent(&dirents, *parent, name)?
                 .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
@@ -55,6 +58,13 @@ pub(crate) fn run(
                     kind: de.kind,
                 }),
             }
+        }
+        MdtRequest::GetDirStripes { fid } => {
+            let stripes = r
+                .open_table(store::DIR_STRIPES)
+                .map_err(crate::error::StoreError::from)?;
+            load(&inodes, *fid)?;
+            Ok(MdtReply::DirStripes(store::get_stripes(&stripes, *fid)?))
         }
         MdtRequest::GetAttr { fid } => {
             let ino = load(&inodes, *fid)?;
@@ -77,9 +87,13 @@ pub(crate) fn run(
             let dirents = r
                 .open_table(store::DIRENTS)
                 .map_err(crate::error::StoreError::from)?;
+            let stripes = r
+                .open_table(store::DIR_STRIPES)
+                .map_err(crate::error::StoreError::from)?;
             readdir(
                 &inodes,
                 &dirents,
+                &stripes,
                 handles,
                 *fid,
                 *cookie,
@@ -100,7 +114,12 @@ pub(crate) fn run(
                 .map_err(crate::error::StoreError::from)?;
             // Layouts make entries larger: a page holds fewer of them.
             let max = (*max_entries).min(SCAN_MAX_ENTRIES);
-            let (page, eof) = readdir(&inodes, &dirents, handles, *fid, *cookie, max, true, cred)?;
+            let stripes = r
+                .open_table(store::DIR_STRIPES)
+                .map_err(crate::error::StoreError::from)?;
+            let (page, eof) = readdir(
+                &inodes, &dirents, &stripes, handles, *fid, *cookie, max, true, cred,
+            )?;
             let mut entries = Vec::with_capacity(page.len());
             for entry in page {
                 let layout = store::get_inode(&inodes, entry.fid)?.and_then(|i| i.layout);
@@ -176,6 +195,7 @@ fn listxattr(xattrs: &impl Readable, fid: Fid, cred: &Credentials) -> Result<Mdt
 pub(crate) fn readdir(
     inodes: &impl Readable,
     dirents: &impl Readable,
+    stripes: &impl Readable,
     handles: &Mutex<Handles>,
     fid: Fid,
     cookie: u64,
@@ -187,6 +207,7 @@ pub(crate) fn readdir(
     if !dir.is_dir() {
         return Err(fail(Errno::NotDir, "not a directory"));
     }
+    not_striped(stripes, fid)?;
     perm::check(&dir, cred, MAY_READ)?;
     if max_entries == 0 {
         return Err(fail(Errno::Inval, "a page of zero entries"));

@@ -36,7 +36,7 @@ use crate::replies;
 use crate::store::{self, Dirent, Inode};
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
-use weft_proto::mdt::{Credentials, FileKind, MdtReply};
+use weft_proto::mdt::{Credentials, DirHash, DirStripes, FileKind, MAX_DIR_STRIPES, MdtReply};
 use weft_proto::{Errno, Fid, LayoutTemplate, Timestamp, WireError};
 
 /// A cross-MDT operation in progress, stored until it is finished.
@@ -75,6 +75,20 @@ pub enum IntentKind {
         sticky_owner: Option<u32>,
         cred: Credentials,
     },
+    /// A striped directory made: master inode `master` and shard 0 (`shard0`) here, shards
+    /// 1.. on `mdts`, with these attributes.
+    MkdirStriped {
+        master: Fid,
+        shard0: Fid,
+        mdts: Vec<u32>,
+        hash: DirHash,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        default_layout: Option<LayoutTemplate>,
+    },
+    /// The striped directory `master` (here) removed with its `shards`, if all are empty.
+    RmdirStriped { master: Fid, shards: Vec<Fid> },
 }
 
 impl Intent {
@@ -147,7 +161,7 @@ impl Engine {
             }
             return Err(fail(Errno::Exist, "entry exists"));
         }
-        let dir = load_dir(&tx.inodes, parent, cred)?;
+        let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
             return Err(fail(Errno::Exist, "entry exists"));
@@ -268,7 +282,49 @@ impl Engine {
                 self.unlink_remote_dir(tx, fx, intent, *fid)?;
                 MdtReply::Ok
             }
-            (IntentKind::Mkdir { .. }, other) => {
+            (
+                IntentKind::MkdirStriped {
+                    master,
+                    shard0,
+                    mode,
+                    uid,
+                    gid,
+                    default_layout,
+                    ..
+                },
+                Ok(MdtReply::DirStripes(Some(stripes))),
+            ) => {
+                let now = Timestamp::now();
+                let new_dir = |parent: Fid| {
+                    let mut ino = Inode::new(FileKind::Directory, *mode, *uid, *gid, now);
+                    ino.nlink = 2;
+                    ino.size = DIR_SIZE;
+                    ino.blocks = DIR_SIZE / 512;
+                    ino.parent = parent;
+                    ino.default_layout.clone_from(default_layout);
+                    ino
+                };
+                let ino = new_dir(intent.parent);
+                self.put_inode(tx, fx, *master, &ino)?;
+                self.put_inode(tx, fx, *shard0, &new_dir(*master))?;
+                let v = store::encode(stripes)?;
+                tx.dir_stripes
+                    .insert(master.to_bytes().as_slice(), v.as_slice())?;
+                self.meta.dirs += 2;
+                self.link_remote_dir(tx, fx, intent, *master)?;
+                MdtReply::Attr(ino.attr(*master, 0))
+            }
+            (IntentKind::RmdirStriped { master, .. }, _) => {
+                self.unlink_remote_dir(tx, fx, intent, *master)?;
+                tx.dir_stripes.remove(master.to_bytes().as_slice())?;
+                if let Some(mut ino) = store::get_inode(&tx.inodes, *master)? {
+                    ino.nlink = 0;
+                    ino.ctime = Timestamp::now();
+                    self.unlinked(tx, fx, *master, &ino)?;
+                }
+                MdtReply::Ok
+            }
+            (IntentKind::Mkdir { .. } | IntentKind::MkdirStriped { .. }, other) => {
                 return Err(fail(
                     Errno::Proto,
                     format!("unexpected answer to a remote mkdir: {other:?}"),
@@ -330,6 +386,152 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Step 1 of a striped mkdir: validates like [`Engine::mkdir`], picks the MDTs (this
+    /// one, then the next ones in index order) and the local FIDs, stores the intent.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepare_mkdir_striped(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        count: u32,
+        hash: DirHash,
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        if count == 0 || count > MAX_DIR_STRIPES {
+            return Err(fail(
+                Errno::Inval,
+                format!("a striped directory has 1 to {MAX_DIR_STRIPES} shards"),
+            ));
+        }
+        if count == 1 {
+            return self.mkdir(tx, fx, parent, name, mode, cred);
+        }
+        if let Some(i) = pending(&tx.intents, parent, name)? {
+            if i.answers(origin) {
+                return Err(Fail::CrossMdt(Box::new(i)));
+            }
+            return Err(fail(Errno::Exist, "entry exists"));
+        }
+        let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
+        check_name(name)?;
+        if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
+            return Err(fail(Errno::Exist, "entry exists"));
+        }
+        perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        if dir.nlink.checked_add(1).is_none() {
+            return Err(fail(Errno::MLink, "too many subdirectories"));
+        }
+        let mut all = self.cluster.mdts();
+        all.sort_unstable();
+        all.dedup();
+        let Some(me) = all.iter().position(|&m| m == self.meta.index) else {
+            return Err(fail(Errno::Io, "this MDT is not in the configuration yet"));
+        };
+        if (count as usize) > all.len() {
+            return Err(fail(
+                Errno::Inval,
+                format!(
+                    "{count} shards asked, the file system has {} MDTs",
+                    all.len()
+                ),
+            ));
+        }
+        let mdts: Vec<u32> = (1..count as usize)
+            .map(|i| all[(me + i) % all.len()])
+            .collect();
+        if !self.fid_available() {
+            return Err(Fail::NeedSeq);
+        }
+        // Mutations start here. Two FIDs: a sequence holds billions, so the check above
+        // leaves room for both unless it ends exactly here.
+        let master = self.alloc_fid()?;
+        let shard0 = self.alloc_fid()?;
+        let (uid, gid, bits) = perm::new_owner(&dir, cred, FileKind::Directory, mode & 0o1777);
+        let intent = Intent {
+            op: new_op_id(),
+            parent,
+            name: name.to_vec(),
+            kind: IntentKind::MkdirStriped {
+                master,
+                shard0,
+                mdts,
+                hash,
+                mode: bits,
+                uid,
+                gid,
+                default_layout: dir.default_layout.clone(),
+            },
+            client: origin.client,
+            seq: origin.seq,
+        };
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// Step 1 of removing a striped directory whose master is here (from
+    /// [`Engine::unlink`], permissions checked): the intent.
+    pub(crate) fn prepare_rmdir_striped(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        master: Fid,
+        stripes: DirStripes,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        if let Some(i) = pending(&tx.intents, parent, name)? {
+            if i.answers(origin) {
+                return Err(Fail::CrossMdt(Box::new(i)));
+            }
+            return Err(fail(Errno::Busy, "the directory is being removed"));
+        }
+        let intent = Intent {
+            op: new_op_id(),
+            parent,
+            name: name.to_vec(),
+            kind: IntentKind::RmdirStriped {
+                master,
+                shards: stripes.shards,
+            },
+            client: origin.client,
+            seq: origin.seq,
+        };
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// Seals an empty directory shard for removal (it refuses new entries: a directory
+    /// with no links is a removed one) or unseals it.
+    pub(crate) fn seal_dir(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        seal: bool,
+    ) -> Result<MdtReply, Fail> {
+        let Some(mut ino) = store::get_inode(&tx.inodes, fid)? else {
+            return Err(fail(Errno::NoEnt, "the directory is gone"));
+        };
+        if !ino.is_dir() {
+            return Err(fail(Errno::NotDir, "not a directory"));
+        }
+        match (seal, ino.nlink) {
+            (true, 0) | (false, 2..) => return Ok(MdtReply::Ok),
+            (true, _) if !store::dir_is_empty(&tx.dirents, fid)? => {
+                return Err(fail(Errno::NotEmpty, "directory not empty"));
+            }
+            (true, _) => ino.nlink = 0,
+            (false, _) => ino.nlink = 2,
+        }
+        self.put_inode(tx, fx, fid, &ino)?;
+        Ok(MdtReply::Ok)
     }
 
     /// A rename whose source entry names a remote directory: within its directory, to a
@@ -438,7 +640,7 @@ impl Engine {
         if !ino.is_dir() {
             return Err(fail(Errno::NotDir, "not a directory"));
         }
-        if ino.parent != parent || ino.nlink == 0 {
+        if ino.parent != parent {
             return Err(fail(Errno::NoEnt, "the directory is not in that parent"));
         }
         if let Some(owner) = sticky_owner

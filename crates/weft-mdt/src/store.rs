@@ -14,6 +14,7 @@
 //! | `intents` | parent FID (16) + name | [`crate::remote::Intent`] (cross-MDT operations this MDT coordinates, until finished) |
 //! | `remote_ops` | coordinator MDT index (4) + operation id (8) | FID (16) of the remote directory it created here |
 //! | `remote_dirs` | FID (16) | coordinator MDT index (4) + operation id (8) |
+//! | `dir_stripes` | master FID (16) | `weft_proto::mdt::DirStripes` of a striped directory whose master is here |
 //! | `meta` | `"meta"` | [`Meta`] |
 
 use crate::error::StoreError;
@@ -51,6 +52,8 @@ pub const INTENTS: Def = TableDefinition::new("intents");
 pub const REMOTE_OPS: Def = TableDefinition::new("remote_ops");
 /// The operation that created each remote directory stored here.
 pub const REMOTE_DIRS: Def = TableDefinition::new("remote_dirs");
+/// Striped directories whose master inode is here, with their shards.
+pub const DIR_STRIPES: Def = TableDefinition::new("dir_stripes");
 /// The MDT's identity and allocators.
 pub const META: Def = TableDefinition::new("meta");
 /// The key of the one record in [`META`].
@@ -308,6 +311,14 @@ pub fn get_dirent(
     name: &[u8],
 ) -> Result<Option<Dirent>, StoreError> {
     get(dirents, "dirents", &dirent_key(parent, name))
+}
+
+/// The stripes of directory `fid`, if it is a striped directory's master.
+pub fn get_stripes(
+    stripes: &impl Readable,
+    fid: Fid,
+) -> Result<Option<weft_proto::mdt::DirStripes>, StoreError> {
+    get(stripes, "dir_stripes", &fid.to_bytes())
 }
 
 /// Whether directory `fid` has no entries (a range scan that stops at the first entry).

@@ -52,6 +52,10 @@ pub enum Errno {
     Loop,
     /// No data available (ENODATA, 61): no such extended attribute.
     NoData,
+    /// Object is remote (EREMOTE, 66): a name operation reached a striped directory's master
+    /// inode; the client fetches the directory's stripes and asks the shard. Never shown to
+    /// applications.
+    Remote,
     /// Protocol error (EPROTO, 71): a malformed or unexpected message.
     Proto,
     /// Value too large for defined data type (EOVERFLOW, 75).
@@ -97,6 +101,7 @@ impl Errno {
             Errno::NotEmpty => 39,
             Errno::Loop => 40,
             Errno::NoData => 61,
+            Errno::Remote => 66,
             Errno::Proto => 71,
             Errno::Overflow => 75,
             Errno::NotSup => 95,
@@ -133,6 +138,7 @@ impl Errno {
             Errno::NotEmpty => "ENOTEMPTY",
             Errno::Loop => "ELOOP",
             Errno::NoData => "ENODATA",
+            Errno::Remote => "EREMOTE",
             Errno::Proto => "EPROTO",
             Errno::Overflow => "EOVERFLOW",
             Errno::NotSup => "EOPNOTSUPP",

@@ -236,6 +236,73 @@ pub struct StatFs {
     pub namelen: u32,
 }
 
+/// Most shards a striped directory may have.
+pub const MAX_DIR_STRIPES: u32 = 256;
+
+/// How the names of a striped directory are spread over its shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DirHash {
+    /// 64-bit FNV-1a of the name, modulo the shard count (Lustre's `fnv_1a_64`).
+    Fnv1a64,
+}
+
+impl DirHash {
+    /// The name's hash.
+    pub fn hash(self, name: &[u8]) -> u64 {
+        match self {
+            DirHash::Fnv1a64 => {
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for &b in name {
+                    h ^= u64::from(b);
+                    h = h.wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                h
+            }
+        }
+    }
+
+    /// The name used by `lfs` (`fnv_1a_64`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DirHash::Fnv1a64 => "fnv_1a_64",
+        }
+    }
+}
+
+/// A striped directory: its entries live in `shards` (directories on several MDTs), each
+/// name in the shard its hash picks. The directory's own inode (the master) holds none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirStripes {
+    /// How names pick a shard.
+    pub hash: DirHash,
+    /// The shards, in stripe order.
+    pub shards: Vec<Fid>,
+}
+
+impl DirStripes {
+    /// The shard holding `name` (`None` only for a directory with no shards, which
+    /// [`DirStripes::validate`] refuses).
+    pub fn shard_of(&self, name: &[u8]) -> Option<Fid> {
+        let n = self.shards.len() as u64;
+        if n == 0 {
+            return None;
+        }
+        let i = usize::try_from(self.hash.hash(name) % n).ok()?;
+        self.shards.get(i).copied()
+    }
+
+    /// Checks the shard count.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shards.is_empty() || self.shards.len() > MAX_DIR_STRIPES as usize {
+            return Err(format!(
+                "a striped directory has 1 to {MAX_DIR_STRIPES} shards, not {}",
+                self.shards.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Which family a lock belongs to. The two never conflict with each other, as on Linux:
 /// `fcntl` record locks are [`LockKind::Posix`], `flock(2)` locks are [`LockKind::Flock`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -369,6 +436,23 @@ pub enum MdtRequest {
         sticky_owner: Option<u32>,
         cred: Credentials,
     },
+    /// Creates a striped directory (`weft mkdir -c COUNT`): `count` shards on the parent's
+    /// MDT and the next ones in index order, names spread by `hash`. Sent to the parent's
+    /// MDT, which coordinates as for [`MdtRequest::MkdirOn`].
+    MkdirStriped {
+        parent: Fid,
+        name: Vec<u8>,
+        mode: u32,
+        count: u32,
+        hash: DirHash,
+        cred: Credentials,
+    },
+    /// The stripes of a directory (`None`: not striped); answered with
+    /// [`MdtReply::DirStripes`].
+    GetDirStripes { fid: Fid },
+    /// MDT to MDT: seals an empty directory shard for removal (`seal`: it refuses new
+    /// entries; ENOTEMPTY if it has any) or unseals it. ENOENT when it is gone.
+    SealDir { fid: Fid, seal: bool },
     /// Creates a symbolic link to `target`.
     Symlink {
         parent: Fid,
@@ -529,6 +613,8 @@ pub enum MdtReply {
     Ok,
     /// The attributes of the inode the request named or made.
     Attr(Attr),
+    /// A directory's stripes (`None`: not striped).
+    DirStripes(Option<DirStripes>),
     /// A name found whose inode lives on another MDT (a remote directory): ask the FID's
     /// MDT for its attributes.
     Entry { fid: Fid, kind: FileKind },
@@ -609,6 +695,9 @@ impl Message for MdtRequest {
             MdtRequest::MkdirOn { .. } => 233,
             MdtRequest::CreateRemoteDir { .. } => 234,
             MdtRequest::RemoveRemoteDir { .. } => 235,
+            MdtRequest::MkdirStriped { .. } => 236,
+            MdtRequest::GetDirStripes { .. } => 237,
+            MdtRequest::SealDir { .. } => 238,
         }
     }
 
@@ -647,6 +736,9 @@ impl Message for MdtRequest {
             MdtRequest::MkdirOn { .. } => "mkdir_remote",
             MdtRequest::CreateRemoteDir { .. } => "remote_dir_create",
             MdtRequest::RemoveRemoteDir { .. } => "remote_dir_remove",
+            MdtRequest::MkdirStriped { .. } => "mkdir_striped",
+            MdtRequest::GetDirStripes { .. } => "getdirstripe",
+            MdtRequest::SealDir { .. } => "seal_dir",
         }
     }
 }
@@ -731,6 +823,34 @@ mod tests {
             // A strict prefix never decodes to the request (and never panics).
             let got = decode::<MdtRequest>(&body[..cut]).ok();
             prop_assert_ne!(got, Some(req));
+        }
+    }
+
+    #[test]
+    fn fnv_1a_64_matches_the_reference_vectors() {
+        // From the FNV reference test suite.
+        assert_eq!(DirHash::Fnv1a64.hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(DirHash::Fnv1a64.hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(DirHash::Fnv1a64.hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    proptest! {
+        #[test]
+        fn names_spread_over_every_shard_evenly(count in 1u32..9) {
+            let shards: Vec<Fid> = (0..count).map(|i| Fid { seq: 7, oid: i + 1, ver: 0 }).collect();
+            let s = DirStripes { hash: DirHash::Fnv1a64, shards: shards.clone() };
+            let mut per = vec![0u32; count as usize];
+            for i in 0..20_000u32 {
+                let name = format!("file.{i:08}");
+                let f = s.shard_of(name.as_bytes()).unwrap();
+                // The same name always picks the same shard.
+                prop_assert_eq!(Some(f), s.shard_of(name.as_bytes()));
+                per[shards.iter().position(|x| *x == f).unwrap()] += 1;
+            }
+            let mean = 20_000 / count;
+            for n in per {
+                prop_assert!(n.abs_diff(mean) * 10 <= mean, "{n} vs mean {mean}");
+            }
         }
     }
 

@@ -6,7 +6,7 @@ use super::fspath;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use weft_proto::mdt::FileKind;
+use weft_proto::mdt::{DirHash, FileKind};
 
 /// Flags of `weft mkdir`.
 #[derive(Args, Debug)]
@@ -14,6 +14,13 @@ pub struct MkdirArgs {
     /// The MDT to create the directory on (default: its parent's).
     #[arg(short = 'i', long = "mdt-index", alias = "mdt")]
     pub mdt_index: Option<u32>,
+    /// Stripe the directory over COUNT MDTs (its parent's and the next ones): a striped
+    /// directory, its names spread by hash.
+    #[arg(short = 'c', long = "mdt-count", alias = "stripe-count")]
+    pub count: Option<u32>,
+    /// How names are spread over the shards (only `fnv_1a_64`).
+    #[arg(short = 'H', long = "mdt-hash", default_value = "fnv_1a_64")]
+    pub hash: String,
     /// Permission bits, in octal (default 0777 less the umask).
     #[arg(short = 'm', long = "mode")]
     pub mode: Option<String>,
@@ -57,6 +64,10 @@ fn umask() -> u32 {
 /// `weft mkdir [-i MDT_INDEX] [-m MODE] DIR...`.
 pub async fn mkdir(args: MkdirArgs) -> Result<()> {
     let cred = fspath::my_credentials();
+    let hash = match args.hash.as_str() {
+        "fnv_1a_64" => DirHash::Fnv1a64,
+        other => bail!("unknown directory hash '{other}' (weftfs knows fnv_1a_64)"),
+    };
     let mode = match &args.mode {
         Some(m) => parse_mode(m)?,
         None => 0o777 & !umask(),
@@ -68,9 +79,19 @@ pub async fn mkdir(args: MkdirArgs) -> Result<()> {
             .resolve_parent(&p.inner, &cred)
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display(&p.inner)))?;
-        let made = match args.mdt_index {
-            Some(i) => client.mkdir_on(parent.fid, &name, mode, i, &cred).await,
-            None => client.mkdir(parent.fid, &name, mode, &cred).await,
+        let made = match (args.count, args.mdt_index) {
+            (Some(c), None) if c != 1 => {
+                client
+                    .mkdir_striped(parent.fid, &name, mode, c, hash, &cred)
+                    .await
+            }
+            (Some(c), Some(_)) if c != 1 => {
+                bail!(
+                    "-c COUNT with -i is not supported yet: a striped directory starts on its parent's MDT"
+                )
+            }
+            (_, Some(i)) => client.mkdir_on(parent.fid, &name, mode, i, &cred).await,
+            (_, None) => client.mkdir(parent.fid, &name, mode, &cred).await,
         };
         made.map_err(|e| anyhow::anyhow!("cannot create {}: {e}", p.display(&p.inner)))?;
     }
@@ -82,6 +103,9 @@ struct DirStripe {
     path: String,
     mdt_index: u32,
     stripe_count: u32,
+    hash_type: String,
+    /// (MDT index, shard FID) of each shard of a striped directory.
+    shards: Vec<(u32, String)>,
 }
 
 /// `weft getdirstripe [-i] [--json] DIR...`.
@@ -95,10 +119,20 @@ pub async fn getdirstripe(args: GetDirStripeArgs) -> Result<()> {
         if attr.kind != FileKind::Directory {
             bail!("{}: not a directory", p.display(&p.inner));
         }
+        let stripes = client.dir_stripes(attr.fid).await?;
+        let mut shards = Vec::new();
+        for &f in stripes.iter().flat_map(|s| &s.shards) {
+            shards.push((client.mdt_index_of(f)?, f.to_string()));
+        }
         let d = DirStripe {
             path: p.display(&p.inner),
-            mdt_index: client.mdt_index_of(attr.fid)?,
-            stripe_count: 0,
+            mdt_index: match shards.first() {
+                Some((i, _)) => *i,
+                None => client.mdt_index_of(attr.fid)?,
+            },
+            stripe_count: shards.len() as u32,
+            hash_type: stripes.map_or("none", |s| s.hash.name()).to_string(),
+            shards,
         };
         if args.json {
             shown.push(d);
@@ -106,9 +140,15 @@ pub async fn getdirstripe(args: GetDirStripeArgs) -> Result<()> {
             println!("{}", d.mdt_index);
         } else {
             println!(
-                "{}\nlmv_stripe_count: {} lmv_stripe_offset: {} lmv_hash_type: none",
-                d.path, d.stripe_count, d.mdt_index
+                "{}\nlmv_stripe_count: {} lmv_stripe_offset: {} lmv_hash_type: {}",
+                d.path, d.stripe_count, d.mdt_index, d.hash_type
             );
+            if !d.shards.is_empty() {
+                println!("mdtidx\t\t FID[seq:oid:ver]");
+                for (i, f) in &d.shards {
+                    println!("{i:6}\t\t {f}");
+                }
+            }
         }
     }
     if args.json {
