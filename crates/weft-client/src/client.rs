@@ -409,18 +409,6 @@ impl Client {
         Ok(self.mdt(fid)?.index())
     }
 
-    /// EXDEV unless `a` and `b` live on the same MDT (renames and links across MDTs are
-    /// not supported yet).
-    fn same_mdt(&self, a: Fid, b: Fid) -> Result<(), ClientError> {
-        if self.mdt(a)?.index() != self.mdt(b)?.index() {
-            return Err(ClientError::Remote(WireError::new(
-                Errno::XDev,
-                "renames and links across MDTs are not supported yet",
-            )));
-        }
-        Ok(())
-    }
-
     /// Creates a non-regular node (FIFO, socket, device); `mode` includes the type bits.
     pub async fn mknod(
         &self,
@@ -467,7 +455,6 @@ impl Client {
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
         self.in_shard(parent, name, |dir, mdt| async move {
-            self.same_mdt(fid, dir)?;
             mdt.link(fid, dir, name, cred).await
         })
         .await
@@ -509,23 +496,19 @@ impl Client {
         flags: RenameFlags,
         cred: &Credentials,
     ) -> Result<(), ClientError> {
-        // Both names go to their shards; the source's MDT does the rename. A striped
-        // parent not known yet answers EREMOTE (or looks like another MDT): learn the
-        // stripes once and route again.
+        // Both names go to their shards; the source's MDT does the rename (with the
+        // destination's MDT when that is another one). A striped parent not known yet
+        // answers EREMOTE: learn its stripes once and route again.
         let mut learned = false;
         loop {
             let src = self.shard_for(src_parent, src_name);
             let dst = self.shard_for(dst_parent, dst_name);
-            let r = match self.same_mdt(src, dst) {
-                Ok(()) => {
-                    self.mdt(src)?
-                        .rename(src, src_name, dst, dst_name, flags, cred)
-                        .await
-                }
-                Err(e) => Err(e),
-            };
+            let r = self
+                .mdt(src)?
+                .rename(src, src_name, dst, dst_name, flags, cred)
+                .await;
             match r {
-                Err(e) if !learned && matches!(e.errno(), Errno::Remote | Errno::XDev) => {
+                Err(e) if !learned && e.errno() == Errno::Remote => {
                     learned = true;
                     let a = self.dir_stripes(src_parent).await;
                     let b = self.dir_stripes(dst_parent).await;

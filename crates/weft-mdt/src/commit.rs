@@ -371,7 +371,7 @@ fn apply_req(
             new_parent,
             new_name,
             cred,
-        } => engine.link(tx, fx, *fid, *new_parent, new_name, cred),
+        } => engine.link(tx, fx, *fid, *new_parent, new_name, cred, origin),
         MdtRequest::Unlink { parent, name, cred } => {
             engine.unlink(tx, fx, *parent, name, cred, false, origin)
         }
@@ -396,6 +396,27 @@ fn apply_req(
             engine.prepare_mkdir_striped(tx, fx, *parent, name, *mode, *count, *hash, cred, origin)
         }
         MdtRequest::SealDir { fid, seal } => engine.seal_dir(tx, fx, *fid, *seal),
+        MdtRequest::AddLink { from, op, fid } => engine.add_link(tx, fx, *from, *op, *fid),
+        MdtRequest::DropLink {
+            from,
+            op,
+            fid,
+            sticky_owner,
+            cred,
+        } => engine.drop_link(tx, fx, *from, *op, *fid, *sticky_owner, cred),
+        MdtRequest::InsertEntry {
+            from,
+            op,
+            parent,
+            name,
+            fid,
+            kind,
+            noreplace,
+            cred,
+        } => engine.insert_entry(
+            tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
+        ),
+        MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
         MdtRequest::CreateRemoteDir {
             from,
             op,
@@ -437,6 +458,7 @@ fn apply_req(
             dst_name,
             *flags,
             cred,
+            origin,
         ),
         MdtRequest::SetXattr {
             fid,

@@ -69,6 +69,7 @@ pub mod perm;
 pub mod placement;
 mod reads;
 mod remote;
+mod remote_links;
 pub mod replies;
 pub mod service;
 pub mod store;

@@ -671,6 +671,58 @@ impl Mdt {
                     }
                 }
             }
+            IntentKind::Unlink {
+                fid,
+                sticky_owner,
+                cred,
+            } => {
+                let req = MdtRequest::DropLink {
+                    from: self.index,
+                    op: intent.op,
+                    fid: *fid,
+                    sticky_owner: *sticky_owner,
+                    cred: cred.clone(),
+                };
+                self.peer(self.cluster.mdt_of(*fid), req).await?
+            }
+            IntentKind::LinkDropped { fid } => {
+                let req = MdtRequest::DropLink {
+                    from: self.index,
+                    op: intent.op,
+                    fid: *fid,
+                    sticky_owner: None,
+                    cred: root(),
+                };
+                self.peer(self.cluster.mdt_of(*fid), req).await?
+            }
+            IntentKind::Link { fid } => {
+                let req = MdtRequest::AddLink {
+                    from: self.index,
+                    op: intent.op,
+                    fid: *fid,
+                };
+                self.peer(self.cluster.mdt_of(*fid), req).await?
+            }
+            IntentKind::Rename {
+                dst_parent,
+                dst_name,
+                fid,
+                kind,
+                noreplace,
+                cred,
+            } => {
+                let req = MdtRequest::InsertEntry {
+                    from: self.index,
+                    op: intent.op,
+                    parent: *dst_parent,
+                    name: dst_name.clone(),
+                    fid: *fid,
+                    kind: *kind,
+                    noreplace: *noreplace,
+                    cred: cred.clone(),
+                };
+                self.peer(self.cluster.mdt_of(*dst_parent), req).await?
+            }
             IntentKind::RmdirStriped { master, shards } => {
                 // Seal every shard (sealed shards take no new names), then remove them all
                 // if every one was empty, else unseal them. A shard already gone means an
@@ -716,7 +768,15 @@ impl Mdt {
             }
         };
         failpoint("cross_mdt.before_finish");
-        match self
+        let forget = intent.kind.recorded_ops(intent.op);
+        let peer = match &intent.kind {
+            IntentKind::Unlink { fid, .. }
+            | IntentKind::Link { fid }
+            | IntentKind::LinkDropped { fid } => self.cluster.mdt_of(*fid),
+            IntentKind::Rename { dst_parent, .. } => self.cluster.mdt_of(*dst_parent),
+            _ => None,
+        };
+        let reply = match self
             .submit(0, WriteOp::FinishIntent(Box::new(intent), outcome))
             .await?
         {
@@ -725,7 +785,23 @@ impl Mdt {
                 Errno::Io,
                 "cross-MDT operation not finished",
             )),
+        };
+        // The intent is gone for good: the other MDT may drop its record (best effort; a
+        // record left behind costs a few bytes and nothing else).
+        if let Some(peer) = peer
+            && !forget.is_empty()
+            && reply.is_ok()
+        {
+            let cluster = self.cluster.clone();
+            let req = MdtRequest::ForgetOps {
+                from: self.index,
+                ops: forget,
+            };
+            tokio::spawn(async move {
+                let _ = cluster.mdt_call(peer, req).await;
+            });
         }
+        reply
     }
 
     /// Sends `req` to MDT `target` until it answers: `Ok` holds its answer (a reply or its

@@ -325,7 +325,10 @@ impl Engine {
             if exclusive || kind != FileKind::Regular {
                 return Err(fail(Errno::Exist, "entry exists"));
             }
-            let mut ino = load(&tx.inodes, de.fid)?;
+            let Some(mut ino) = store::get_inode(&tx.inodes, de.fid)? else {
+                // On another MDT: the client opens it by FID there.
+                return Err(fail(Errno::Exist, "entry exists (on another MDT)"));
+            };
             if ino.is_dir() {
                 return Err(fail(Errno::IsDir, "entry is a directory"));
             }
@@ -491,9 +494,14 @@ impl Engine {
         new_parent: Fid,
         new_name: &[u8],
         cred: &Credentials,
+        origin: &crate::commit::Origin,
     ) -> Result<MdtReply, Fail> {
-        let mut ino = store::get_inode(&tx.inodes, fid)?
-            .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
+        let Some(mut ino) = store::get_inode(&tx.inodes, fid)? else {
+            if self.is_foreign(fid) {
+                return self.prepare_remote_link(tx, fx, fid, new_parent, new_name, cred, origin);
+            }
+            return Err(fail(Errno::NoEnt, format!("no inode {fid}")));
+        };
         let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, new_parent, cred)?;
         check_name(new_name)?;
         if name_taken(tx, new_parent, new_name)? {
@@ -545,6 +553,14 @@ impl Engine {
         check_name(name)?;
         let de = store::get_dirent(&tx.dirents, parent, name)?
             .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
+        if let Some(i) = crate::remote::pending(&tx.intents, parent, name)?
+            && !i.answers(origin)
+        {
+            return Err(fail(
+                Errno::Busy,
+                "a cross-MDT operation is changing that name",
+            ));
+        }
         let Some(mut victim) = store::get_inode(&tx.inodes, de.fid)? else {
             // The inode is on another MDT: only directories are (remote directories).
             return match (rmdir, de.kind) {
@@ -553,7 +569,9 @@ impl Engine {
                 }
                 (true, _) => Err(fail(Errno::NotDir, "not a directory")),
                 (false, FileKind::Directory) => Err(fail(Errno::IsDir, "is a directory")),
-                (false, _) => Err(fail(Errno::XDev, "the inode is on another MDT")),
+                (false, _) => {
+                    self.prepare_remote_unlink(tx, fx, parent, name, &de, &dir, cred, origin)
+                }
             };
         };
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -604,9 +622,15 @@ impl Engine {
         dst_name: &[u8],
         flags: RenameFlags,
         cred: &Credentials,
+        origin: &crate::commit::Origin,
     ) -> Result<MdtReply, Fail> {
         if flags.exchange && flags.noreplace {
             return Err(fail(Errno::Inval, "RENAME_EXCHANGE with RENAME_NOREPLACE"));
+        }
+        if self.is_foreign(dst_parent) {
+            return self.prepare_remote_rename(
+                tx, fx, src_parent, src_name, dst_parent, dst_name, flags, cred, origin,
+            );
         }
         let same_dir = src_parent == dst_parent;
         let sdir = load_dir(&tx.inodes, &tx.dir_stripes, src_parent, cred)?;
@@ -617,6 +641,12 @@ impl Engine {
         };
         check_name(src_name)?;
         check_name(dst_name)?;
+        if let Some(i) = crate::remote::pending(&tx.intents, dst_parent, dst_name)?
+            && i.answers(origin)
+        {
+            // A resend of this rename, which left a link to drop on another MDT.
+            return Err(Fail::CrossMdt(Box::new(i)));
+        }
         if crate::remote::pending(&tx.intents, src_parent, src_name)?.is_some()
             || crate::remote::pending(&tx.intents, dst_parent, dst_name)?.is_some()
         {
@@ -629,11 +659,38 @@ impl Engine {
             .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
         if store::get_inode(&tx.inodes, sde.fid)?.is_none() {
             return self.rename_remote_entry(
-                tx, fx, src_parent, src_name, dst_name, sde, sdir, flags, cred, same_dir,
+                tx, fx, src_parent, src_name, dst_parent, dst_name, sde, sdir, flags, cred, origin,
             );
         }
         let (sde, mut src) = load_entry(&tx.inodes, &tx.dirents, src_parent, src_name)?;
+        // A destination naming a non-directory of another MDT is replaced like a local one;
+        // that inode loses its link on its own MDT afterwards (an intent).
+        let mut remote_victim = None;
         let dst = match store::get_dirent(&tx.dirents, dst_parent, dst_name)? {
+            Some(d)
+                if d.kind != FileKind::Directory
+                    && !flags.exchange
+                    && !flags.noreplace
+                    && store::get_inode(&tx.inodes, d.fid)?.is_none() =>
+            {
+                if d.fid == sde.fid {
+                    return Ok(MdtReply::Ok);
+                }
+                if src.is_dir() {
+                    return Err(fail(
+                        Errno::NotDir,
+                        "cannot replace a non-directory with a directory",
+                    ));
+                }
+                if ddir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != ddir.uid {
+                    return Err(fail(
+                        Errno::XDev,
+                        "sticky directory and an inode on another MDT",
+                    ));
+                }
+                remote_victim = Some(d.fid);
+                None
+            }
             Some(_) => Some(load_entry(&tx.inodes, &tx.dirents, dst_parent, dst_name)?),
             None => None,
         };
@@ -795,6 +852,9 @@ impl Engine {
             ddir.mtime = now;
             ddir.ctime = now;
             self.put_inode(tx, fx, dst_parent, &ddir)?;
+        }
+        if let Some(victim) = remote_victim {
+            return self.defer_link_drop(tx, fx, dst_parent, dst_name, victim, origin);
         }
         Ok(MdtReply::Ok)
     }

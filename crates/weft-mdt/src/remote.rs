@@ -22,9 +22,10 @@
 //! intent. When the other MDT refuses (ENOTEMPTY, ENOSPC, ...) the intent is deleted and
 //! nothing changed.
 //!
-//! Limits of this first step of DNE: a remote directory is renamed only within its
-//! directory; renames and hard links across MDTs, and directory renames whose destination's
-//! ancestors leave the MDT, answer EXDEV (tools such as `mv` then copy).
+//! Non-directories may have names on other MDTs (hard links, renames across MDTs): see
+//! [`crate::remote_links`]. Limits: a directory is not moved to another MDT (a remote
+//! directory is renamed only within its directory), and directory renames whose
+//! destination's ancestors leave the MDT answer EXDEV (tools such as `mv` then copy).
 
 use crate::commit::Origin;
 use crate::engine::{Effects, Engine, Tx};
@@ -89,11 +90,47 @@ pub enum IntentKind {
     },
     /// The striped directory `master` (here) removed with its `shards`, if all are empty.
     RmdirStriped { master: Fid, shards: Vec<Fid> },
+    /// The name removed; its non-directory inode `fid` is on another MDT and loses a link.
+    Unlink {
+        fid: Fid,
+        sticky_owner: Option<u32>,
+        cred: Credentials,
+    },
+    /// The name added for non-directory `fid` of another MDT (a hard link).
+    Link { fid: Fid },
+    /// The name was given to another inode by a rename (done): non-directory `fid` of
+    /// another MDT, which it named, loses that link.
+    LinkDropped { fid: Fid },
+    /// The name (non-directory `fid`) moved to `dst_name` in `dst_parent` on another MDT.
+    Rename {
+        dst_parent: Fid,
+        dst_name: Vec<u8>,
+        fid: Fid,
+        kind: FileKind,
+        noreplace: bool,
+        cred: Credentials,
+    },
+}
+
+impl IntentKind {
+    /// Operation ids the other MDTs keep a record of until told to forget them.
+    pub(crate) fn recorded_ops(&self, op: u64) -> Vec<u64> {
+        match self {
+            IntentKind::Unlink { .. }
+            | IntentKind::Link { .. }
+            | IntentKind::LinkDropped { .. } => {
+                vec![op]
+            }
+            IntentKind::Rename { .. } => vec![op],
+            // Remote directories keep theirs until they are removed.
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl Intent {
     /// Whether this intent answers the client request `origin`.
-    fn answers(&self, origin: &Origin) -> bool {
+    pub(crate) fn answers(&self, origin: &Origin) -> bool {
         origin.seq != 0 && self.client == origin.client && self.seq == origin.seq
     }
 }
@@ -125,7 +162,7 @@ pub(crate) fn all(intents: &impl store::Readable) -> Result<Vec<Intent>, Fail> {
     Ok(out)
 }
 
-fn remote_op_key(from: u32, op: u64) -> [u8; 12] {
+pub(crate) fn remote_op_key(from: u32, op: u64) -> [u8; 12] {
     let mut k = [0u8; 12];
     k[..4].copy_from_slice(&from.to_be_bytes());
     k[4..].copy_from_slice(&op.to_be_bytes());
@@ -133,7 +170,7 @@ fn remote_op_key(from: u32, op: u64) -> [u8; 12] {
 }
 
 /// A new random operation id.
-fn new_op_id() -> u64 {
+pub(crate) fn new_op_id() -> u64 {
     uuid::Uuid::new_v4().as_u64_pair().0
 }
 
@@ -230,7 +267,7 @@ impl Engine {
         Err(Fail::CrossMdt(Box::new(intent)))
     }
 
-    fn put_intent(
+    pub(crate) fn put_intent(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
@@ -324,7 +361,26 @@ impl Engine {
                 }
                 MdtReply::Ok
             }
-            (IntentKind::Mkdir { .. } | IntentKind::MkdirStriped { .. }, other) => {
+            (IntentKind::Unlink { fid, .. }, _) => {
+                self.remove_entry_of(tx, fx, intent.parent, &intent.name, *fid)?;
+                MdtReply::Ok
+            }
+            (IntentKind::Rename { fid, .. }, Ok(_)) => {
+                self.remove_entry_of(tx, fx, intent.parent, &intent.name, *fid)?;
+                MdtReply::Ok
+            }
+            (IntentKind::LinkDropped { .. }, _) => MdtReply::Ok,
+            (IntentKind::Link { fid }, Ok(MdtReply::Attr(attr))) => {
+                self.insert_entry_of(tx, fx, intent.parent, &intent.name, *fid, attr.kind)?;
+                MdtReply::Attr(attr.clone())
+            }
+            (
+                IntentKind::Mkdir { .. }
+                | IntentKind::MkdirStriped { .. }
+                | IntentKind::Link { .. }
+                | IntentKind::Rename { .. },
+                other,
+            ) => {
                 return Err(fail(
                     Errno::Proto,
                     format!("unexpected answer to a remote mkdir: {other:?}"),
@@ -534,48 +590,111 @@ impl Engine {
         Ok(MdtReply::Ok)
     }
 
-    /// A rename whose source entry names a remote directory: within its directory, to a
-    /// free name, only the entry moves (the inode's parent stays); anything else would
-    /// change the other MDT too and answers EXDEV.
+    /// A rename on this MDT whose source entry names an inode of another MDT: only entries
+    /// move (and a replaced local non-directory loses a link). A remote directory moves
+    /// only within its directory (its inode's parent stays right); anything else that would
+    /// change the other MDT answers EXDEV.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn rename_remote_entry(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
+        src_parent: Fid,
         src_name: &[u8],
+        dst_parent: Fid,
         dst_name: &[u8],
         sde: Dirent,
-        mut dir: Inode,
+        sdir: Inode,
         flags: weft_proto::mdt::RenameFlags,
         cred: &Credentials,
-        same_dir: bool,
+        origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        let xdev = || fail(Errno::XDev, "the directory's inode is on another MDT");
-        if !same_dir || flags.exchange {
-            return Err(xdev());
+        let xdev = |why: &str| fail(Errno::XDev, why.to_string());
+        let same_dir = src_parent == dst_parent;
+        if flags.exchange {
+            return Err(xdev("RENAME_EXCHANGE of an inode on another MDT"));
         }
-        match store::get_dirent(&tx.dirents, parent, dst_name)? {
+        if sde.kind == FileKind::Directory && !same_dir {
+            return Err(xdev("a remote directory moves only within its directory"));
+        }
+        let ddir = if same_dir {
+            None
+        } else {
+            Some(load_dir(&tx.inodes, &tx.dir_stripes, dst_parent, cred)?)
+        };
+        let victim = match store::get_dirent(&tx.dirents, dst_parent, dst_name)? {
             Some(d) if d.fid == sde.fid => return Ok(MdtReply::Ok),
             Some(_) if flags.noreplace => return Err(fail(Errno::Exist, "destination exists")),
-            Some(_) => return Err(xdev()),
-            None => {}
+            Some(d) => match store::get_inode(&tx.inodes, d.fid)? {
+                Some(v) if v.is_dir() => {
+                    return Err(fail(
+                        Errno::IsDir,
+                        "cannot replace a directory with a non-directory",
+                    ));
+                }
+                Some(v) if sde.kind != FileKind::Directory => Some((d.fid, Some(v))),
+                None if sde.kind != FileKind::Directory && d.kind != FileKind::Directory => {
+                    Some((d.fid, None))
+                }
+                _ => return Err(xdev("the replaced entry is on another MDT")),
+            },
+            None => None,
+        };
+        perm::check(&sdir, cred, MAY_WRITE | MAY_EXEC)?;
+        let target_dir = ddir.as_ref().unwrap_or(&sdir);
+        if let Some(d) = &ddir {
+            perm::check(d, cred, MAY_WRITE | MAY_EXEC)?;
         }
-        perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        match &victim {
+            Some((_, Some(v))) => perm::check_sticky(target_dir, v, cred)?,
+            Some((_, None))
+                if target_dir.mode & perm::S_ISVTX != 0
+                    && cred.uid != 0
+                    && cred.uid != target_dir.uid =>
+            {
+                return Err(xdev("sticky directory and an inode on another MDT"));
+            }
+            _ => {}
+        }
         // The sticky-bit rule needs the entry's owner, which only the other MDT knows.
-        if dir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != dir.uid {
-            return Err(xdev());
+        if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid {
+            return Err(xdev("sticky directory and an inode on another MDT"));
         }
         // Mutations start here.
+        let mut remote_victim = None;
+        match victim {
+            Some((vfid, Some(mut v))) => {
+                v.nlink = v.nlink.saturating_sub(1);
+                v.ctime = Timestamp::now();
+                if v.nlink == 0 {
+                    self.unlinked(tx, fx, vfid, &v)?;
+                } else {
+                    self.put_inode(tx, fx, vfid, &v)?;
+                }
+            }
+            Some((vfid, None)) => remote_victim = Some(vfid),
+            None => {}
+        }
         let v = store::encode(&sde)?;
+        tx.dirents.insert(
+            store::dirent_key(dst_parent, dst_name).as_slice(),
+            v.as_slice(),
+        )?;
         tx.dirents
-            .insert(store::dirent_key(parent, dst_name).as_slice(), v.as_slice())?;
-        tx.dirents
-            .remove(store::dirent_key(parent, src_name).as_slice())?;
+            .remove(store::dirent_key(src_parent, src_name).as_slice())?;
         let now = Timestamp::now();
-        dir.mtime = now;
-        dir.ctime = now;
-        self.put_inode(tx, fx, parent, &dir)?;
+        let mut sdir = sdir;
+        sdir.mtime = now;
+        sdir.ctime = now;
+        self.put_inode(tx, fx, src_parent, &sdir)?;
+        if let Some(mut d) = ddir {
+            d.mtime = now;
+            d.ctime = now;
+            self.put_inode(tx, fx, dst_parent, &d)?;
+        }
+        if let Some(victim) = remote_victim {
+            return self.defer_link_drop(tx, fx, dst_parent, dst_name, victim, origin);
+        }
         Ok(MdtReply::Ok)
     }
 
@@ -671,7 +790,12 @@ impl Engine {
 /// Whether the other MDT's error still means the step happened: removing a directory that
 /// is gone already (a resend after a crash) is done.
 fn is_done(kind: &IntentKind, e: &WireError) -> bool {
-    matches!(kind, IntentKind::Rmdir { .. }) && e.errno == Errno::NoEnt
+    match kind {
+        IntentKind::Rmdir { .. } | IntentKind::Unlink { .. } => e.errno == Errno::NoEnt,
+        // The rename is done whatever the other MDT says (the link may be gone already).
+        IntentKind::LinkDropped { .. } => true,
+        _ => false,
+    }
 }
 
 fn fid_of(bytes: &[u8]) -> Result<Fid, Fail> {

@@ -453,6 +453,35 @@ pub enum MdtRequest {
     /// MDT to MDT: seals an empty directory shard for removal (`seal`: it refuses new
     /// entries; ENOTEMPTY if it has any) or unseals it. ENOENT when it is gone.
     SealDir { fid: Fid, seal: bool },
+    /// MDT to MDT: adds a link to non-directory `fid` for MDT `from`'s operation `op` (a
+    /// name on `from` now names it). Answers its attributes; the same (`from`, `op`) again
+    /// changes nothing.
+    AddLink { from: u32, op: u64, fid: Fid },
+    /// MDT to MDT: drops a link of non-directory `fid` whose name on `from` is being
+    /// removed (`sticky_owner`: the parent's owner when the parent has the sticky bit).
+    /// The same (`from`, `op`) again changes nothing.
+    DropLink {
+        from: u32,
+        op: u64,
+        fid: Fid,
+        sticky_owner: Option<u32>,
+        cred: Credentials,
+    },
+    /// MDT to MDT: the destination half of a rename across MDTs: names non-directory `fid`
+    /// (of type `kind`) `name` in `parent`, replacing what was there as rename does (EEXIST
+    /// with `noreplace`). The same (`from`, `op`) again changes nothing.
+    InsertEntry {
+        from: u32,
+        op: u64,
+        parent: Fid,
+        name: Vec<u8>,
+        fid: Fid,
+        kind: FileKind,
+        noreplace: bool,
+        cred: Credentials,
+    },
+    /// MDT to MDT: `from` finished these operations; their records can go.
+    ForgetOps { from: u32, ops: Vec<u64> },
     /// Creates a symbolic link to `target`.
     Symlink {
         parent: Fid,
@@ -698,6 +727,10 @@ impl Message for MdtRequest {
             MdtRequest::MkdirStriped { .. } => 236,
             MdtRequest::GetDirStripes { .. } => 237,
             MdtRequest::SealDir { .. } => 238,
+            MdtRequest::AddLink { .. } => 239,
+            MdtRequest::DropLink { .. } => 240,
+            MdtRequest::InsertEntry { .. } => 241,
+            MdtRequest::ForgetOps { .. } => 242,
         }
     }
 
@@ -739,6 +772,10 @@ impl Message for MdtRequest {
             MdtRequest::MkdirStriped { .. } => "mkdir_striped",
             MdtRequest::GetDirStripes { .. } => "getdirstripe",
             MdtRequest::SealDir { .. } => "seal_dir",
+            MdtRequest::AddLink { .. } => "remote_link_add",
+            MdtRequest::DropLink { .. } => "remote_link_drop",
+            MdtRequest::InsertEntry { .. } => "remote_entry_insert",
+            MdtRequest::ForgetOps { .. } => "remote_ops_forget",
         }
     }
 }

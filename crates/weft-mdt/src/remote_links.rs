@@ -1,0 +1,420 @@
+//! Names whose inode lives on another MDT, for non-directories: a hard link made in a
+//! directory of another MDT, a rename into one, and the removal of such a name. Each is a
+//! cross-MDT operation with an intent on the MDT of the name being added or removed (see
+//! [`crate::remote`] for the three steps); this module holds the prepare steps and the
+//! other MDT's side: [`MdtRequest::AddLink`], [`MdtRequest::DropLink`] and
+//! [`MdtRequest::InsertEntry`], each done once per (coordinator, operation) — the record
+//! in `remote_ops` answers a resend — until the coordinator says [`MdtRequest::ForgetOps`].
+//!
+//! [`MdtRequest::AddLink`]: weft_proto::mdt::MdtRequest::AddLink
+//! [`MdtRequest::DropLink`]: weft_proto::mdt::MdtRequest::DropLink
+//! [`MdtRequest::InsertEntry`]: weft_proto::mdt::MdtRequest::InsertEntry
+//! [`MdtRequest::ForgetOps`]: weft_proto::mdt::MdtRequest::ForgetOps
+
+use crate::commit::Origin;
+use crate::engine::{Effects, Engine, LINK_MAX, Tx};
+use crate::error::{Fail, fail};
+use crate::names::check_name;
+use crate::namespace::load_dir;
+use crate::perm::{self, MAY_EXEC, MAY_WRITE};
+use crate::remote::{Intent, IntentKind, new_op_id, pending, remote_op_key};
+use crate::store::{self, Dirent, Inode};
+use redb::ReadableTable;
+use weft_proto::mdt::{Credentials, FileKind, MdtReply};
+use weft_proto::{Errno, Fid, Timestamp};
+
+impl Engine {
+    /// Whether `fid` lives on another MDT, by the FID location database.
+    pub(crate) fn is_foreign(&self, fid: Fid) -> bool {
+        self.cluster
+            .mdt_of(fid)
+            .is_some_and(|m| m != self.meta.index)
+    }
+
+    fn new_intent(&self, parent: Fid, name: &[u8], kind: IntentKind, origin: &Origin) -> Intent {
+        Intent {
+            op: new_op_id(),
+            parent,
+            name: name.to_vec(),
+            kind,
+            client: origin.client,
+            seq: origin.seq,
+        }
+    }
+
+    /// An intent already on the name: the same client request goes on with it, anything
+    /// else is refused with `errno`.
+    fn existing_intent(
+        tx: &Tx<'_>,
+        parent: Fid,
+        name: &[u8],
+        origin: &Origin,
+        errno: Errno,
+    ) -> Result<(), Fail> {
+        match pending(&tx.intents, parent, name)? {
+            Some(i) if i.answers(origin) => Err(Fail::CrossMdt(Box::new(i))),
+            Some(_) => Err(fail(errno, "a cross-MDT operation is changing that name")),
+            None => Ok(()),
+        }
+    }
+
+    /// Step 1 of removing a name whose (non-directory) inode is on another MDT, from
+    /// [`Engine::unlink`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepare_remote_unlink(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        de: &Dirent,
+        dir: &Inode,
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
+        perm::check(dir, cred, MAY_WRITE | MAY_EXEC)?;
+        let kind = IntentKind::Unlink {
+            fid: de.fid,
+            sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
+            cred: cred.clone(),
+        };
+        let intent = self.new_intent(parent, name, kind, origin);
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// Step 1 of a hard link to an inode of another MDT, from [`Engine::link`].
+    pub(crate) fn prepare_remote_link(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        new_parent: Fid,
+        new_name: &[u8],
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        Self::existing_intent(tx, new_parent, new_name, origin, Errno::Exist)?;
+        let dir = load_dir(&tx.inodes, &tx.dir_stripes, new_parent, cred)?;
+        check_name(new_name)?;
+        if store::get_dirent(&tx.dirents, new_parent, new_name)?.is_some() {
+            return Err(fail(Errno::Exist, "entry exists"));
+        }
+        perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        let intent = self.new_intent(new_parent, new_name, IntentKind::Link { fid }, origin);
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// Step 1 of renaming a non-directory into a directory of another MDT, from
+    /// [`Engine::rename`]: this MDT holds the source name.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepare_remote_rename(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        src_parent: Fid,
+        src_name: &[u8],
+        dst_parent: Fid,
+        dst_name: &[u8],
+        flags: weft_proto::mdt::RenameFlags,
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        let xdev = |why: &str| fail(Errno::XDev, why.to_string());
+        Self::existing_intent(tx, src_parent, src_name, origin, Errno::Busy)?;
+        let sdir = load_dir(&tx.inodes, &tx.dir_stripes, src_parent, cred)?;
+        check_name(src_name)?;
+        check_name(dst_name)?;
+        let sde = store::get_dirent(&tx.dirents, src_parent, src_name)?
+            .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
+        if sde.kind == FileKind::Directory {
+            return Err(xdev("directories are not moved across MDTs yet"));
+        }
+        if flags.exchange {
+            return Err(xdev("RENAME_EXCHANGE across MDTs is not supported"));
+        }
+        perm::check(&sdir, cred, MAY_WRITE | MAY_EXEC)?;
+        match store::get_inode(&tx.inodes, sde.fid)? {
+            Some(src) => perm::check_sticky(&sdir, &src, cred)?,
+            // The owner is on another MDT: only the cases that need no owner pass.
+            None if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid => {
+                return Err(xdev("sticky directory and an inode on another MDT"));
+            }
+            None => {}
+        }
+        let kind = IntentKind::Rename {
+            dst_parent,
+            dst_name: dst_name.to_vec(),
+            fid: sde.fid,
+            kind: sde.kind,
+            noreplace: flags.noreplace,
+            cred: cred.clone(),
+        };
+        let intent = self.new_intent(src_parent, src_name, kind, origin);
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// A rename here gave `name` to another inode; the non-directory `fid` of another MDT
+    /// it named loses that link there (an intent, finished by the request path).
+    pub(crate) fn defer_link_drop(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        fid: Fid,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        let intent = self.new_intent(parent, name, IntentKind::LinkDropped { fid }, origin);
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// Step 3 for a name removed (unlink done on the inode's MDT, or a rename's new name
+    /// made there): removes the entry if it still names `fid`.
+    pub(crate) fn remove_entry_of(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        fid: Fid,
+    ) -> Result<(), Fail> {
+        let still = store::get_dirent(&tx.dirents, parent, name)?;
+        if still.is_some_and(|d| d.fid == fid) {
+            tx.dirents
+                .remove(store::dirent_key(parent, name).as_slice())?;
+            touch_dir(self, tx, fx, parent)?;
+        }
+        Ok(())
+    }
+
+    /// Step 3 of a hard link: the new name.
+    pub(crate) fn insert_entry_of(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        fid: Fid,
+        kind: FileKind,
+    ) -> Result<(), Fail> {
+        let de = store::encode(&Dirent { fid, kind })?;
+        tx.dirents
+            .insert(store::dirent_key(parent, name).as_slice(), de.as_slice())?;
+        touch_dir(self, tx, fx, parent)
+    }
+
+    fn op_done(tx: &Tx<'_>, from: u32, op: u64) -> Result<bool, Fail> {
+        Ok(tx
+            .remote_ops
+            .get(remote_op_key(from, op).as_slice())?
+            .is_some())
+    }
+
+    fn mark_done(
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        op: u64,
+        fid: Fid,
+    ) -> Result<(), Fail> {
+        tx.remote_ops.insert(
+            remote_op_key(from, op).as_slice(),
+            fid.to_bytes().as_slice(),
+        )?;
+        fx.wrote = true;
+        Ok(())
+    }
+
+    /// The other side of a hard link made on another MDT.
+    pub(crate) fn add_link(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        op: u64,
+        fid: Fid,
+    ) -> Result<MdtReply, Fail> {
+        let mut ino = store::get_inode(&tx.inodes, fid)?
+            .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
+        if Self::op_done(tx, from, op)? {
+            return Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))));
+        }
+        if ino.is_dir() {
+            return Err(fail(
+                Errno::Perm,
+                "hard links to directories are not allowed",
+            ));
+        }
+        if ino.nlink == 0 {
+            return Err(fail(Errno::NoEnt, "inode was unlinked"));
+        }
+        if ino.nlink >= LINK_MAX {
+            return Err(fail(Errno::MLink, "too many links"));
+        }
+        // Mutations start here.
+        ino.nlink += 1;
+        ino.ctime = Timestamp::now();
+        self.put_inode(tx, fx, fid, &ino)?;
+        Self::mark_done(tx, fx, from, op, fid)?;
+        Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))))
+    }
+
+    /// The other side of removing a name (on another MDT) of a non-directory.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn drop_link(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        op: u64,
+        fid: Fid,
+        sticky_owner: Option<u32>,
+        cred: &Credentials,
+    ) -> Result<MdtReply, Fail> {
+        if Self::op_done(tx, from, op)? {
+            return Ok(MdtReply::Ok);
+        }
+        let mut ino = store::get_inode(&tx.inodes, fid)?
+            .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
+        if ino.is_dir() {
+            return Err(fail(Errno::IsDir, "is a directory"));
+        }
+        if let Some(owner) = sticky_owner
+            && cred.uid != 0
+            && cred.uid != owner
+            && cred.uid != ino.uid
+        {
+            return Err(fail(Errno::Perm, "sticky directory: not the owner"));
+        }
+        // Mutations start here.
+        ino.nlink = ino.nlink.saturating_sub(1);
+        ino.ctime = Timestamp::now();
+        if ino.nlink == 0 {
+            self.unlinked(tx, fx, fid, &ino)?;
+        } else {
+            self.put_inode(tx, fx, fid, &ino)?;
+        }
+        Self::mark_done(tx, fx, from, op, fid)?;
+        Ok(MdtReply::Ok)
+    }
+
+    /// The destination half of a rename from another MDT: `name` in `parent` now names
+    /// `fid`, replacing a non-directory that was there (whose inode must be here).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert_entry(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        op: u64,
+        parent: Fid,
+        name: &[u8],
+        fid: Fid,
+        kind: FileKind,
+        noreplace: bool,
+        cred: &Credentials,
+    ) -> Result<MdtReply, Fail> {
+        if Self::op_done(tx, from, op)? {
+            return Ok(MdtReply::Ok);
+        }
+        if kind == FileKind::Directory {
+            return Err(fail(
+                Errno::XDev,
+                "directories are not moved across MDTs yet",
+            ));
+        }
+        let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
+        check_name(name)?;
+        if pending(&tx.intents, parent, name)?.is_some() {
+            return Err(fail(
+                Errno::Busy,
+                "a cross-MDT operation is changing that name",
+            ));
+        }
+        perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        // The name's present inode: here (loses its link now), or on another MDT (loses
+        // it through an intent of this MDT, after this transaction).
+        let victim = match store::get_dirent(&tx.dirents, parent, name)? {
+            Some(d) if d.fid == fid => None,
+            Some(_) if noreplace => return Err(fail(Errno::Exist, "destination exists")),
+            Some(d) if d.kind == FileKind::Directory => {
+                return Err(fail(
+                    Errno::IsDir,
+                    "cannot replace a directory with a non-directory",
+                ));
+            }
+            Some(d) => match store::get_inode(&tx.inodes, d.fid)? {
+                Some(v) if v.is_dir() => {
+                    return Err(fail(
+                        Errno::IsDir,
+                        "cannot replace a directory with a non-directory",
+                    ));
+                }
+                Some(v) => {
+                    perm::check_sticky(&dir, &v, cred)?;
+                    Some((d.fid, Some(v)))
+                }
+                None if dir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != dir.uid => {
+                    return Err(fail(
+                        Errno::XDev,
+                        "sticky directory and an inode on another MDT",
+                    ));
+                }
+                None => Some((d.fid, None)),
+            },
+            None => None,
+        };
+        // Mutations start here.
+        let mut remote_victim = None;
+        match victim {
+            Some((vfid, Some(mut v))) => {
+                v.nlink = v.nlink.saturating_sub(1);
+                v.ctime = Timestamp::now();
+                if v.nlink == 0 {
+                    self.unlinked(tx, fx, vfid, &v)?;
+                } else {
+                    self.put_inode(tx, fx, vfid, &v)?;
+                }
+            }
+            Some((vfid, None)) => remote_victim = Some(vfid),
+            None => {}
+        }
+        self.insert_entry_of(tx, fx, parent, name, fid, kind)?;
+        Self::mark_done(tx, fx, from, op, fid)?;
+        if let Some(victim) = remote_victim {
+            return self.defer_link_drop(tx, fx, parent, name, victim, &Origin::default());
+        }
+        Ok(MdtReply::Ok)
+    }
+
+    /// Forgets the records of operations their coordinator has finished.
+    pub(crate) fn forget_ops(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        ops: &[u64],
+    ) -> Result<MdtReply, Fail> {
+        for &op in ops {
+            tx.remote_ops.remove(remote_op_key(from, op).as_slice())?;
+        }
+        fx.wrote = true;
+        Ok(MdtReply::Ok)
+    }
+}
+
+/// A directory's entries changed: mtime and ctime.
+fn touch_dir(engine: &mut Engine, tx: &mut Tx<'_>, fx: &mut Effects, fid: Fid) -> Result<(), Fail> {
+    if let Some(mut dir) = store::get_inode(&tx.inodes, fid)? {
+        let now = Timestamp::now();
+        dir.mtime = now;
+        dir.ctime = now;
+        engine.put_inode(tx, fx, fid, &dir)?;
+    }
+    Ok(())
+}
