@@ -56,6 +56,9 @@ enum Command {
     Setstripe(admin::stripe::SetStripeArgs),
     /// Show layouts: components and objects per OST (like `lfs getstripe`).
     Getstripe(admin::stripe::GetStripeArgs),
+    /// Check (and unless --dry-run, repair) the namespace on every MDT and the objects on
+    /// every OST (like `lfsck`).
+    // Fsck(admin::fsck::FsckArgs),
     /// Create directories, on a chosen MDT with -i (like `lfs mkdir -i`).
     Mkdir(admin::dirstripe::MkdirArgs),
     /// Show which MDT holds a directory (like `lfs getdirstripe`).
@@ -142,8 +145,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result: Result<()> = runtime.block_on(async move {
-        match cli.command {
+    let result: Result<u8> = runtime.block_on(async move {
+        let command = match cli.command {
+            // fsck(8) exit codes.
+            // Command::Fsck(a) => return admin::fsck::run(a).await.map(|c| c as u8),
+            other => other,
+        };
+        match command {
             Command::Mgs(a) => roles::mgs::run(a).await,
             Command::Mds(a) => roles::mds::run(a).await,
             Command::Oss(a) => roles::oss::run(a).await,
@@ -163,12 +171,14 @@ fn main() -> ExitCode {
             Command::Mkdir(a) => admin::dirstripe::mkdir(a).await,
             Command::Getdirstripe(a) => admin::dirstripe::getdirstripe(a).await,
             Command::Migrate(a) => admin::migrate::run(a).await,
+            // Command::Fsck(_) => Ok(()),
         }
+        .map(|()| 0)
     });
     // Background tasks (connections, heartbeats) must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("weft: {e:#}");
             ExitCode::FAILURE

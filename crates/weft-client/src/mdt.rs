@@ -59,6 +59,8 @@ fn is_read(req: &MdtRequest) -> bool {
             | MdtRequest::StatFs
             | MdtRequest::GetLayout { .. }
             | MdtRequest::GetDirStripes { .. }
+            | MdtRequest::FsckInodes { .. }
+            | MdtRequest::FsckEntries { .. }
             // Instantiating leaves instantiated components alone: a resend changes nothing.
             | MdtRequest::Instantiate { .. }
             | MdtRequest::GetLock { .. }

@@ -417,6 +417,7 @@ fn apply_req(
             tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
         ),
         MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
+        MdtRequest::FsckRepair { repair } => engine.fsck_repair(tx, fx, repair),
         MdtRequest::CreateRemoteDir {
             from,
             op,
@@ -506,6 +507,8 @@ fn apply_req(
         | MdtRequest::StatFs
         | MdtRequest::GetLayout { .. }
         | MdtRequest::GetDirStripes { .. }
+        | MdtRequest::FsckInodes { .. }
+        | MdtRequest::FsckEntries { .. }
         | MdtRequest::GetLock { .. }
         | MdtRequest::SetLock { .. }
         | MdtRequest::CancelLockWait { .. }

@@ -58,6 +58,7 @@ mod commit;
 pub mod destroy;
 mod engine;
 pub mod error;
+mod fsck;
 mod handles;
 mod layouts;
 pub mod locks;

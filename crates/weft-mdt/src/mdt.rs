@@ -418,6 +418,16 @@ impl Mdt {
             | MdtRequest::StatFs
             | MdtRequest::GetDirStripes { .. }
             | MdtRequest::GetLayout { .. } => self.read(req).await,
+            MdtRequest::FsckInodes { after, max } => {
+                let db = self.db.clone();
+                self.blocking(move || crate::fsck::inodes(&db, after, max))
+                    .await
+            }
+            MdtRequest::FsckEntries { after, max } => {
+                let db = self.db.clone();
+                self.blocking(move || crate::fsck::entries(&db, after.as_deref(), max))
+                    .await
+            }
             _ => self.write(conn_id, WriteOp::Req(req, origin)).await,
         }
     }
@@ -530,6 +540,16 @@ impl Mdt {
             .await
             .map_err(|e| WireError::new(Errno::Io, format!("read task failed: {e}")))?;
         r.map_err(fail_to_wire)
+    }
+
+    async fn blocking(
+        &self,
+        f: impl FnOnce() -> Result<MdtReply, Fail> + Send + 'static,
+    ) -> WireResult<MdtReply> {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| WireError::new(Errno::Io, format!("read task failed: {e}")))?
+            .map_err(fail_to_wire)
     }
 
     fn shut() -> WireError {

@@ -5,7 +5,7 @@
 //! bits, ownership and the sticky bit. The caller applies its umask before sending a mode.
 
 use crate::codec::Message;
-use crate::fid::Fid;
+use crate::fid::{Fid, ObjectId};
 use crate::layout::{Layout, LayoutTemplate};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -482,6 +482,13 @@ pub enum MdtRequest {
     },
     /// MDT to MDT: `from` finished these operations; their records can go.
     ForgetOps { from: u32, ops: Vec<u64> },
+    /// `weft fsck`: one page of every inode stored on the MDT, after FID `after`.
+    FsckInodes { after: Option<Fid>, max: u32 },
+    /// `weft fsck`: one page of every directory entry stored on the MDT (every directory,
+    /// shards included), after the entry key `after`.
+    FsckEntries { after: Option<Vec<u8>>, max: u32 },
+    /// `weft fsck` repairs (as root).
+    FsckRepair { repair: FsckRepair },
     /// Creates a symbolic link to `target`.
     Symlink {
         parent: Fid,
@@ -644,6 +651,20 @@ pub enum MdtReply {
     Attr(Attr),
     /// A directory's stripes (`None`: not striped).
     DirStripes(Option<DirStripes>),
+    /// A page of inodes for `weft fsck`; `next` continues it. `intents` counts the cross-MDT
+    /// operations in progress on this MDT; `destroying` (first page only) lists objects the
+    /// destroy log still has to remove.
+    FsckInodes {
+        inodes: Vec<FsckInode>,
+        next: Option<Fid>,
+        intents: u64,
+        destroying: Vec<(u32, ObjectId)>,
+    },
+    /// A page of directory entries for `weft fsck`; `next` continues it.
+    FsckEntries {
+        entries: Vec<FsckEntry>,
+        next: Option<Vec<u8>>,
+    },
     /// A name found whose inode lives on another MDT (a remote directory): ask the FID's
     /// MDT for its attributes.
     Entry { fid: Fid, kind: FileKind },
@@ -677,6 +698,56 @@ pub enum MdtReply {
     Scanned { entries: Vec<ScanEntry>, eof: bool },
     /// The conflicting lock `GetLock` found, or `None` when the lock could be taken.
     Lock(Option<LockHolder>),
+}
+
+/// What `weft fsck` needs to know of one inode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsckInode {
+    /// The inode.
+    pub fid: Fid,
+    /// Its type.
+    pub kind: FileKind,
+    /// Its link count as stored.
+    pub nlink: u32,
+    /// Directories: the parent directory.
+    pub parent: Fid,
+    /// Unlinked while open (kept until its last close).
+    pub orphan: bool,
+    /// A striped directory's shards (the master only).
+    pub shards: Option<Vec<Fid>>,
+    /// The (OST, object) pairs of its layout.
+    pub objects: Vec<(u32, ObjectId)>,
+}
+
+/// One directory entry as `weft fsck` reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsckEntry {
+    /// The directory holding it.
+    pub parent: Fid,
+    /// Its name.
+    pub name: Vec<u8>,
+    /// The inode it names.
+    pub fid: Fid,
+    /// The type recorded with it.
+    pub kind: FileKind,
+}
+
+/// A repair `weft fsck` asks an MDT for.
+// Variant fields are described in their variant's doc comment.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FsckRepair {
+    /// Remove the entry `name` of `parent` if it still names `fid` (a dangling entry).
+    RemoveEntry {
+        parent: Fid,
+        name: Vec<u8>,
+        fid: Fid,
+    },
+    /// Set the link count of `fid` (from `expected`, to refuse a count that moved).
+    SetNlink { fid: Fid, expected: u32, nlink: u32 },
+    /// Remove the inode `fid`, which no entry names (an orphan): a non-directory, or an
+    /// empty directory. Its objects are destroyed through the destroy log.
+    RemoveInode { fid: Fid },
 }
 
 /// One entry of a directory scan: name, attributes and layout.
@@ -731,6 +802,9 @@ impl Message for MdtRequest {
             MdtRequest::DropLink { .. } => 240,
             MdtRequest::InsertEntry { .. } => 241,
             MdtRequest::ForgetOps { .. } => 242,
+            MdtRequest::FsckInodes { .. } => 243,
+            MdtRequest::FsckEntries { .. } => 244,
+            MdtRequest::FsckRepair { .. } => 245,
         }
     }
 
@@ -776,6 +850,9 @@ impl Message for MdtRequest {
             MdtRequest::DropLink { .. } => "remote_link_drop",
             MdtRequest::InsertEntry { .. } => "remote_entry_insert",
             MdtRequest::ForgetOps { .. } => "remote_ops_forget",
+            MdtRequest::FsckInodes { .. } => "fsck_inodes",
+            MdtRequest::FsckEntries { .. } => "fsck_entries",
+            MdtRequest::FsckRepair { .. } => "fsck_repair",
         }
     }
 }
