@@ -56,6 +56,13 @@ pub struct BenchArgs {
     /// mdtest: all tasks in one directory (default: one directory per task).
     #[arg(long)]
     pub shared_dir: bool,
+    /// mdtest: stripe each test directory over this many MDTs (a striped directory, names
+    /// hashed with fnv_1a_64); 1 = a plain directory.
+    #[arg(long, default_value_t = 1)]
+    pub dir_stripe_count: u32,
+    /// mdtest: skip the read phase (open, read, close).
+    #[arg(long)]
+    pub no_read: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -100,6 +107,9 @@ struct MdtestResult {
     tasks: u32,
     files_per_task: u32,
     shared_dir: bool,
+    dir_stripe_count: u32,
+    /// Requests each MDT served in each phase (create, stat, read, remove), by MDT index.
+    mdt_requests: Vec<(u32, [u64; 4])>,
     create_per_s: f64,
     stat_per_s: f64,
     read_per_s: f64,
@@ -189,8 +199,40 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             r.read_per_s,
             r.remove_per_s
         );
+        if r.mdt_requests.len() > 1 {
+            for (slot, phase) in ["create", "stat", "read", "remove"].iter().enumerate() {
+                let counts: Vec<u64> = r.mdt_requests.iter().map(|(_, c)| c[slot]).collect();
+                let mean = counts.iter().sum::<u64>() as f64 / counts.len() as f64;
+                let spread = counts
+                    .iter()
+                    .map(|&c| (c as f64 - mean).abs() / mean.max(1.0) * 100.0)
+                    .fold(0f64, f64::max);
+                let per: Vec<String> = r
+                    .mdt_requests
+                    .iter()
+                    .map(|(i, c)| format!("MDT{i}: {}", c[slot]))
+                    .collect();
+                println!(
+                    "  {phase:>6} requests per MDT: {} (largest deviation from the mean {spread:.1}%)",
+                    per.join(", ")
+                );
+            }
+        }
     }
     Ok(())
+}
+
+/// Requests served so far by each MDT (every operation), by index.
+async fn mdt_request_counts(client: &Client) -> Result<Vec<(u32, u64)>> {
+    let config = client.cluster().config();
+    let mut out = Vec::new();
+    for t in config.targets_of(weft_proto::TargetKind::Mdt) {
+        let mdt = client.cluster().mdt(t.id.index)?;
+        let stats = mdt.connection().connection().await?.stats().await?;
+        out.push((t.id.index, stats.ops.iter().map(|o| o.count).sum()));
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorResult> {
@@ -348,13 +390,28 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
     let dirs = if args.shared_dir { 1 } else { args.threads };
     let mut dir_fids = Vec::new();
     for d in 0..dirs {
-        dir_fids.push(
+        let name = format!("dir.{d}");
+        let made = if args.dir_stripe_count > 1 {
             client
-                .mkdir(top.fid, format!("dir.{d}").as_bytes(), 0o755, &cred)
+                .mkdir_striped(
+                    top.fid,
+                    name.as_bytes(),
+                    0o755,
+                    args.dir_stripe_count,
+                    weft_proto::mdt::DirHash::Fnv1a64,
+                    &cred,
+                )
                 .await?
-                .fid,
-        );
+        } else {
+            client.mkdir(top.fid, name.as_bytes(), 0o755, &cred).await?
+        };
+        dir_fids.push(made.fid);
     }
+    let mut mdt_requests: Vec<(u32, [u64; 4])> = mdt_request_counts(client)
+        .await?
+        .into_iter()
+        .map(|(i, _)| (i, [0; 4]))
+        .collect();
     let total = u64::from(args.threads) * u64::from(args.files);
     let mut rates = [0f64; 4];
     for (slot, phase) in [
@@ -367,6 +424,10 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
     .enumerate()
     {
         let label = ["create", "stat", "read", "remove"][slot];
+        if args.no_read && matches!(phase, MdPhase::Read) {
+            continue;
+        }
+        let before = mdt_request_counts(client).await?;
         let bar = progress(total, label);
         let start = Instant::now();
         let mut tasks = Vec::new();
@@ -417,6 +478,12 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
         }
         rates[slot] = total as f64 / start.elapsed().as_secs_f64();
         bar.finish_and_clear();
+        let after = mdt_request_counts(client).await?;
+        for ((i, b), (_, a)) in before.iter().zip(&after) {
+            if let Some((_, c)) = mdt_requests.iter_mut().find(|(m, _)| m == i) {
+                c[slot] = a.saturating_sub(*b);
+            }
+        }
     }
     for d in 0..dirs {
         client
@@ -428,6 +495,8 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
         tasks: args.threads,
         files_per_task: args.files,
         shared_dir: args.shared_dir,
+        dir_stripe_count: args.dir_stripe_count,
+        mdt_requests,
         create_per_s: rates[0],
         stat_per_s: rates[1],
         read_per_s: rates[2],
