@@ -61,6 +61,8 @@ enum Command {
     // Fsck(admin::fsck::FsckArgs),
     /// Create directories, on a chosen MDT with -i (like `lfs mkdir -i`).
     Mkdir(admin::dirstripe::MkdirArgs),
+    /// Set a directory's default for new subdirectories with -D (like `lfs setdirstripe`).
+    Setdirstripe(admin::dirstripe::SetDirStripeArgs),
     /// Show which MDT holds a directory (like `lfs getdirstripe`).
     Getdirstripe(admin::dirstripe::GetDirStripeArgs),
     /// Find files by name, type, size, time and layout from bulk MDT scans (like `lfs find`).
@@ -170,6 +172,7 @@ fn main() -> ExitCode {
             Command::Find(a) => admin::find::run(a).await,
             Command::Mkdir(a) => admin::dirstripe::mkdir(a).await,
             Command::Getdirstripe(a) => admin::dirstripe::getdirstripe(a).await,
+            Command::Setdirstripe(a) => admin::dirstripe::setdirstripe(a).await,
             Command::Migrate(a) => admin::migrate::run(a).await,
             // Command::Fsck(_) => Ok(()),
         }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use weft_proto::mdt::{
-    Attr, Credentials, DirEntry, DirStripes, MdtReply, MdtRequest, ScanEntry, SetAttr,
+    Attr, Credentials, DirDefault, DirEntry, DirStripes, MdtReply, MdtRequest, ScanEntry, SetAttr,
 };
 use weft_proto::{Errno, Fid};
 
@@ -134,6 +134,57 @@ impl Client {
         }
         futures::future::try_join_all(asks).await?;
         Ok(())
+    }
+
+    /// Sets (or with `None` removes) the default for new subdirectories of `fid`
+    /// (`weft setdirstripe -D`); a striped directory's shards get it too, since each makes
+    /// the subdirectories named in it.
+    pub async fn set_dir_default(
+        &self,
+        fid: Fid,
+        default: Option<DirDefault>,
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        let set = |f: Fid, cred: Credentials| async move {
+            let mdt = self.cluster().mdt_of(f)?;
+            match mdt
+                .call(MdtRequest::SetDirDefault {
+                    fid: f,
+                    default,
+                    cred,
+                })
+                .await?
+            {
+                MdtReply::Ok => Ok(()),
+                _ => Err(ClientError::UnexpectedReply {
+                    target: weft_proto::TargetId::mdt(mdt.index()),
+                    op: "setdirstripe_default",
+                }),
+            }
+        };
+        set(fid, cred.clone()).await?;
+        if let Some(stripes) = self.dir_stripes(fid).await? {
+            let root = Credentials {
+                uid: 0,
+                gid: 0,
+                groups: Vec::new(),
+            };
+            let asks = stripes.shards.iter().map(|&s| set(s, root.clone()));
+            futures::future::try_join_all(asks).await?;
+        }
+        Ok(())
+    }
+
+    /// The default for new subdirectories of `fid`, if set.
+    pub async fn dir_default(&self, fid: Fid) -> Result<Option<DirDefault>, ClientError> {
+        let mdt = self.cluster().mdt_of(fid)?;
+        match mdt.call(MdtRequest::GetDirDefault { fid }).await? {
+            MdtReply::DirDefault(d) => Ok(d),
+            _ => Err(ClientError::UnexpectedReply {
+                target: weft_proto::TargetId::mdt(mdt.index()),
+                op: "getdirstripe_default",
+            }),
+        }
     }
 
     /// The directories whose pages make up a listing of `fid`: its shards, or itself.

@@ -59,6 +59,7 @@ fn is_read(req: &MdtRequest) -> bool {
             | MdtRequest::StatFs
             | MdtRequest::GetLayout { .. }
             | MdtRequest::GetDirStripes { .. }
+            | MdtRequest::GetDirDefault { .. }
             | MdtRequest::FsckInodes { .. }
             | MdtRequest::FsckEntries { .. }
             // Instantiating leaves instantiated components alone: a resend changes nothing.

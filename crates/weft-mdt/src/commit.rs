@@ -359,7 +359,7 @@ fn apply_req(
             name,
             mode,
             cred,
-        } => engine.mkdir(tx, fx, *parent, name, *mode, cred),
+        } => engine.mkdir_inheriting(tx, fx, *parent, name, *mode, cred, origin),
         MdtRequest::Symlink {
             parent,
             name,
@@ -418,6 +418,9 @@ fn apply_req(
         ),
         MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
         MdtRequest::FsckRepair { repair } => engine.fsck_repair(tx, fx, repair),
+        MdtRequest::SetDirDefault { fid, default, cred } => {
+            engine.set_dir_default(tx, fx, *fid, default.as_ref(), cred)
+        }
         MdtRequest::CreateRemoteDir {
             from,
             op,
@@ -426,6 +429,7 @@ fn apply_req(
             uid,
             gid,
             default_layout,
+            dir_default,
         } => engine.create_remote_dir(
             tx,
             fx,
@@ -436,6 +440,7 @@ fn apply_req(
             *uid,
             *gid,
             default_layout.as_ref(),
+            dir_default.as_ref(),
         ),
         MdtRequest::RemoveRemoteDir {
             fid,
@@ -507,6 +512,7 @@ fn apply_req(
         | MdtRequest::StatFs
         | MdtRequest::GetLayout { .. }
         | MdtRequest::GetDirStripes { .. }
+        | MdtRequest::GetDirDefault { .. }
         | MdtRequest::FsckInodes { .. }
         | MdtRequest::FsckEntries { .. }
         | MdtRequest::GetLock { .. }

@@ -32,6 +32,7 @@ pub(crate) struct Tx<'t> {
     pub remote_ops: WTable<'t>,
     pub remote_dirs: WTable<'t>,
     pub dir_stripes: WTable<'t>,
+    pub dir_defaults: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
@@ -47,6 +48,7 @@ impl<'t> Tx<'t> {
             remote_ops: txn.open_table(store::REMOTE_OPS)?,
             remote_dirs: txn.open_table(store::REMOTE_DIRS)?,
             dir_stripes: txn.open_table(store::DIR_STRIPES)?,
+            dir_defaults: txn.open_table(store::DIR_DEFAULTS)?,
         })
     }
 }
@@ -178,6 +180,9 @@ impl Engine {
     ) -> Result<(), StoreError> {
         tx.inodes.remove(fid.to_bytes().as_slice())?;
         tx.orphans.remove(fid.to_bytes().as_slice())?;
+        if ino.is_dir() {
+            tx.dir_defaults.remove(fid.to_bytes().as_slice())?;
+        }
         let (start, end) = store::fid_prefix_range(fid);
         let keys = collect_keys(&tx.xattrs, &start, end.as_deref())?;
         for k in keys {
@@ -276,6 +281,28 @@ impl Engine {
             }
         }
         Ok(n)
+    }
+
+    /// Stores (or with `None` removes) the default for new subdirectories of `fid`.
+    pub fn put_dir_default(
+        &self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        default: Option<&weft_proto::mdt::DirDefault>,
+    ) -> Result<(), StoreError> {
+        match default {
+            Some(d) => {
+                let v = store::encode(d)?;
+                tx.dir_defaults
+                    .insert(fid.to_bytes().as_slice(), v.as_slice())?;
+            }
+            None => {
+                tx.dir_defaults.remove(fid.to_bytes().as_slice())?;
+            }
+        }
+        fx.wrote = true;
+        Ok(())
     }
 
     /// Publishes counters after a commit.

@@ -417,6 +417,7 @@ impl Mdt {
             | MdtRequest::ListXattr { .. }
             | MdtRequest::StatFs
             | MdtRequest::GetDirStripes { .. }
+            | MdtRequest::GetDirDefault { .. }
             | MdtRequest::GetLayout { .. } => self.read(req).await,
             MdtRequest::FsckInodes { after, max } => {
                 let db = self.db.clone();
@@ -609,6 +610,7 @@ impl Mdt {
                 uid,
                 gid,
                 default_layout,
+                dir_default,
             } => {
                 let req = MdtRequest::CreateRemoteDir {
                     from: self.index,
@@ -618,6 +620,7 @@ impl Mdt {
                     uid: *uid,
                     gid: *gid,
                     default_layout: default_layout.clone(),
+                    dir_default: *dir_default,
                 };
                 self.peer(Some(*mdt), req).await?
             }
@@ -643,6 +646,7 @@ impl Mdt {
                 uid,
                 gid,
                 default_layout,
+                dir_default,
             } => {
                 let mut shards = vec![*shard0];
                 let mut refused = None;
@@ -655,6 +659,7 @@ impl Mdt {
                         uid: *uid,
                         gid: *gid,
                         default_layout: default_layout.clone(),
+                        dir_default: *dir_default,
                     };
                     match self.peer(Some(*mdt), req).await? {
                         Ok(MdtReply::Attr(a)) => shards.push(a.fid),

@@ -66,6 +66,15 @@ pub(crate) fn run(
             load(&inodes, *fid)?;
             Ok(MdtReply::DirStripes(store::get_stripes(&stripes, *fid)?))
         }
+        MdtRequest::GetDirDefault { fid } => {
+            let defaults = r
+                .open_table(store::DIR_DEFAULTS)
+                .map_err(crate::error::StoreError::from)?;
+            load(&inodes, *fid)?;
+            Ok(MdtReply::DirDefault(store::get_dir_default(
+                &defaults, *fid,
+            )?))
+        }
         MdtRequest::GetAttr { fid } => {
             let ino = load(&inodes, *fid)?;
             Ok(MdtReply::Attr(ino.attr(*fid, open_count(*fid))))

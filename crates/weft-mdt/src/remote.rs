@@ -37,7 +37,9 @@ use crate::replies;
 use crate::store::{self, Dirent, Inode};
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
-use weft_proto::mdt::{Credentials, DirHash, DirStripes, FileKind, MAX_DIR_STRIPES, MdtReply};
+use weft_proto::mdt::{
+    Credentials, DirDefault, DirHash, DirStripes, FileKind, MAX_DIR_STRIPES, MdtReply,
+};
 use weft_proto::{Errno, Fid, LayoutTemplate, Timestamp, WireError};
 
 /// A cross-MDT operation in progress, stored until it is finished.
@@ -69,6 +71,7 @@ pub enum IntentKind {
         uid: u32,
         gid: u32,
         default_layout: Option<LayoutTemplate>,
+        dir_default: Option<DirDefault>,
     },
     /// The remote directory `fid` removed (if empty).
     Rmdir {
@@ -87,6 +90,7 @@ pub enum IntentKind {
         uid: u32,
         gid: u32,
         default_layout: Option<LayoutTemplate>,
+        dir_default: Option<DirDefault>,
     },
     /// The striped directory `master` (here) removed with its `shards`, if all are empty.
     RmdirStriped { master: Fid, shards: Vec<Fid> },
@@ -223,6 +227,7 @@ impl Engine {
                 uid,
                 gid,
                 default_layout: dir.default_layout.clone(),
+                dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
             },
             client: origin.client,
             seq: origin.seq,
@@ -327,6 +332,7 @@ impl Engine {
                     uid,
                     gid,
                     default_layout,
+                    dir_default,
                     ..
                 },
                 Ok(MdtReply::DirStripes(Some(stripes))),
@@ -344,6 +350,10 @@ impl Engine {
                 let ino = new_dir(intent.parent);
                 self.put_inode(tx, fx, *master, &ino)?;
                 self.put_inode(tx, fx, *shard0, &new_dir(*master))?;
+                if dir_default.is_some() {
+                    self.put_dir_default(tx, fx, *master, dir_default.as_ref())?;
+                    self.put_dir_default(tx, fx, *shard0, dir_default.as_ref())?;
+                }
                 let v = store::encode(stripes)?;
                 tx.dir_stripes
                     .insert(master.to_bytes().as_slice(), v.as_slice())?;
@@ -522,12 +532,82 @@ impl Engine {
                 uid,
                 gid,
                 default_layout: dir.default_layout.clone(),
+                dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
             },
             client: origin.client,
             seq: origin.seq,
         };
         self.put_intent(tx, fx, &intent)?;
         Err(Fail::CrossMdt(Box::new(intent)))
+    }
+
+    /// A mkdir as clients send it: under a directory with a default for new
+    /// subdirectories (`weft setdirstripe -D`), a striped one with that count, which keeps
+    /// the default; else a plain one, which keeps it too.
+    pub(crate) fn mkdir_inheriting(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        mode: u32,
+        cred: &Credentials,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        // A default wider than the file system stripes over every MDT.
+        let mdts = (self.cluster.mdts().len() as u32).max(1);
+        match store::get_dir_default(&tx.dir_defaults, parent)? {
+            Some(d) if d.count.min(mdts) > 1 => self.prepare_mkdir_striped(
+                tx,
+                fx,
+                parent,
+                name,
+                mode,
+                d.count.min(mdts),
+                d.hash,
+                cred,
+                origin,
+            ),
+            Some(d) => {
+                let reply = self.mkdir(tx, fx, parent, name, mode, cred)?;
+                if let MdtReply::Attr(a) = &reply {
+                    self.put_dir_default(tx, fx, a.fid, Some(&d))?;
+                }
+                Ok(reply)
+            }
+            None => self.mkdir(tx, fx, parent, name, mode, cred),
+        }
+    }
+
+    /// Sets or removes a directory's default for new subdirectories (its owner or root).
+    pub(crate) fn set_dir_default(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        default: Option<&DirDefault>,
+        cred: &Credentials,
+    ) -> Result<MdtReply, Fail> {
+        let ino = crate::namespace::load(&tx.inodes, fid)?;
+        if !ino.is_dir() {
+            return Err(fail(Errno::NotDir, "not a directory"));
+        }
+        if cred.uid != 0 && cred.uid != ino.uid {
+            return Err(fail(
+                Errno::Perm,
+                "only the owner sets a directory's default",
+            ));
+        }
+        if let Some(d) = default
+            && (d.count == 0 || d.count > MAX_DIR_STRIPES)
+        {
+            return Err(fail(
+                Errno::Inval,
+                format!("a default of 1 to {MAX_DIR_STRIPES} shards"),
+            ));
+        }
+        self.put_dir_default(tx, fx, fid, default)?;
+        Ok(MdtReply::Ok)
     }
 
     /// Step 1 of removing a striped directory whose master is here (from
@@ -712,6 +792,7 @@ impl Engine {
         uid: u32,
         gid: u32,
         default_layout: Option<&LayoutTemplate>,
+        dir_default: Option<&DirDefault>,
     ) -> Result<MdtReply, Fail> {
         let key = remote_op_key(from, op);
         if let Some(v) = tx.remote_ops.get(key.as_slice())? {
@@ -735,6 +816,9 @@ impl Engine {
         ino.parent = parent;
         ino.default_layout = default_layout.cloned();
         self.put_inode(tx, fx, fid, &ino)?;
+        if dir_default.is_some() {
+            self.put_dir_default(tx, fx, fid, dir_default)?;
+        }
         tx.remote_ops
             .insert(key.as_slice(), fid.to_bytes().as_slice())?;
         tx.remote_dirs

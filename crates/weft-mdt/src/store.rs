@@ -14,6 +14,7 @@
 //! | `intents` | parent FID (16) + name | [`crate::remote::Intent`] (cross-MDT operations this MDT coordinates, until finished) |
 //! | `remote_ops` | coordinator MDT index (4) + operation id (8) | FID (16) of the remote directory it created here |
 //! | `remote_dirs` | FID (16) | coordinator MDT index (4) + operation id (8) |
+//! | `dir_defaults` | directory FID (16) | `weft_proto::mdt::DirDefault` for its new subdirectories |
 //! | `dir_stripes` | master FID (16) | `weft_proto::mdt::DirStripes` of a striped directory whose master is here |
 //! | `meta` | `"meta"` | [`Meta`] |
 
@@ -52,6 +53,8 @@ pub const INTENTS: Def = TableDefinition::new("intents");
 pub const REMOTE_OPS: Def = TableDefinition::new("remote_ops");
 /// The operation that created each remote directory stored here.
 pub const REMOTE_DIRS: Def = TableDefinition::new("remote_dirs");
+/// Directories' defaults for new subdirectories (`weft setdirstripe -D`).
+pub const DIR_DEFAULTS: Def = TableDefinition::new("dir_defaults");
 /// Striped directories whose master inode is here, with their shards.
 pub const DIR_STRIPES: Def = TableDefinition::new("dir_stripes");
 /// The MDT's identity and allocators.
@@ -319,6 +322,14 @@ pub fn get_stripes(
     fid: Fid,
 ) -> Result<Option<weft_proto::mdt::DirStripes>, StoreError> {
     get(stripes, "dir_stripes", &fid.to_bytes())
+}
+
+/// The default for new subdirectories of directory `fid`, if one is set.
+pub fn get_dir_default(
+    defaults: &impl Readable,
+    fid: Fid,
+) -> Result<Option<weft_proto::mdt::DirDefault>, StoreError> {
+    get(defaults, "dir_defaults", &fid.to_bytes())
 }
 
 /// Whether directory `fid` has no entries (a range scan that stops at the first entry).

@@ -269,6 +269,16 @@ impl DirHash {
     }
 }
 
+/// A directory's default for new subdirectories (`weft setdirstripe -D`): each is made
+/// striped over `count` MDTs (1: a plain directory) and gets the same default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirDefault {
+    /// Shards of each new subdirectory.
+    pub count: u32,
+    /// How their names are spread.
+    pub hash: DirHash,
+}
+
 /// A striped directory: its entries live in `shards` (directories on several MDTs), each
 /// name in the shard its hash picks. The directory's own inode (the master) holds none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -425,6 +435,7 @@ pub enum MdtRequest {
         uid: u32,
         gid: u32,
         default_layout: Option<LayoutTemplate>,
+        dir_default: Option<DirDefault>,
     },
     /// MDT to MDT: removes the inode of a remote directory whose entry in `parent` (on the
     /// coordinator) is being removed, if it is empty (ENOTEMPTY otherwise). `sticky_owner`
@@ -450,6 +461,16 @@ pub enum MdtRequest {
     /// The stripes of a directory (`None`: not striped); answered with
     /// [`MdtReply::DirStripes`].
     GetDirStripes { fid: Fid },
+    /// Sets (or with `None` removes) a directory's default for new subdirectories (its
+    /// owner or root).
+    SetDirDefault {
+        fid: Fid,
+        default: Option<DirDefault>,
+        cred: Credentials,
+    },
+    /// A directory's default for new subdirectories; answered with
+    /// [`MdtReply::DirDefault`].
+    GetDirDefault { fid: Fid },
     /// MDT to MDT: seals an empty directory shard for removal (`seal`: it refuses new
     /// entries; ENOTEMPTY if it has any) or unseals it. ENOENT when it is gone.
     SealDir { fid: Fid, seal: bool },
@@ -651,6 +672,8 @@ pub enum MdtReply {
     Attr(Attr),
     /// A directory's stripes (`None`: not striped).
     DirStripes(Option<DirStripes>),
+    /// A directory's default for new subdirectories.
+    DirDefault(Option<DirDefault>),
     /// A page of inodes for `weft fsck`; `next` continues it. `intents` counts the cross-MDT
     /// operations in progress on this MDT; `destroying` (first page only) lists objects the
     /// destroy log still has to remove.
@@ -805,6 +828,8 @@ impl Message for MdtRequest {
             MdtRequest::FsckInodes { .. } => 243,
             MdtRequest::FsckEntries { .. } => 244,
             MdtRequest::FsckRepair { .. } => 245,
+            MdtRequest::SetDirDefault { .. } => 246,
+            MdtRequest::GetDirDefault { .. } => 247,
         }
     }
 
@@ -853,6 +878,8 @@ impl Message for MdtRequest {
             MdtRequest::FsckInodes { .. } => "fsck_inodes",
             MdtRequest::FsckEntries { .. } => "fsck_entries",
             MdtRequest::FsckRepair { .. } => "fsck_repair",
+            MdtRequest::SetDirDefault { .. } => "setdirstripe_default",
+            MdtRequest::GetDirDefault { .. } => "getdirstripe_default",
         }
     }
 }

@@ -6,7 +6,7 @@ use super::fspath;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use weft_proto::mdt::{DirHash, FileKind};
+use weft_proto::mdt::{DirDefault, DirHash, FileKind};
 
 /// Flags of `weft mkdir`.
 #[derive(Args, Debug)]
@@ -29,12 +29,39 @@ pub struct MkdirArgs {
     pub paths: Vec<String>,
 }
 
+/// Flags of `weft setdirstripe`.
+#[derive(Args, Debug)]
+pub struct SetDirStripeArgs {
+    /// Set the default for new subdirectories of existing directories (without it,
+    /// create the directories like `weft mkdir`).
+    #[arg(short = 'D', long = "default")]
+    pub default: bool,
+    /// Remove the default (with -D).
+    #[arg(short = 'd', long = "delete")]
+    pub delete: bool,
+    /// Shards of each new subdirectory (with -D), or of the new directory.
+    #[arg(short = 'c', long = "mdt-count", alias = "stripe-count")]
+    pub count: Option<u32>,
+    /// Without -D: the MDT of the new directory.
+    #[arg(short = 'i', long = "mdt-index")]
+    pub mdt_index: Option<u32>,
+    /// How names are spread over shards (only `fnv_1a_64`).
+    #[arg(short = 'H', long = "mdt-hash", default_value = "fnv_1a_64")]
+    pub hash: String,
+    /// Directories.
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+}
+
 /// Flags of `weft getdirstripe`.
 #[derive(Args, Debug)]
 pub struct GetDirStripeArgs {
     /// Print only the MDT index.
     #[arg(short = 'i', long = "mdt-index")]
     pub index_only: bool,
+    /// Show the default for new subdirectories instead.
+    #[arg(short = 'D', long = "default")]
+    pub default: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -52,6 +79,53 @@ fn parse_mode(s: &str) -> Result<u32> {
     Ok(m)
 }
 
+fn parse_hash(s: &str) -> Result<DirHash> {
+    match s {
+        "fnv_1a_64" => Ok(DirHash::Fnv1a64),
+        other => bail!("unknown directory hash '{other}' (weftfs knows fnv_1a_64)"),
+    }
+}
+
+/// `weft setdirstripe [-D] [-c COUNT] [-i MDT] [-H HASH] [-d] DIR...`.
+pub async fn setdirstripe(args: SetDirStripeArgs) -> Result<()> {
+    if !args.default {
+        if args.delete {
+            bail!("-d removes a default: use it with -D");
+        }
+        return mkdir(MkdirArgs {
+            mdt_index: args.mdt_index,
+            count: args.count,
+            hash: args.hash,
+            mode: None,
+            paths: args.paths,
+        })
+        .await;
+    }
+    let default = match (args.delete, args.count) {
+        (true, Some(_)) => bail!("-d and -c together"),
+        (true, None) => None,
+        (false, Some(count)) => Some(DirDefault {
+            count,
+            hash: parse_hash(&args.hash)?,
+        }),
+        (false, None) => bail!("-D needs -c COUNT (or -d to remove the default)"),
+    };
+    let cred = fspath::my_credentials();
+    for path in &args.paths {
+        let p = fspath::resolve(path)?;
+        let client = fspath::connect_client(&p).await?;
+        let attr = fspath::stat(&client, &p, &cred).await?;
+        if attr.kind != FileKind::Directory {
+            bail!("{}: not a directory", p.display(&p.inner));
+        }
+        client
+            .set_dir_default(attr.fid, default, &cred)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display(&p.inner)))?;
+    }
+    Ok(())
+}
+
 fn umask() -> u32 {
     // SAFETY: umask only swaps a process-wide integer; it is set back at once.
     unsafe {
@@ -64,10 +138,7 @@ fn umask() -> u32 {
 /// `weft mkdir [-i MDT_INDEX] [-m MODE] DIR...`.
 pub async fn mkdir(args: MkdirArgs) -> Result<()> {
     let cred = fspath::my_credentials();
-    let hash = match args.hash.as_str() {
-        "fnv_1a_64" => DirHash::Fnv1a64,
-        other => bail!("unknown directory hash '{other}' (weftfs knows fnv_1a_64)"),
-    };
+    let hash = parse_hash(&args.hash)?;
     let mode = match &args.mode {
         Some(m) => parse_mode(m)?,
         None => 0o777 & !umask(),
@@ -118,6 +189,27 @@ pub async fn getdirstripe(args: GetDirStripeArgs) -> Result<()> {
         let attr = fspath::stat(&client, &p, &cred).await?;
         if attr.kind != FileKind::Directory {
             bail!("{}: not a directory", p.display(&p.inner));
+        }
+        if args.default {
+            let d = client.dir_default(attr.fid).await?;
+            match (args.json, d) {
+                (true, d) => println!(
+                    "{}",
+                    serde_json::json!({
+                        "path": p.display(&p.inner),
+                        "default_count": d.map(|d| d.count),
+                        "default_hash": d.map(|d| d.hash.name()),
+                    })
+                ),
+                (false, Some(d)) => println!(
+                    "{}\nlmv_stripe_count: {} lmv_stripe_offset: -1 lmv_hash_type: {}",
+                    p.display(&p.inner),
+                    d.count,
+                    d.hash.name()
+                ),
+                (false, None) => println!("{}\n(no default)", p.display(&p.inner)),
+            }
+            continue;
         }
         let stripes = client.dir_stripes(attr.fid).await?;
         let mut shards = Vec::new();
