@@ -50,6 +50,8 @@ pub struct ServerProcess {
     name: String,
     bin: PathBuf,
     args: Vec<String>,
+    /// Extra environment variables of every start (e.g. `WEFT_FAILPOINT`).
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -57,15 +59,47 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts `bin args...`, with output appended to `log`.
     pub fn start(name: &str, bin: &Path, args: Vec<String>, log: PathBuf) -> Result<Self> {
+        Self::start_with_env(name, bin, args, Vec::new(), log)
+    }
+
+    /// Like [`ServerProcess::start`], with extra environment variables (kept for restarts
+    /// until [`ServerProcess::remove_env`]).
+    pub fn start_with_env(
+        name: &str,
+        bin: &Path,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Result<Self> {
         let mut p = Self {
             name: name.to_string(),
             bin: bin.to_path_buf(),
             args,
+            env,
             log,
             child: None,
         };
         p.spawn()?;
         Ok(p)
+    }
+
+    /// Sets an environment variable for the next starts ([`ServerProcess::restart`]); the
+    /// running process keeps its environment. Fault tests arm a failpoint this way:
+    /// `set_env("WEFT_FAILPOINT", "cross_mdt.before_remote")` then `restart()`.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
+    /// Removes an environment variable set with [`ServerProcess::set_env`] (or at start)
+    /// from the next starts.
+    pub fn remove_env(&mut self, key: &str) {
+        self.env.retain(|(k, _)| k != key);
+    }
+
+    /// The process's name (as in its log file and error messages).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     fn spawn(&mut self) -> Result<()> {
@@ -80,6 +114,7 @@ impl ServerProcess {
                 "RUST_LOG",
                 std::env::var("WEFT_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -132,6 +167,66 @@ impl ServerProcess {
         }
     }
 
+    /// Waits up to `timeout` for the process to exit by itself (a crash, a failpoint's
+    /// abort) and returns how it ended; afterwards it counts as not running, and
+    /// [`ServerProcess::restart`] starts it again.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let Some(c) = self.child.as_mut() else {
+                bail!("{} is not running", self.name)
+            };
+            if let Some(status) = c.try_wait()? {
+                self.child = None;
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{} still runs {timeout:?} later\n--- its log ---\n{}",
+                    self.name,
+                    self.log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Freezes the process (SIGSTOP): it keeps its connections but answers nothing, as a
+    /// hung server would, until [`ServerProcess::resume`].
+    pub fn pause(&self) -> Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Lets a process frozen by [`ServerProcess::pause`] run again (SIGCONT).
+    pub fn resume(&self) -> Result<()> {
+        self.signal("-CONT")
+    }
+
+    fn signal(&self, sig: &str) -> Result<()> {
+        let Some(pid) = self.pid() else {
+            bail!("{} is not running", self.name)
+        };
+        let status = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()?;
+        if !status.success() {
+            bail!("kill {sig} {} ({pid}) failed", self.name);
+        }
+        Ok(())
+    }
+
+    /// Whether the process runs (was started and has not been seen to exit).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// The process's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -144,7 +239,20 @@ impl Drop for ServerProcess {
     }
 }
 
-/// A file system of separate processes: one MGS, one MDS (MDT0) and one OSS with `osts` OSTs.
+/// An MDS process of its own serving one MDT other than MDT0 (see [`TestCluster::add_mds`]).
+pub struct ExtraMds {
+    /// The MDT it serves.
+    pub index: u32,
+    /// Its `HOST:PORT`.
+    pub addr: String,
+    /// Where it serves Prometheus metrics (`HOST:PORT`).
+    pub metrics_addr: String,
+    /// The process.
+    pub process: ServerProcess,
+}
+
+/// A file system of separate processes: one MGS, one MDS (MDT0) and one OSS with `osts` OSTs;
+/// optionally more MDS processes, one per further MDT ([`TestCluster::start_mdts`]).
 pub struct TestCluster {
     /// Where every target keeps its data, and the logs.
     pub dir: tempfile::TempDir,
@@ -164,12 +272,17 @@ pub struct TestCluster {
     pub oss: ServerProcess,
     /// Number of OSTs.
     pub osts: u32,
+    /// MDS processes of MDT1 and up, in the order they were added.
+    pub mdses: Vec<ExtraMds>,
     /// Small file systems mounted for OSTs (unmounted when the cluster is dropped).
     mounts: Vec<std::path::PathBuf>,
 }
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        for m in &mut self.mdses {
+            let _ = m.process.kill();
+        }
         let _ = self.oss.kill();
         for m in &self.mounts {
             let _ = Command::new("umount").arg("-l").arg(m).status();
@@ -275,13 +388,153 @@ impl TestCluster {
             mds,
             oss,
             osts,
+            mdses: Vec::new(),
             mounts,
         };
         cluster.wait_ready().await?;
         Ok(cluster)
     }
 
-    /// Waits until the MGS lists MDT0 and every OST as active and each answers a ping.
+    /// Like [`TestCluster::start`] with `mdts` MDTs, each in an MDS process of its own
+    /// (MDT0 in [`TestCluster::mds`], the others in [`TestCluster::mdses`]).
+    pub async fn start_mdts(bin: &Path, osts: u32, mdts: u32) -> Result<Self> {
+        let mut cluster = Self::start(bin, osts).await?;
+        for index in 1..mdts {
+            cluster.add_mds(index).await?;
+        }
+        Ok(cluster)
+    }
+
+    /// Starts `weft mds --mdt INDEX=DIR` as a process of its own, on its own port, and waits
+    /// until MDT `index` is registered and active, has a FID sequence in the FID location
+    /// database, knows every OST, and MDT0 can make a remote directory on it (a probe
+    /// directory, removed again). Every other process must be up (and MDT0 free of
+    /// failpoints: the probe is a cross-MDT operation).
+    pub async fn add_mds(&mut self, index: u32) -> Result<()> {
+        if index == 0 || self.mdses.iter().any(|m| m.index == index) {
+            bail!("MDT{index} is served already");
+        }
+        let d = self.dir.path();
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+        let process = ServerProcess::start(
+            &format!("mds{index}"),
+            &self.bin_of_mds(),
+            vec![
+                "mds".into(),
+                "--mgs".into(),
+                self.mgs_addr.clone(),
+                "--listen".into(),
+                addr.clone(),
+                "--mdt".into(),
+                format!("{index}={}", d.join(format!("mdt{index}")).display()),
+                "--metrics".into(),
+                metrics_addr.clone(),
+            ],
+            d.join(format!("mds{index}.log")),
+        )?;
+        self.mdses.push(ExtraMds {
+            index,
+            addr,
+            metrics_addr,
+            process,
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last_err = String::new();
+        while Instant::now() < deadline {
+            match self.try_mdt_ready(index, true).await {
+                Ok(()) => return Ok(()),
+                Err(e) => last_err = format!("{e:#}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!(
+            "MDT{index} not ready after 30 s: {last_err}\n--- mds log ---\n{}\n--- mds{index} log ---\n{}",
+            self.mds.log(),
+            self.mds_process(index).map(|p| p.log()).unwrap_or_default()
+        )
+    }
+
+    /// The program the MDS of MDT0 runs (extra MDS processes run the same).
+    fn bin_of_mds(&self) -> PathBuf {
+        self.mds.bin.clone()
+    }
+
+    /// The process serving MDT `index` (MDT0: [`TestCluster::mds`]).
+    pub fn mds_process(&mut self, index: u32) -> Option<&mut ServerProcess> {
+        if index == 0 {
+            return Some(&mut self.mds);
+        }
+        self.mdses
+            .iter_mut()
+            .find(|m| m.index == index)
+            .map(|m| &mut m.process)
+    }
+
+    /// The indices of every MDT the cluster runs (0 first).
+    pub fn mdt_indices(&self) -> Vec<u32> {
+        std::iter::once(0)
+            .chain(self.mdses.iter().map(|m| m.index))
+            .collect()
+    }
+
+    /// MDT `index` is registered and active, answers, and has a FID sequence; with
+    /// `probe`, also a remote directory made on it from MDT0 holds a file striped over
+    /// every OST (and both are removed again).
+    async fn try_mdt_ready(&self, index: u32, probe: bool) -> Result<()> {
+        let c = self.client().await?;
+        let config = c.config();
+        let id = TargetId::mdt(index);
+        let t = config
+            .target(id)
+            .with_context(|| format!("{id} not registered"))?;
+        if t.state != TargetState::Active {
+            bail!("{id} not active");
+        }
+        if !config.fld.iter().any(|e| e.mdt == index) {
+            bail!("{id} has no FID sequence yet");
+        }
+        let mdt = c.mdt(index)?;
+        mdt.statfs().await?;
+        if !probe {
+            return Ok(());
+        }
+        let root = weft_proto::mdt::Credentials::root();
+        let name = format!(".testkit-mdt{index}-probe");
+        let name = name.as_bytes();
+        let file = b"probe";
+        let mdt0 = c.mdt(0)?;
+        // Leftovers of an attempt that failed half way.
+        if let Ok(weft_client::Found::Elsewhere(fid)) =
+            mdt0.lookup_entry(weft_proto::Fid::ROOT, name, &root).await
+        {
+            let _ = mdt.unlink(fid, file, &root).await;
+            let _ = mdt0.rmdir(weft_proto::Fid::ROOT, name, &root).await;
+        }
+        let dir = mdt0
+            .mkdir_on(weft_proto::Fid::ROOT, name, 0o700, index, &root)
+            .await?;
+        if config.mdt_of_seq(dir.fid.seq) != Some(index) {
+            bail!("the probe directory {} is not on {id}", dir.fid);
+        }
+        let all = weft_proto::LayoutTemplate::raid0(-1, 0, -1);
+        let created = mdt
+            .create(dir.fid, file, 0o100600, 0, false, Some(all), None, &root)
+            .await;
+        let _ = mdt.unlink(dir.fid, file, &root).await;
+        let removed = mdt0.rmdir(weft_proto::Fid::ROOT, name, &root).await;
+        let stripes = created?
+            .layout
+            .map_or(0, |l| l.components.first().map_or(0, |c| c.osts.len()));
+        removed?;
+        if stripes != self.osts as usize {
+            bail!("{id} knows {stripes} of {} OSTs", self.osts);
+        }
+        Ok(())
+    }
+
+    /// Waits until the MGS lists MDT0 and every OST as active and each answers a ping
+    /// (and every MDT of [`TestCluster::mdses`] is active, answers and has a FID sequence).
     pub async fn wait_ready(&self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut last_err = String::new();
@@ -292,8 +545,16 @@ impl TestCluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let mut extra = String::new();
+        for m in &self.mdses {
+            extra.push_str(&format!(
+                "\n--- mds{} log ---\n{}",
+                m.index,
+                m.process.log()
+            ));
+        }
         bail!(
-            "cluster not ready after 30 s: {last_err}\n--- mgs log ---\n{}\n--- mds log ---\n{}\n--- oss log ---\n{}",
+            "cluster not ready after 30 s: {last_err}\n--- mgs log ---\n{}\n--- mds log ---\n{}\n--- oss log ---\n{}{extra}",
             self.mgs.log(),
             self.mds.log(),
             self.oss.log()
@@ -301,6 +562,9 @@ impl TestCluster {
     }
 
     async fn try_ready(&self) -> Result<()> {
+        for m in &self.mdses {
+            self.try_mdt_ready(m.index, false).await?;
+        }
         let c = self.client().await?;
         let config = c.config();
         let mut want = vec![TargetId::mdt(0)];
@@ -343,6 +607,25 @@ impl TestCluster {
             c.ost(i)?.statfs().await?;
         }
         Ok(())
+    }
+
+    /// Counter `name` of MDT `index` as its STATS request reports it (`MdtStats`: `dirs`,
+    /// `files`, `orphans`, ...; what `weft get_param mdt.*.NAME` shows).
+    pub async fn mdt_counter(&self, index: u32, name: &str) -> Result<u64> {
+        let c = self.client().await?;
+        let stats = c
+            .mdt(index)?
+            .connection()
+            .connection()
+            .await?
+            .stats()
+            .await?;
+        stats
+            .counters
+            .iter()
+            .find(|x| x.name == name)
+            .map(|x| x.value)
+            .with_context(|| format!("MDT{index} reports no counter {name}"))
     }
 
     /// A fresh client (its own node UUID and connections).

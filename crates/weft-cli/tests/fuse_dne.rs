@@ -1,0 +1,168 @@
+//! Remote directories through a real FUSE mount of a file system with two MDTs (each in an
+//! MDS process of its own): `weft mkdir -i 1` in the mount, then plain POSIX calls and
+//! tools inside and around the remote directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fuse_common;
+
+use fuse_common::{FuseMount, bin, errno, eventually, weft};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+use weft_testkit::TestCluster;
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// The MDT `weft getdirstripe -i` reports for a directory.
+fn mdt_of(path: &Path) -> u32 {
+    let (ok, out, err) = weft(&["getdirstripe", "-i", &p(path)]);
+    assert!(ok, "getdirstripe {}: {err}", path.display());
+    out.trim().parse().unwrap()
+}
+
+/// Runs a command and asserts it succeeded; returns its standard output.
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The size `ls -l` shows for `name` in its listing of a directory.
+fn ls_size(listing: &str, name: &str) -> Option<u64> {
+    listing.lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.len() >= 9 && cols[8..].join(" ") == name).then(|| cols[4].parse().unwrap())
+    })
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
+    let tc = TestCluster::start_mdts(bin(), 2, 2).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let root_nlink = fs::metadata(&m.mnt).unwrap().nlink();
+    let r = m.path("r");
+
+    // `weft mkdir -i 1` on a path in the mount.
+    let (ok, _, err) = weft(&["mkdir", "-i", "1", &p(&r)]);
+    assert!(ok, "weft mkdir -i 1: {err}");
+    let (ok, out, err) = weft(&["getdirstripe", &p(&r)]);
+    assert!(ok, "{err}");
+    assert!(out.contains("lmv_stripe_offset: 1"), "{out}");
+    assert_eq!(mdt_of(&m.mnt), 0);
+    assert!(fs::metadata(&r).unwrap().is_dir());
+    eventually("the root's link count counts the remote directory", || {
+        fs::metadata(&m.mnt).unwrap().nlink() == root_nlink + 1
+    });
+
+    // Plain POSIX calls inside it.
+    fs::create_dir(r.join("sub")).unwrap();
+    assert_eq!(mdt_of(&r.join("sub")), 1, "a subdirectory stays on MDT1");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(r.join("a"), &data).unwrap();
+    fs::write(r.join("sub/b"), b"hello").unwrap();
+    assert_eq!(fs::read(r.join("a")).unwrap(), data);
+    assert_eq!(fs::read(r.join("sub/b")).unwrap(), b"hello");
+    let listing = sh("ls", &["-l", &p(&r)]);
+    assert_eq!(ls_size(&listing, "a"), Some(100_000), "{listing}");
+    assert!(ls_size(&listing, "sub").is_some(), "{listing}");
+    let listing = sh("ls", &["-l", &p(&m.mnt)]);
+    assert!(ls_size(&listing, "r").is_some(), "{listing}");
+    assert_eq!(fs::metadata(&r).unwrap().nlink(), 3);
+    assert_eq!(fs::metadata(r.join("sub")).unwrap().nlink(), 2);
+    assert_eq!(fs::metadata(r.join("a")).unwrap().len(), 100_000);
+
+    // Renames within the remote directory.
+    fs::rename(r.join("a"), r.join("a2")).unwrap();
+    fs::rename(r.join("sub/b"), r.join("b")).unwrap();
+    fs::rename(r.join("sub"), r.join("sub2")).unwrap();
+    assert_eq!(names(&r), ["a2", "b", "sub2"]);
+    assert_eq!(fs::read(r.join("a2")).unwrap(), data);
+
+    // The remote directory renamed within its parent.
+    fs::rename(&r, m.path("r2")).unwrap();
+    assert_eq!(errno(fs::metadata(&r)), libc::ENOENT);
+    assert_eq!(fs::read(m.path("r2/b")).unwrap(), b"hello");
+    assert_eq!(mdt_of(&m.path("r2")), 1);
+    fs::rename(m.path("r2"), &r).unwrap();
+
+    // Across the MDT boundary: a file's name moves (its inode stays on MDT1) and hard
+    // links are made (DNE step 3); a directory does not move: rename(2) answers EXDEV, and
+    // `mv` copies instead.
+    fs::rename(r.join("a2"), m.path("a2")).unwrap();
+    assert_eq!(fs::read(m.path("a2")).unwrap(), data);
+    assert_eq!(errno(fs::metadata(r.join("a2"))), libc::ENOENT);
+    fs::write(m.path("top"), b"top").unwrap();
+    fs::hard_link(m.path("top"), r.join("top")).unwrap();
+    assert_eq!(fs::metadata(m.path("top")).unwrap().nlink(), 2);
+    assert_eq!(fs::read(r.join("top")).unwrap(), b"top");
+    fs::remove_file(r.join("top")).unwrap();
+    eventually("the link count drops", || {
+        fs::metadata(m.path("top")).unwrap().nlink() == 1
+    });
+    fs::write(r.join("sub2/c"), b"c").unwrap();
+    assert_eq!(
+        errno(fs::rename(r.join("sub2"), m.path("moved"))),
+        libc::EXDEV,
+        "rename(2) of a directory from MDT1 to the root"
+    );
+    fs::create_dir(m.path("d0")).unwrap();
+    assert_eq!(
+        errno(fs::rename(m.path("d0"), r.join("d0"))),
+        libc::EXDEV,
+        "rename(2) of a directory from the root into MDT1"
+    );
+    fs::remove_dir(m.path("d0")).unwrap();
+    sh("mv", &[&p(&r.join("sub2")), &p(&m.path("moved"))]);
+    assert_eq!(fs::read(m.path("moved/c")).unwrap(), b"c");
+    assert_eq!(mdt_of(&m.path("moved")), 0, "copied onto MDT0");
+    assert_eq!(errno(fs::metadata(r.join("sub2"))), libc::ENOENT);
+
+    // Removing: unlink(2) of the directory, rmdir of a non-empty one, `rm -r`, rmdir.
+    assert_eq!(errno(fs::remove_file(&r)), libc::EISDIR);
+    assert_eq!(errno(fs::remove_dir(&r)), libc::ENOTEMPTY);
+    fs::create_dir_all(r.join("tree/x/y")).unwrap();
+    for i in 0..20 {
+        fs::write(r.join(format!("tree/x/f{i}")), vec![i as u8; 1000 * i]).unwrap();
+    }
+    fs::write(r.join("tree/x/y/z"), b"z").unwrap();
+    sh("rm", &["-r", &p(&r.join("tree"))]);
+    assert_eq!(names(&r), ["b"]);
+    fs::remove_file(r.join("b")).unwrap();
+    fs::remove_dir(&r).unwrap();
+    assert_eq!(errno(fs::metadata(&r)), libc::ENOENT);
+
+    // `rm -r` of a whole remote directory tree.
+    let (ok, _, err) = weft(&["mkdir", "-i", "1", &p(&m.path("r3"))]);
+    assert!(ok, "{err}");
+    fs::create_dir_all(m.path("r3/d/e")).unwrap();
+    fs::write(m.path("r3/d/e/f"), b"f").unwrap();
+    sh("rm", &["-r", &p(&m.path("r3"))]);
+    assert_eq!(errno(fs::metadata(m.path("r3"))), libc::ENOENT);
+
+    let mut left = names(&m.mnt);
+    left.retain(|n| !n.starts_with('.'));
+    assert_eq!(left, ["a2", "moved", "top"]);
+    eventually("the root's link count is back", || {
+        fs::metadata(&m.mnt).unwrap().nlink() == root_nlink + 1
+    });
+    // Nothing is left on MDT1 but the inode of a2, whose name moved to the root.
+    assert_eq!(tc.mdt_counter(1, "dirs").await.unwrap(), 0);
+    assert_eq!(tc.mdt_counter(1, "files").await.unwrap(), 1);
+}
