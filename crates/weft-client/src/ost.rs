@@ -7,6 +7,10 @@ use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
 use weft_proto::{Message, ObjectId, TargetId};
 use weft_rpc::Reconnecting;
 
+/// How long [`OstClient::list_objects`] is resent over a broken connection (as reads to
+/// an MDT are, [`crate::mdt::RESEND_FOR`]): a listing changes nothing, so a resend is safe.
+pub const LIST_RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A client of one object storage target.
 pub struct OstClient {
     index: u32,
@@ -162,6 +166,37 @@ impl OstClient {
         match self.call(OstRequest::Sync { object }, Bytes::new()).await? {
             (OstReply::Ok, _) => Ok(()),
             _ => Err(self.unexpected("sync")),
+        }
+    }
+
+    /// One page of the objects the OST holds, with their sizes in bytes: up to `max` (the
+    /// OST caps it at [`weft_proto::ost::MAX_LIST_OBJECTS`]) after the cursor `after`
+    /// (`None`: from the start), and the cursor to pass as `after` for the next page
+    /// (`None`: this was the last; a page may be short or empty before the end). Resent
+    /// while the connection is broken, for up to [`LIST_RESEND_FOR`].
+    pub async fn list_objects(
+        &self,
+        after: Option<ObjectId>,
+        max: u32,
+    ) -> Result<(Vec<(ObjectId, u64)>, Option<ObjectId>), ClientError> {
+        let start = std::time::Instant::now();
+        let mut delay = std::time::Duration::from_millis(50);
+        loop {
+            match self
+                .call(OstRequest::ListObjects { after, max }, Bytes::new())
+                .await
+            {
+                Ok((OstReply::Objects { objects, next }, _)) => return Ok((objects, next)),
+                Ok(_) => return Err(self.unexpected("list_objects")),
+                Err(ClientError::Rpc { error, .. })
+                    if error.is_connection_error() && start.elapsed() + delay < LIST_RESEND_FOR =>
+                {
+                    tracing::debug!(ost = self.index, error = %error, "resending list_objects");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }

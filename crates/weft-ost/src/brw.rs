@@ -36,6 +36,8 @@ pub struct OstStats {
     pub writes: u64,
     /// I/O size histogram, smallest bucket first.
     pub brw: Vec<BrwBucket>,
+    /// Objects returned by listings (`ListObjects` pages; the transport counts the pages).
+    pub listed_objects: u64,
 }
 
 #[derive(Default)]
@@ -44,6 +46,7 @@ pub(crate) struct BrwStats {
     write_bytes: AtomicU64,
     reads: [AtomicU64; BRW_BUCKETS],
     writes: [AtomicU64; BRW_BUCKETS],
+    listed_objects: AtomicU64,
 }
 
 /// The bucket counting an I/O of `len` bytes.
@@ -71,6 +74,10 @@ impl BrwStats {
         }
     }
 
+    pub(crate) fn record_listed(&self, objects: u64) {
+        self.listed_objects.fetch_add(objects, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> OstStats {
         let brw: Vec<BrwBucket> = self
             .reads
@@ -89,6 +96,7 @@ impl BrwStats {
             reads: brw.iter().map(|b| b.reads).sum(),
             writes: brw.iter().map(|b| b.writes).sum(),
             brw,
+            listed_objects: self.listed_objects.load(Ordering::Relaxed),
         }
     }
 }

@@ -19,6 +19,9 @@
 //!                        xattr user.weft.dv = its data version (u64 little-endian)
 //! ```
 //!
+//! Objects are listed (`ListObjects`, for `weft fsck`) by (subdirectory, object id), a
+//! page at a time; see `list.rs` for the cursor and the cost.
+//!
 //! `target.json` and `dv_reserve.json` are written with the durable recipe (temporary file,
 //! fsync, rename, fsync directory); `target.json` is written last at format, so a directory
 //! without it is either empty or an interrupted format. The file system must support user
@@ -35,6 +38,7 @@ mod error;
 mod fdcache;
 pub mod grant;
 mod identity;
+mod list;
 mod object;
 mod service;
 mod target;
@@ -43,6 +47,6 @@ pub use brw::{BRW_BUCKETS, BrwBucket, OstStats};
 pub use dataversion::{DV_XATTR, RESERVE_BLOCK, RESERVE_FILE};
 pub use error::OstError;
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE, Identity, validate_fsname};
-pub use object::{object_file_name, object_path};
+pub use object::{object_file_name, object_path, parse_object_file_name};
 pub use service::OstHandler;
 pub use target::{MAX_OBJECT_SIZE, MAX_TARGET_INDEX, Ost, OstOptions};

@@ -43,11 +43,38 @@ pub fn object_file_name(id: &ObjectId) -> String {
     )
 }
 
+/// The index of the hashed subdirectory holding the object (the hash's top byte).
+pub fn subdir_of(id: &ObjectId) -> usize {
+    (object_hash(id) >> 56) as usize
+}
+
+/// The object id an object's file is named after: the inverse of [`object_file_name`].
+/// Anything else (temporary files, stray names, the same id spelt another way: upper-case
+/// hex, leading zeros, signs) is `None`, so a name parses exactly when it is the one file
+/// name of its object.
+pub fn parse_object_file_name(name: &str) -> Option<ObjectId> {
+    let mut parts = name.split('-');
+    let seq = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let oid = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let ver = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let component = parts.next()?.strip_prefix('c')?.parse::<u32>().ok()?;
+    let stripe = parts.next()?.strip_prefix('s')?.parse::<u32>().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    let id = ObjectId {
+        fid: weft_proto::Fid { seq, oid, ver },
+        component,
+        stripe,
+    };
+    // The parsers accept spellings the formatter never writes ("+1", "01", "A").
+    (object_file_name(&id) == name).then_some(id)
+}
+
 /// The object's path under the data directory `root`.
 pub fn object_path(root: &Path, id: &ObjectId) -> PathBuf {
-    let sub = (object_hash(id) >> 56) as usize;
     root.join(OBJECTS_DIR)
-        .join(subdir_name(sub))
+        .join(subdir_name(subdir_of(id)))
         .join(object_file_name(id))
 }
 
@@ -82,5 +109,67 @@ mod tests {
             stripe: 0,
         };
         assert_eq!(object_hash(&zero), 0x81d2_3fd7_003c_2305);
+    }
+
+    #[test]
+    fn file_names_parse_back_to_their_object() {
+        for id in [
+            ObjectId {
+                fid: Fid {
+                    seq: 0x200000400,
+                    oid: 0x1f,
+                    ver: 0,
+                },
+                component: 1,
+                stripe: 3,
+            },
+            ObjectId {
+                fid: Fid {
+                    seq: u64::MAX,
+                    oid: u32::MAX,
+                    ver: u32::MAX,
+                },
+                component: u32::MAX,
+                stripe: u32::MAX,
+            },
+            ObjectId {
+                fid: Fid {
+                    seq: 0,
+                    oid: 0,
+                    ver: 0,
+                },
+                component: 0,
+                stripe: 0,
+            },
+        ] {
+            assert_eq!(parse_object_file_name(&object_file_name(&id)), Some(id));
+        }
+        assert_eq!(
+            subdir_of(&parse_object_file_name("200000400-1f-0-c1-s3").unwrap()),
+            0x8a
+        );
+    }
+
+    #[test]
+    fn other_names_do_not_parse() {
+        for name in [
+            "",
+            "200000400-1f-0-c1-s3.tmp",
+            ".200000400-1f-0-c1-s3.tmp",
+            "200000400-1f-0-c1",
+            "200000400-1f-0-c1-s3-x",
+            "200000400-1f-0-1-3",
+            "200000400-1F-0-c1-s3",
+            "0200000400-1f-0-c1-s3",
+            "+200000400-1f-0-c1-s3",
+            "200000400-1f-0-c+1-s3",
+            "200000400-1f-0-c01-s3",
+            "200000400-1f-0-c1-s4294967296",
+            "10000000000000000-1f-0-c1-s3",
+            "200000400--1f-0-c1-s3",
+            "dv_reserve.json",
+        ] {
+            assert_eq!(parse_object_file_name(name), None, "{name:?}");
+        }
     }
 }

@@ -54,6 +54,7 @@ impl Handler for OstHandler {
             counter("reads", s.reads),
             counter("writes", s.writes),
             counter("granted_bytes", self.ost.granted()),
+            counter("listed_objects", s.listed_objects),
         ];
         for b in &s.brw {
             out.push(counter(&format!("brw.read.{}", b.max_bytes), b.reads));

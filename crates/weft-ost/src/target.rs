@@ -225,6 +225,10 @@ impl Ost {
                 let bytes = self.grants.grant(conn, want, free);
                 Ok((OstReply::Granted { bytes }, Bytes::new()))
             }
+            OstRequest::ListObjects { after, max } => {
+                let (objects, next) = self.list_objects(after, max).await?;
+                Ok((OstReply::Objects { objects, next }, Bytes::new()))
+            }
         }
     }
 
@@ -309,6 +313,23 @@ impl Ost {
             None => rustix::fs::syncfs(&ost.dir_fd).map_err(|e| io_to_wire("syncfs", e.into())),
         })
         .await
+    }
+
+    /// One page of the objects the target holds, with their sizes: up to `max` (at most
+    /// [`weft_proto::ost::MAX_LIST_OBJECTS`]; 0 is EINVAL) after the cursor `after`, and
+    /// the cursor of the next page (`None` after the last). Order: by hashed subdirectory,
+    /// then object id (see `list.rs`); stable, so paging lists every object that stays
+    /// present exactly once.
+    pub async fn list_objects(
+        self: &Arc<Self>,
+        after: Option<ObjectId>,
+        max: u32,
+    ) -> WireResult<(Vec<(ObjectId, u64)>, Option<ObjectId>)> {
+        let page = self
+            .blocking(move |ost| crate::list::list_page(&ost.dir, after, max))
+            .await?;
+        self.stats.record_listed(page.0.len() as u64);
+        Ok(page)
     }
 
     async fn blocking<T, F>(self: &Arc<Self>, f: F) -> WireResult<T>

@@ -54,7 +54,16 @@ pub enum OstRequest {
     /// Writes from the connection use up its grant; the OST counts every connection's
     /// grant as used when it checks other writes, so buffered data never meets ENOSPC.
     Grant { want: u64 },
+    /// Lists the objects the target holds, one page at a time (for `weft fsck`): up to
+    /// `max` objects following the cursor `after` (from the start when `None`), in the
+    /// target's listing order, which is stable while objects are not created or removed.
+    /// The target caps `max` at [`MAX_LIST_OBJECTS`]; `max` 0 is invalid.
+    ListObjects { after: Option<ObjectId>, max: u32 },
 }
+
+/// The most objects an OST returns in one [`OstRequest::ListObjects`] page, whatever the
+/// request asks: 4096 entries are about 160 KiB of body, well within the frame limit.
+pub const MAX_LIST_OBJECTS: u32 = 4096;
 
 /// An object storage target's answer.
 // Variant fields are described in their variant's doc comment.
@@ -71,6 +80,13 @@ pub enum OstReply {
     StatFs(StatFs),
     /// Bytes this request added to the connection's grant (possibly 0).
     Granted { bytes: u64 },
+    /// A page of [`OstRequest::ListObjects`]: objects with their size in bytes, in listing
+    /// order, and the cursor to pass as `after` for the next page (`None`: this was the
+    /// last). A page may be shorter than asked (even empty) with a `next` cursor.
+    Objects {
+        objects: Vec<(ObjectId, u64)>,
+        next: Option<ObjectId>,
+    },
 }
 
 impl Message for OstRequest {
@@ -84,6 +100,7 @@ impl Message for OstRequest {
             OstRequest::StatFs => 305,
             OstRequest::Sync { .. } => 306,
             OstRequest::Grant { .. } => 307,
+            OstRequest::ListObjects { .. } => 308,
         }
     }
 
@@ -97,6 +114,116 @@ impl Message for OstRequest {
             OstRequest::StatFs => "statfs",
             OstRequest::Sync { .. } => "sync",
             OstRequest::Grant { .. } => "grant",
+            OstRequest::ListObjects { .. } => "list_objects",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+    use crate::fid::Fid;
+
+    fn object(oid: u32, component: u32, stripe: u32) -> ObjectId {
+        ObjectId {
+            fid: Fid {
+                seq: 0x2_0000_0400,
+                oid,
+                ver: 0,
+            },
+            component,
+            stripe,
+        }
+    }
+
+    fn every_request() -> Vec<OstRequest> {
+        let o = object(1, 0, 0);
+        vec![
+            OstRequest::Read {
+                object: o,
+                offset: 1,
+                len: 2,
+            },
+            OstRequest::Write {
+                object: o,
+                offset: 3,
+                sync: true,
+            },
+            OstRequest::Punch { object: o, size: 4 },
+            OstRequest::Destroy { object: o },
+            OstRequest::GetAttr { object: o },
+            OstRequest::StatFs,
+            OstRequest::Sync { object: Some(o) },
+            OstRequest::Grant { want: 5 },
+            OstRequest::ListObjects {
+                after: None,
+                max: 100,
+            },
+        ]
+    }
+
+    #[test]
+    fn opcodes_and_op_names_are_distinct() {
+        let reqs = every_request();
+        let mut opcodes: Vec<u16> = reqs.iter().map(Message::opcode).collect();
+        let mut names: Vec<&str> = reqs.iter().map(Message::op_name).collect();
+        opcodes.sort_unstable();
+        opcodes.dedup();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(opcodes.len(), reqs.len());
+        assert_eq!(names.len(), reqs.len());
+        assert!(opcodes.iter().all(|op| (300..400).contains(op)));
+    }
+
+    #[test]
+    fn list_objects_round_trips() {
+        for req in [
+            OstRequest::ListObjects {
+                after: None,
+                max: MAX_LIST_OBJECTS,
+            },
+            OstRequest::ListObjects {
+                after: Some(object(u32::MAX, 7, 3)),
+                max: 0,
+            },
+        ] {
+            let back: OstRequest = decode(&encode(&req).unwrap()).unwrap();
+            assert_eq!(back.opcode(), 308);
+            assert_eq!(back.op_name(), "list_objects");
+            assert_eq!(back, req);
+        }
+        for reply in [
+            OstReply::Objects {
+                objects: Vec::new(),
+                next: None,
+            },
+            OstReply::Objects {
+                objects: vec![(object(1, 0, 0), 0), (object(2, 1, 5), u64::MAX)],
+                next: Some(object(2, 1, 5)),
+            },
+        ] {
+            let back: OstReply = decode(&encode(&reply).unwrap()).unwrap();
+            assert_eq!(back, reply);
+        }
+    }
+
+    #[test]
+    fn a_full_page_fits_in_a_frame_body() {
+        let worst = ObjectId {
+            fid: Fid {
+                seq: u64::MAX,
+                oid: u32::MAX,
+                ver: u32::MAX,
+            },
+            component: u32::MAX,
+            stripe: u32::MAX,
+        };
+        let reply = OstReply::Objects {
+            objects: vec![(worst, u64::MAX); MAX_LIST_OBJECTS as usize],
+            next: Some(worst),
+        };
+        assert!(encode(&reply).is_ok());
     }
 }
