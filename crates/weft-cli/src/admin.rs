@@ -7,7 +7,7 @@
 pub mod df;
 pub mod dirstripe;
 pub mod find;
-// pub mod fsck; (wired once OstClient::list_objects lands)
+pub mod fsck;
 pub mod fspath;
 pub mod migrate;
 pub mod param;

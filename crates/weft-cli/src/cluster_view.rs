@@ -24,6 +24,8 @@ pub struct MdtClusterView {
     cluster: Arc<Cluster>,
     mdt: u32,
     osts: RwLock<Vec<OstInfo>>,
+    /// The root's default layout, fetched from MDT0 by the other MDTs.
+    root_default: RwLock<Option<LayoutTemplate>>,
 }
 
 impl MdtClusterView {
@@ -33,6 +35,7 @@ impl MdtClusterView {
             cluster,
             mdt,
             osts: RwLock::new(Vec::new()),
+            root_default: RwLock::new(None),
         });
         view.poll().await;
         let weak: Weak<Self> = Arc::downgrade(&view);
@@ -81,6 +84,19 @@ impl MdtClusterView {
             });
         }
         *self.osts.write().unwrap_or_else(|p| p.into_inner()) = found;
+        if self.mdt != 0 {
+            // Files in this MDT's directories fall back to the root's default layout, which
+            // MDT0 holds: it reaches here within a poll interval of being set.
+            let req = weft_proto::mdt::MdtRequest::GetLayout {
+                fid: weft_proto::Fid::ROOT,
+            };
+            if let Ok(mdt0) = self.cluster.mdt(0)
+                && let Ok(Ok(MdtReply::Template(t))) =
+                    tokio::time::timeout(POLL_TIMEOUT, mdt0.call(req)).await
+            {
+                *self.root_default.write().unwrap_or_else(|p| p.into_inner()) = t;
+            }
+        }
     }
 }
 
@@ -112,6 +128,13 @@ impl ClusterView for MdtClusterView {
             let client = self.cluster.ost(ost).map_err(|e| e.to_string())?;
             client.destroy(object).await.map_err(|e| e.to_string())
         })
+    }
+
+    fn root_default(&self) -> Option<LayoutTemplate> {
+        self.root_default
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn mdts(&self) -> Vec<u32> {

@@ -58,7 +58,7 @@ enum Command {
     Getstripe(admin::stripe::GetStripeArgs),
     /// Check (and unless --dry-run, repair) the namespace on every MDT and the objects on
     /// every OST (like `lfsck`).
-    // Fsck(admin::fsck::FsckArgs),
+    Fsck(admin::fsck::FsckArgs),
     /// Create directories, on a chosen MDT with -i (like `lfs mkdir -i`).
     Mkdir(admin::dirstripe::MkdirArgs),
     /// Set a directory's default for new subdirectories with -D (like `lfs setdirstripe`).
@@ -150,7 +150,7 @@ fn main() -> ExitCode {
     let result: Result<u8> = runtime.block_on(async move {
         let command = match cli.command {
             // fsck(8) exit codes.
-            // Command::Fsck(a) => return admin::fsck::run(a).await.map(|c| c as u8),
+            Command::Fsck(a) => return admin::fsck::run(a).await.map(|c| c as u8),
             other => other,
         };
         match command {
@@ -174,7 +174,7 @@ fn main() -> ExitCode {
             Command::Getdirstripe(a) => admin::dirstripe::getdirstripe(a).await,
             Command::Setdirstripe(a) => admin::dirstripe::setdirstripe(a).await,
             Command::Migrate(a) => admin::migrate::run(a).await,
-            // Command::Fsck(_) => Ok(()),
+            Command::Fsck(_) => Ok(()),
         }
         .map(|()| 0)
     });

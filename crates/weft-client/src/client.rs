@@ -262,16 +262,26 @@ impl Client {
         name: &[u8],
         cred: &Credentials,
     ) -> Result<Attr, ClientError> {
+        let attr = self.lookup_no_glimpse(parent, name, cred).await?;
+        self.glimpse(attr).await
+    }
+
+    /// A lookup with the size the MDT knows (an open asks the OSTs itself if it must).
+    async fn lookup_no_glimpse(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
         let found = self
             .in_shard(parent, name, |dir, mdt| async move {
                 mdt.lookup_entry(dir, name, cred).await
             })
             .await?;
-        let attr = match found {
-            Found::Here(attr) => attr,
-            Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await?,
-        };
-        self.glimpse(attr).await
+        match found {
+            Found::Here(attr) => Ok(attr),
+            Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await,
+        }
     }
 
     /// The attributes of `fid`. A regular file open somewhere gets its size from the OSTs
@@ -731,7 +741,7 @@ impl Client {
         cred: &Credentials,
     ) -> Result<File, ClientError> {
         let Some(mode) = opts.create else {
-            let attr = self.lookup(parent, name, cred).await?;
+            let attr = self.lookup_no_glimpse(parent, name, cred).await?;
             return self.open(attr.fid, opts, cred).await;
         };
         let flags = OpenFlags {
@@ -768,7 +778,7 @@ impl Client {
             }
             // The name exists and O_EXCL was not asked: open what is there.
             Err(e) if e.errno() == Errno::Exist && !opts.exclusive => {
-                let attr = self.lookup(parent, name, cred).await?;
+                let attr = self.lookup_no_glimpse(parent, name, cred).await?;
                 self.open(attr.fid, opts, cred).await
             }
             Err(e) => Err(e),

@@ -71,6 +71,10 @@ fn is_read(req: &MdtRequest) -> bool {
     )
 }
 
+fn is_target_not_served_yet(e: &weft_rpc::RpcError) -> bool {
+    matches!(e, weft_rpc::RpcError::Handshake(w) if w.errno == weft_proto::Errno::NoEnt)
+}
+
 /// Lock requests: never numbered or resent by [`MdtClient::call`] (a broken connection
 /// released the locks; the lock code decides what to do).
 fn is_lock(req: &MdtRequest) -> bool {
@@ -190,8 +194,10 @@ impl MdtClient {
         loop {
             let r = self.conn.call(req, Bytes::new()).await.map(|(r, _)| r);
             match r {
+                // A restarting server listens before it serves its targets: its handshake
+                // refuses a target it does not serve yet (ENOENT) for a moment.
                 Err(e)
-                    if e.is_connection_error()
+                    if (e.is_connection_error() || is_target_not_served_yet(&e))
                         && (!is_lock(req) || is_read(req))
                         && start.elapsed() + delay < RESEND_FOR =>
                 {

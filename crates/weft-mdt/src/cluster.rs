@@ -51,6 +51,11 @@ pub trait ClusterView: Send + Sync + 'static {
     /// Destroys one stripe object on an OST. Destroying an object that does not exist must
     /// succeed (the destroy log may replay a destroy after a restart).
     fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>>;
+    /// The root directory's default layout when the root is on another MDT (MDT0), as
+    /// last fetched; `None` when it has none or this MDT holds the root.
+    fn root_default(&self) -> Option<LayoutTemplate> {
+        None
+    }
     /// Whether MDT `index` is part of the file system.
     fn has_mdt(&self, index: u32) -> bool {
         self.mdts().contains(&index)

@@ -40,7 +40,7 @@ pub(crate) enum WriteOp {
     /// Destroy the orphans of a previous run that no client opened again.
     ReapOrphans,
     /// Step 3 of a cross-MDT operation: the other MDT's answer (see [`crate::remote`]).
-    FinishIntent(Box<Intent>, Result<MdtReply, WireError>),
+    FinishIntent(Box<Intent>, Box<Result<MdtReply, WireError>>),
 }
 
 /// Who sent a request: the client node, and its number for the request (see

@@ -802,7 +802,10 @@ impl Mdt {
             _ => None,
         };
         let reply = match self
-            .submit(0, WriteOp::FinishIntent(Box::new(intent), outcome))
+            .submit(
+                0,
+                WriteOp::FinishIntent(Box::new(intent), Box::new(outcome)),
+            )
             .await?
         {
             Outcome::Done(r) => r,

@@ -212,7 +212,11 @@ impl Engine {
     ) -> Result<Layout, Fail> {
         let empty = LayoutTemplate::default();
         let root_default = if dir_fid != Fid::ROOT {
-            store::get_inode(&tx.inodes, Fid::ROOT)?.and_then(|r| r.default_layout)
+            match store::get_inode(&tx.inodes, Fid::ROOT)? {
+                Some(root) => root.default_layout,
+                // The root is on MDT0: its default as last fetched from there.
+                None => self.cluster.root_default(),
+            }
         } else {
             None
         };
@@ -486,6 +490,7 @@ impl Engine {
         Ok(self.attr_reply(fid, &ino))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn link(
         &mut self,
         tx: &mut Tx<'_>,
@@ -539,6 +544,7 @@ impl Engine {
         Ok(self.attr_reply(fid, &ino))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn unlink(
         &mut self,
         tx: &mut Tx<'_>,
@@ -583,7 +589,9 @@ impl Engine {
             if let Some(stripes) = store::get_stripes(&tx.dir_stripes, de.fid)? {
                 return self.prepare_rmdir_striped(tx, fx, parent, name, de.fid, stripes, origin);
             }
-            if !store::dir_is_empty(&tx.dirents, de.fid)? {
+            if !store::dir_is_empty(&tx.dirents, de.fid)?
+                || crate::remote::any_in(&tx.intents, de.fid)?
+            {
                 return Err(fail(Errno::NotEmpty, "directory not empty"));
             }
         } else if victim.is_dir() {
@@ -765,7 +773,10 @@ impl Engine {
             ));
         }
         let replaced_nonempty = match replaced_dir {
-            Some((dde, _)) => !store::dir_is_empty(&tx.dirents, dde.fid)?,
+            Some((dde, _)) => {
+                !store::dir_is_empty(&tx.dirents, dde.fid)?
+                    || crate::remote::any_in(&tx.intents, dde.fid)?
+            }
             None => false,
         };
         if replaced_nonempty {

@@ -156,6 +156,17 @@ pub(crate) fn pending(
     Ok(store::get(intents, "intents", &intent_key(parent, name))?)
 }
 
+/// Whether a cross-MDT operation is making or removing a name in directory `dir` (it
+/// is not empty then: its entry may appear).
+pub(crate) fn any_in(intents: &impl store::Readable, dir: Fid) -> Result<bool, Fail> {
+    let (start, end) = store::fid_prefix_range(dir);
+    let mut it = match &end {
+        Some(e) => intents.range::<&[u8]>(start.as_slice()..e.as_slice())?,
+        None => intents.range::<&[u8]>(start.as_slice()..)?,
+    };
+    Ok(it.next().transpose()?.is_some())
+}
+
 /// Every intent stored (at start, to finish them).
 pub(crate) fn all(intents: &impl store::Readable) -> Result<Vec<Intent>, Fail> {
     let mut out = Vec::new();
@@ -215,8 +226,7 @@ impl Engine {
             return Err(fail(Errno::Inval, format!("there is no MDT {mdt}")));
         }
         let (uid, gid, bits) = perm::new_owner(&dir, cred, FileKind::Directory, mode & 0o1777);
-        // The new directory inherits the parent's default layout (the root's too: the
-        // other MDT cannot read the root).
+        // The new directory inherits the parent's default layout, as a local mkdir does.
         let intent = Intent {
             op: new_op_id(),
             parent,
@@ -226,7 +236,12 @@ impl Engine {
                 mode: bits,
                 uid,
                 gid,
-                default_layout: dir.default_layout.clone(),
+                // The root's default applies through the inheritance chain (from MDT0).
+                default_layout: if parent == Fid::ROOT {
+                    None
+                } else {
+                    dir.default_layout.clone()
+                },
                 dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
             },
             client: origin.client,
@@ -238,6 +253,7 @@ impl Engine {
 
     /// Step 1 of removing a remote directory (from [`Engine::unlink`] when the entry's
     /// inode is not here): permission checks that need only the parent, then the intent.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_remote_rmdir(
         &mut self,
         tx: &mut Tx<'_>,
@@ -531,7 +547,12 @@ impl Engine {
                 mode: bits,
                 uid,
                 gid,
-                default_layout: dir.default_layout.clone(),
+                // The root's default applies through the inheritance chain (from MDT0).
+                default_layout: if parent == Fid::ROOT {
+                    None
+                } else {
+                    dir.default_layout.clone()
+                },
                 dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
             },
             client: origin.client,
@@ -544,6 +565,7 @@ impl Engine {
     /// A mkdir as clients send it: under a directory with a default for new
     /// subdirectories (`weft setdirstripe -D`), a striped one with that count, which keeps
     /// the default; else a plain one, which keeps it too.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn mkdir_inheriting(
         &mut self,
         tx: &mut Tx<'_>,
@@ -612,6 +634,7 @@ impl Engine {
 
     /// Step 1 of removing a striped directory whose master is here (from
     /// [`Engine::unlink`], permissions checked): the intent.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_rmdir_striped(
         &mut self,
         tx: &mut Tx<'_>,
@@ -706,10 +729,19 @@ impl Engine {
             Some(d) if d.fid == sde.fid => return Ok(MdtReply::Ok),
             Some(_) if flags.noreplace => return Err(fail(Errno::Exist, "destination exists")),
             Some(d) => match store::get_inode(&tx.inodes, d.fid)? {
+                Some(v) if v.is_dir() && sde.kind == FileKind::Directory => {
+                    return Err(xdev("replacing a directory with a remote directory"));
+                }
                 Some(v) if v.is_dir() => {
                     return Err(fail(
                         Errno::IsDir,
                         "cannot replace a directory with a non-directory",
+                    ));
+                }
+                Some(_) if sde.kind == FileKind::Directory => {
+                    return Err(fail(
+                        Errno::NotDir,
+                        "cannot replace a non-directory with a directory",
                     ));
                 }
                 Some(v) if sde.kind != FileKind::Directory => Some((d.fid, Some(v))),

@@ -85,6 +85,7 @@ impl Engine {
     }
 
     /// Step 1 of a hard link to an inode of another MDT, from [`Engine::link`].
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_remote_link(
         &mut self,
         tx: &mut Tx<'_>,
