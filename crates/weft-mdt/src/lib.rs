@@ -48,6 +48,11 @@
 //! No POSIX ACLs (`system.*` attributes are refused with EOPNOTSUPP); E2BIG is reported as
 //! ERANGE (the wire errno set has no E2BIG); `fs.protected_hardlinks` is not enforced.
 //!
+//! # Several MDTs
+//! Names whose inode lives on another MDT (remote directories, striped directories'
+//! shards, files linked or renamed across MDTs) are made and removed through durable
+//! intents finished after any crash: see `remote.rs` and ARCHITECTURE.md ("Several MDTs").
+//!
 //! # Layouts after create
 //! Components of a composite (PFL) layout beyond the first are left uninstantiated until a
 //! client writes into their extent and sends `Instantiate`; `weft migrate` copies a file
