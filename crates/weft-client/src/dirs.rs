@@ -195,12 +195,12 @@ impl Client {
         })
     }
 
-    /// One page of a directory listing (entries after `cookie`, at most about `max`),
+    /// One page of a directory listing (what `page` returns for each shard, at most about
+    /// `max` entries),
     /// merged across the shards of a striped directory.
     pub(crate) async fn list_page<T, F, Fut>(
         &self,
         fid: Fid,
-        cookie: u64,
         max: u32,
         page: F,
         cookie_of: fn(&T) -> u64,
@@ -225,7 +225,7 @@ impl Client {
             asks.push(page(d, mdt));
         }
         let pages = futures::future::try_join_all(asks).await?;
-        Ok(merge_pages(pages, cookie, max as usize, cookie_of))
+        Ok(merge_pages(pages, max as usize, cookie_of))
     }
 }
 
@@ -235,7 +235,6 @@ impl Client {
 /// it; more than `max` are cut at a hash boundary.
 fn merge_pages<T>(
     pages: Vec<(Vec<T>, bool)>,
-    _after: u64,
     max: usize,
     cookie_of: fn(&T) -> u64,
 ) -> (Vec<T>, bool) {
@@ -282,7 +281,6 @@ impl Client {
         let (mut entries, eof) = self
             .list_page(
                 fid,
-                cookie,
                 max,
                 |d, mdt| async move { mdt.readdir(d, cookie, max, plus, cred).await },
                 |e: &DirEntry| e.cookie,
@@ -304,7 +302,6 @@ impl Client {
         let (mut entries, eof) = self
             .list_page(
                 fid,
-                cookie,
                 u32::MAX,
                 |d, mdt| async move { mdt.scan_dir(d, cookie, u32::MAX, cred).await },
                 |e: &ScanEntry| e.entry.cookie,
@@ -345,7 +342,7 @@ mod tests {
             let mut seen = Vec::new();
             for _ in 0..10_000 {
                 let pages = (0..per.len()).map(|s| page_of(s, cookie)).collect();
-                let (page, eof) = merge_pages(pages, cookie, max, |e: &(u64, usize)| e.0);
+                let (page, eof) = merge_pages(pages, max, |e: &(u64, usize)| e.0);
                 if let Some(last) = page.last() {
                     cookie = last.0;
                 }
