@@ -150,6 +150,23 @@ impl Engine {
         Ok(())
     }
 
+    /// A non-directory loses one link (a name removed or replaced): unlinked at the last.
+    pub fn drop_one_link(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        fid: Fid,
+        mut ino: Inode,
+    ) -> Result<(), StoreError> {
+        ino.nlink = ino.nlink.saturating_sub(1);
+        ino.ctime = weft_proto::Timestamp::now();
+        if ino.nlink == 0 {
+            self.unlinked(tx, fx, fid, &ino)
+        } else {
+            self.put_inode(tx, fx, fid, &ino)
+        }
+    }
+
     /// An inode just lost its last name: it becomes an orphan while handles hold it open,
     /// else it is destroyed now.
     pub fn unlinked(

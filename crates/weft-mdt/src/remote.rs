@@ -775,15 +775,7 @@ impl Engine {
         // Mutations start here.
         let mut remote_victim = None;
         match victim {
-            Some((vfid, Some(mut v))) => {
-                v.nlink = v.nlink.saturating_sub(1);
-                v.ctime = Timestamp::now();
-                if v.nlink == 0 {
-                    self.unlinked(tx, fx, vfid, &v)?;
-                } else {
-                    self.put_inode(tx, fx, vfid, &v)?;
-                }
-            }
+            Some((vfid, Some(v))) => self.drop_one_link(tx, fx, vfid, v)?,
             Some((vfid, None)) => remote_victim = Some(vfid),
             None => {}
         }

@@ -280,7 +280,7 @@ impl Engine {
         if Self::op_done(tx, from, op)? {
             return Ok(MdtReply::Ok);
         }
-        let mut ino = store::get_inode(&tx.inodes, fid)?
+        let ino = store::get_inode(&tx.inodes, fid)?
             .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
         if ino.is_dir() {
             return Err(fail(Errno::IsDir, "is a directory"));
@@ -293,13 +293,7 @@ impl Engine {
             return Err(fail(Errno::Perm, "sticky directory: not the owner"));
         }
         // Mutations start here.
-        ino.nlink = ino.nlink.saturating_sub(1);
-        ino.ctime = Timestamp::now();
-        if ino.nlink == 0 {
-            self.unlinked(tx, fx, fid, &ino)?;
-        } else {
-            self.put_inode(tx, fx, fid, &ino)?;
-        }
+        self.drop_one_link(tx, fx, fid, ino)?;
         Self::mark_done(tx, fx, from, op, fid)?;
         Ok(MdtReply::Ok)
     }
@@ -373,15 +367,7 @@ impl Engine {
         // Mutations start here.
         let mut remote_victim = None;
         match victim {
-            Some((vfid, Some(mut v))) => {
-                v.nlink = v.nlink.saturating_sub(1);
-                v.ctime = Timestamp::now();
-                if v.nlink == 0 {
-                    self.unlinked(tx, fx, vfid, &v)?;
-                } else {
-                    self.put_inode(tx, fx, vfid, &v)?;
-                }
-            }
+            Some((vfid, Some(v))) => self.drop_one_link(tx, fx, vfid, v)?,
             Some((vfid, None)) => remote_victim = Some(vfid),
             None => {}
         }
