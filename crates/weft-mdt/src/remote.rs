@@ -207,12 +207,7 @@ impl Engine {
         if mdt == self.meta.index {
             return self.mkdir(tx, fx, parent, name, mode, cred);
         }
-        if let Some(i) = pending(&tx.intents, parent, name)? {
-            if i.answers(origin) {
-                return Err(Fail::CrossMdt(Box::new(i)));
-            }
-            return Err(fail(Errno::Exist, "entry exists"));
-        }
+        Self::existing_intent(tx, parent, name, origin, Errno::Exist)?;
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
@@ -227,28 +222,15 @@ impl Engine {
         }
         let (uid, gid, bits) = perm::new_owner(&dir, cred, FileKind::Directory, mode & 0o1777);
         // The new directory inherits the parent's default layout, as a local mkdir does.
-        let intent = Intent {
-            op: new_op_id(),
-            parent,
-            name: name.to_vec(),
-            kind: IntentKind::Mkdir {
-                mdt,
-                mode: bits,
-                uid,
-                gid,
-                // The root's default applies through the inheritance chain (from MDT0).
-                default_layout: if parent == Fid::ROOT {
-                    None
-                } else {
-                    dir.default_layout.clone()
-                },
-                dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
-            },
-            client: origin.client,
-            seq: origin.seq,
+        let kind = IntentKind::Mkdir {
+            mdt,
+            mode: bits,
+            uid,
+            gid,
+            default_layout: child_default_layout(parent, &dir),
+            dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
         };
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(tx, fx, parent, name, kind, origin)
     }
 
     /// Step 1 of removing a remote directory (from [`Engine::unlink`] when the entry's
@@ -265,27 +247,14 @@ impl Engine {
         cred: &Credentials,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        if let Some(i) = pending(&tx.intents, parent, name)? {
-            if i.answers(origin) {
-                return Err(Fail::CrossMdt(Box::new(i)));
-            }
-            return Err(fail(Errno::Busy, "the directory is being removed"));
-        }
+        Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
         perm::check(dir, cred, MAY_WRITE | MAY_EXEC)?;
-        let intent = Intent {
-            op: new_op_id(),
-            parent,
-            name: name.to_vec(),
-            kind: IntentKind::Rmdir {
-                fid: de.fid,
-                sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
-                cred: cred.clone(),
-            },
-            client: origin.client,
-            seq: origin.seq,
+        let kind = IntentKind::Rmdir {
+            fid: de.fid,
+            sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
+            cred: cred.clone(),
         };
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(tx, fx, parent, name, kind, origin)
     }
 
     pub(crate) fn put_intent(
@@ -494,12 +463,7 @@ impl Engine {
         if count == 1 {
             return self.mkdir(tx, fx, parent, name, mode, cred);
         }
-        if let Some(i) = pending(&tx.intents, parent, name)? {
-            if i.answers(origin) {
-                return Err(Fail::CrossMdt(Box::new(i)));
-            }
-            return Err(fail(Errno::Exist, "entry exists"));
-        }
+        Self::existing_intent(tx, parent, name, origin, Errno::Exist)?;
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if store::get_dirent(&tx.dirents, parent, name)?.is_some() {
@@ -535,31 +499,18 @@ impl Engine {
         let master = self.alloc_fid()?;
         let shard0 = self.alloc_fid()?;
         let (uid, gid, bits) = perm::new_owner(&dir, cred, FileKind::Directory, mode & 0o1777);
-        let intent = Intent {
-            op: new_op_id(),
-            parent,
-            name: name.to_vec(),
-            kind: IntentKind::MkdirStriped {
-                master,
-                shard0,
-                mdts,
-                hash,
-                mode: bits,
-                uid,
-                gid,
-                // The root's default applies through the inheritance chain (from MDT0).
-                default_layout: if parent == Fid::ROOT {
-                    None
-                } else {
-                    dir.default_layout.clone()
-                },
-                dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
-            },
-            client: origin.client,
-            seq: origin.seq,
+        let kind = IntentKind::MkdirStriped {
+            master,
+            shard0,
+            mdts,
+            hash,
+            mode: bits,
+            uid,
+            gid,
+            default_layout: child_default_layout(parent, &dir),
+            dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
         };
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(tx, fx, parent, name, kind, origin)
     }
 
     /// A mkdir as clients send it: under a directory with a default for new
@@ -645,25 +596,12 @@ impl Engine {
         stripes: DirStripes,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        if let Some(i) = pending(&tx.intents, parent, name)? {
-            if i.answers(origin) {
-                return Err(Fail::CrossMdt(Box::new(i)));
-            }
-            return Err(fail(Errno::Busy, "the directory is being removed"));
-        }
-        let intent = Intent {
-            op: new_op_id(),
-            parent,
-            name: name.to_vec(),
-            kind: IntentKind::RmdirStriped {
-                master,
-                shards: stripes.shards,
-            },
-            client: origin.client,
-            seq: origin.seq,
+        Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
+        let kind = IntentKind::RmdirStriped {
+            master,
+            shards: stripes.shards,
         };
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(tx, fx, parent, name, kind, origin)
     }
 
     /// Seals an empty directory shard for removal (it refuses new entries: a directory
@@ -892,6 +830,16 @@ impl Engine {
         ino.ctime = Timestamp::now();
         self.unlinked(tx, fx, fid, &ino)?;
         Ok(MdtReply::Ok)
+    }
+}
+
+/// The default layout a new directory in `dir` copies: its parent's, except the root's,
+/// which applies through the inheritance chain (fetched from MDT0) as for a local mkdir.
+fn child_default_layout(parent: Fid, dir: &Inode) -> Option<LayoutTemplate> {
+    if parent == Fid::ROOT {
+        None
+    } else {
+        dir.default_layout.clone()
     }
 }
 

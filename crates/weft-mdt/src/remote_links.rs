@@ -31,20 +31,32 @@ impl Engine {
             .is_some_and(|m| m != self.meta.index)
     }
 
-    fn new_intent(&self, parent: Fid, name: &[u8], kind: IntentKind, origin: &Origin) -> Intent {
-        Intent {
+    /// Step 1's end for every cross-MDT operation: the intent, written in this
+    /// transaction, and the answer that hands it to the request path.
+    pub(crate) fn start_intent(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        name: &[u8],
+        kind: IntentKind,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
+        let intent = Intent {
             op: new_op_id(),
             parent,
             name: name.to_vec(),
             kind,
             client: origin.client,
             seq: origin.seq,
-        }
+        };
+        self.put_intent(tx, fx, &intent)?;
+        Err(Fail::CrossMdt(Box::new(intent)))
     }
 
     /// An intent already on the name: the same client request goes on with it, anything
     /// else is refused with `errno`.
-    fn existing_intent(
+    pub(crate) fn existing_intent(
         tx: &Tx<'_>,
         parent: Fid,
         name: &[u8],
@@ -79,9 +91,7 @@ impl Engine {
             sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
             cred: cred.clone(),
         };
-        let intent = self.new_intent(parent, name, kind, origin);
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(tx, fx, parent, name, kind, origin)
     }
 
     /// Step 1 of a hard link to an inode of another MDT, from [`Engine::link`].
@@ -103,9 +113,14 @@ impl Engine {
             return Err(fail(Errno::Exist, "entry exists"));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
-        let intent = self.new_intent(new_parent, new_name, IntentKind::Link { fid }, origin);
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(
+            tx,
+            fx,
+            new_parent,
+            new_name,
+            IntentKind::Link { fid },
+            origin,
+        )
     }
 
     /// Step 1 of renaming a non-directory into a directory of another MDT, from
@@ -153,9 +168,7 @@ impl Engine {
             noreplace: flags.noreplace,
             cred: cred.clone(),
         };
-        let intent = self.new_intent(src_parent, src_name, kind, origin);
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(tx, fx, src_parent, src_name, kind, origin)
     }
 
     /// A rename here gave `name` to another inode; the non-directory `fid` of another MDT
@@ -169,9 +182,14 @@ impl Engine {
         fid: Fid,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        let intent = self.new_intent(parent, name, IntentKind::LinkDropped { fid }, origin);
-        self.put_intent(tx, fx, &intent)?;
-        Err(Fail::CrossMdt(Box::new(intent)))
+        self.start_intent(
+            tx,
+            fx,
+            parent,
+            name,
+            IntentKind::LinkDropped { fid },
+            origin,
+        )
     }
 
     /// Step 3 for a name removed (unlink done on the inode's MDT, or a rename's new name
