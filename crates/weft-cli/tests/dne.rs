@@ -292,29 +292,39 @@ async fn remote_directory_namespace_operations_across_two_mds_processes() {
         .unwrap();
     assert_eq!(c.lookup(Fid::ROOT, b"r", &cred).await.unwrap().fid, r.fid);
 
-    // Directories do not move across MDTs: EXDEV, nothing changed.
-    let xdev = [
-        c.rename(Fid::ROOT, b"l", r.fid, b"l", PLAIN, &cred).await,
-        c.rename(r.fid, b"sub", Fid::ROOT, b"sub", PLAIN, &cred)
-            .await,
-        // The remote directory's entry into another directory of MDT0.
-        c.rename(Fid::ROOT, b"r", l.fid, b"r", PLAIN, &cred).await,
-        c.rename(
+    // Directories move across MDTs (under the rename lock): each there and back.
+    let moves: [(&str, Fid, &[u8], Fid); 3] = [
+        ("a directory of MDT0 into MDT1's", Fid::ROOT, b"l", r.fid),
+        ("a directory of MDT1 to the root", r.fid, b"sub", Fid::ROOT),
+        (
+            "the remote directory's entry into another directory of MDT0",
             Fid::ROOT,
             b"r",
-            Fid::ROOT,
-            b"l",
-            RenameFlags {
-                noreplace: false,
-                exchange: true,
-            },
-            &cred,
-        )
-        .await,
+            l.fid,
+        ),
     ];
-    for (i, x) in xdev.into_iter().enumerate() {
-        assert_eq!(errno(x), Errno::XDev, "directory rename across MDTs #{i}");
+    for (what, from, name, to) in moves {
+        let fid = c.lookup(from, name, &cred).await.unwrap().fid;
+        c.rename(from, name, to, name, PLAIN, &cred)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(c.lookup(to, name, &cred).await.unwrap().fid, fid, "{what}");
+        assert_eq!(errno(c.lookup(from, name, &cred).await), Errno::NoEnt);
+        check_consistent(&tc, &c).await;
+        c.rename(to, name, from, name, PLAIN, &cred).await.unwrap();
     }
+    // RENAME_EXCHANGE of names on two MDTs is not supported: EXDEV, nothing changed.
+    let exchange = RenameFlags {
+        noreplace: false,
+        exchange: true,
+    };
+    assert_eq!(
+        errno(
+            c.rename(Fid::ROOT, b"r", Fid::ROOT, b"l", exchange, &cred)
+                .await
+        ),
+        Errno::XDev
+    );
     assert_eq!(c.lookup(Fid::ROOT, b"l", &cred).await.unwrap().fid, l.fid);
     assert_eq!(c.lookup(r.fid, b"sub", &cred).await.unwrap().fid, sub.fid);
     assert_eq!(c.lookup(Fid::ROOT, b"r", &cred).await.unwrap().fid, r.fid);
@@ -429,8 +439,8 @@ async fn remote_directory_namespace_operations_across_two_mds_processes() {
 }
 
 /// A remote directory whose parent is itself remote: MDT1 coordinates a directory on MDT0.
-/// Directory renames whose destination's ancestors leave the MDT answer EXDEV; file
-/// renames there do not need the ancestor check.
+/// Directory renames whose destination's ancestors leave the MDT walk them across MDTs
+/// (a directory never moves below itself).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_remote_directories_and_renames_whose_ancestors_leave_the_mdt() {
     let tc = two_mdts(1).await;
@@ -452,30 +462,30 @@ async fn nested_remote_directories_and_renames_whose_ancestors_leave_the_mdt() {
     );
 
     // /x (MDT0) into /r/back (MDT0): same MDT, but the destination's ancestors pass
-    // through MDT1, so a directory cannot be checked for loops: EXDEV. A file moves.
-    c.mkdir(Fid::ROOT, b"x", 0o755, &cred).await.unwrap();
+    // through MDT1: the ancestor check walks them there. A file moves too.
+    let x = c.mkdir(Fid::ROOT, b"x", 0o755, &cred).await.unwrap();
     c.write_file("/xf", b"xf", &cred).await.unwrap();
-    assert_eq!(
-        errno(
-            c.rename(Fid::ROOT, b"x", back.fid, b"x", PLAIN, &cred)
-                .await
-        ),
-        Errno::XDev
-    );
+    c.rename(Fid::ROOT, b"x", back.fid, b"x", PLAIN, &cred)
+        .await
+        .unwrap();
+    assert_eq!(c.lookup(back.fid, b"x", &cred).await.unwrap().fid, x.fid);
     c.rename(Fid::ROOT, b"xf", back.fid, b"xf", PLAIN, &cred)
         .await
         .unwrap();
     assert_eq!(&c.read_file("/r/back/xf", &cred).await.unwrap()[..], b"xf");
-    // Inside the remote directory (all on MDT1) a directory moves to another directory
-    // only if its ancestors stay on MDT1: the chain of /r/a leads to the root on MDT0.
+    // /r (MDT1) below itself through /r/back (MDT0): EINVAL, found across both MDTs.
+    assert_eq!(
+        errno(c.rename(Fid::ROOT, b"r", x.fid, b"r", PLAIN, &cred).await),
+        Errno::Inval
+    );
+    c.rmdir(back.fid, b"x", &cred).await.unwrap();
+    // Inside the remote directory (all on MDT1), whose ancestors lead to MDT0.
     c.mkdir(r.fid, b"a", 0o755, &cred).await.unwrap();
     let b = c.mkdir(r.fid, b"b", 0o755, &cred).await.unwrap();
-    assert_eq!(
-        errno(c.rename(r.fid, b"a", b.fid, b"a", PLAIN, &cred).await),
-        Errno::XDev
-    );
-    // Within one directory it is allowed.
-    c.rename(r.fid, b"a", r.fid, b"a2", PLAIN, &cred)
+    c.rename(r.fid, b"a", b.fid, b"a", PLAIN, &cred)
+        .await
+        .unwrap();
+    c.rename(b.fid, b"a", r.fid, b"a2", PLAIN, &cred)
         .await
         .unwrap();
     check_consistent(&tc, &c).await;

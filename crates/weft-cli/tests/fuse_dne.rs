@@ -103,8 +103,8 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
     fs::rename(m.path("r2"), &r).unwrap();
 
     // Across the MDT boundary: a file's name moves (its inode stays on MDT1) and hard
-    // links are made (DNE step 3); a directory does not move: rename(2) answers EXDEV, and
-    // `mv` copies instead.
+    // links are made (DNE step 3); a directory moves too (rename(2), never EXDEV): its
+    // name changes MDT, its inode and everything in it stay where they are.
     fs::rename(r.join("a2"), m.path("a2")).unwrap();
     assert_eq!(fs::read(m.path("a2")).unwrap(), data);
     assert_eq!(errno(fs::metadata(r.join("a2"))), libc::ENOENT);
@@ -117,22 +117,46 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
         fs::metadata(m.path("top")).unwrap().nlink() == 1
     });
     fs::write(r.join("sub2/c"), b"c").unwrap();
-    assert_eq!(
-        errno(fs::rename(r.join("sub2"), m.path("moved"))),
-        libc::EXDEV,
-        "rename(2) of a directory from MDT1 to the root"
+    let sub2 = fs::metadata(r.join("sub2")).unwrap();
+    let (root_links, r_links) = (
+        fs::metadata(&m.mnt).unwrap().nlink(),
+        fs::metadata(&r).unwrap().nlink(),
     );
+    fs::rename(r.join("sub2"), m.path("moved")).unwrap();
+    let moved = fs::metadata(m.path("moved")).unwrap();
+    assert_eq!(
+        moved.ino(),
+        sub2.ino(),
+        "rename(2) moved the directory itself"
+    );
+    assert_eq!(fs::read(m.path("moved/c")).unwrap(), b"c");
+    assert_eq!(mdt_of(&m.path("moved")), 1, "the inode stays on MDT1");
+    assert_eq!(errno(fs::metadata(r.join("sub2"))), libc::ENOENT);
+    assert_eq!(fs::metadata(&m.mnt).unwrap().nlink(), root_links + 1);
+    assert_eq!(fs::metadata(&r).unwrap().nlink(), r_links - 1);
+    // ".." of the moved directory is its new parent.
+    assert_eq!(
+        fs::metadata(m.path("moved/..")).unwrap().ino(),
+        fs::metadata(&m.mnt).unwrap().ino()
+    );
+    // `mv` of a directory from the root into MDT1's directory, and back.
     fs::create_dir(m.path("d0")).unwrap();
+    fs::write(m.path("d0/f"), b"f").unwrap();
+    let d0 = fs::metadata(m.path("d0")).unwrap().ino();
+    sh("mv", &[&p(&m.path("d0")), &p(&r.join("d0"))]);
+    assert_eq!(fs::metadata(r.join("d0")).unwrap().ino(), d0);
+    assert_eq!(fs::read(r.join("d0/f")).unwrap(), b"f");
+    assert_eq!(mdt_of(&r.join("d0")), 0);
+    // Never below itself, whatever MDTs the chain crosses.
     assert_eq!(
-        errno(fs::rename(m.path("d0"), r.join("d0"))),
-        libc::EXDEV,
-        "rename(2) of a directory from the root into MDT1"
+        errno(fs::rename(&r, r.join("d0/r"))),
+        libc::EINVAL,
+        "a directory moved below itself"
     );
-    fs::remove_dir(m.path("d0")).unwrap();
+    sh("rm", &["-r", &p(&r.join("d0"))]);
+    fs::rename(m.path("moved"), r.join("sub2")).unwrap();
     sh("mv", &[&p(&r.join("sub2")), &p(&m.path("moved"))]);
     assert_eq!(fs::read(m.path("moved/c")).unwrap(), b"c");
-    assert_eq!(mdt_of(&m.path("moved")), 0, "copied onto MDT0");
-    assert_eq!(errno(fs::metadata(r.join("sub2"))), libc::ENOENT);
 
     // Removing: unlink(2) of the directory, rmdir of a non-empty one, `rm -r`, rmdir.
     assert_eq!(errno(fs::remove_file(&r)), libc::EISDIR);
@@ -162,7 +186,8 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
     eventually("the root's link count is back", || {
         fs::metadata(&m.mnt).unwrap().nlink() == root_nlink + 1
     });
-    // Nothing is left on MDT1 but the inode of a2, whose name moved to the root.
-    assert_eq!(tc.mdt_counter(1, "dirs").await.unwrap(), 0);
-    assert_eq!(tc.mdt_counter(1, "files").await.unwrap(), 1);
+    // Nothing is left on MDT1 but the inodes of a2 and of /moved and its file, whose
+    // names moved to the root.
+    assert_eq!(tc.mdt_counter(1, "dirs").await.unwrap(), 1);
+    assert_eq!(tc.mdt_counter(1, "files").await.unwrap(), 2);
 }

@@ -7,6 +7,7 @@
 //! answered with its errno while the rest of the batch commits. A store failure aborts the
 //! batch: every operation in it gets EIO and handle changes are reverted.
 
+use crate::dir_moves::DirMove;
 use crate::engine::{Effects, Engine, Tx, lock};
 use crate::error::{Fail, StoreError, store_to_wire};
 use crate::remote::Intent;
@@ -41,6 +42,22 @@ pub(crate) enum WriteOp {
     ReapOrphans,
     /// Step 3 of a cross-MDT operation: the other MDT's answer (see [`crate::remote`]).
     FinishIntent(Box<Intent>, Box<Result<MdtReply, WireError>>),
+    /// A client's rename that moves a directory to another parent, with what the request
+    /// path learned under the rename lock (see [`crate::dir_moves`]).
+    MoveDir(MdtRequest, Origin, Box<DirMove>),
+}
+
+impl WriteOp {
+    /// The operation again with what a directory move needs (a rename handed back with
+    /// [`Outcome::NeedDirMove`]).
+    pub(crate) fn with_dir_move(self, dm: DirMove) -> WriteOp {
+        match self {
+            WriteOp::Req(req, origin) | WriteOp::MoveDir(req, origin, _) => {
+                WriteOp::MoveDir(req, origin, Box::new(dm))
+            }
+            other => other,
+        }
+    }
 }
 
 /// Who sent a request: the client node, and its number for the request (see
@@ -63,6 +80,13 @@ pub(crate) enum Outcome {
     NeedSeq(WriteOp),
     /// A cross-MDT operation is prepared (durable): ask the other MDT, then finish it.
     CrossMdt(Box<Intent>),
+    /// A rename moves directory `dir` to `dst_parent`: here is the operation back, to retry
+    /// under the rename lock with the destination's ancestors.
+    NeedDirMove {
+        op: WriteOp,
+        dir: weft_proto::Fid,
+        dst_parent: weft_proto::Fid,
+    },
 }
 
 pub(crate) struct Pending {
@@ -201,6 +225,11 @@ fn apply_batch(
                 Err(Fail::Wire(e)) => Outcome::Done(Err(e)),
                 Err(Fail::NeedSeq) => Outcome::NeedSeq(p.op),
                 Err(Fail::CrossMdt(intent)) => Outcome::CrossMdt(intent),
+                Err(Fail::NeedDirMove { dir, dst_parent }) => Outcome::NeedDirMove {
+                    op: p.op,
+                    dir,
+                    dst_parent,
+                },
                 Err(Fail::Store(e)) => {
                     let w = store_to_wire(&e);
                     failure = Some(e);
@@ -262,24 +291,8 @@ fn apply(
     op: &WriteOp,
 ) -> Result<MdtReply, Fail> {
     match op {
-        WriteOp::Req(req, n) if n.seq == 0 => apply_req(engine, tx, fx, conn, n, req),
-        WriteOp::Req(req, n) => {
-            if let Some(reply) = crate::replies::recorded(tx, n)? {
-                return crate::replies::reconstruct(engine, tx, fx, conn, req, reply);
-            }
-            // Record the reply only if the operation changed something: one that did not
-            // (a failed check, a plain open) is harmless to run again, and recording it
-            // would cost a commit.
-            let wrote_before = std::mem::take(&mut fx.wrote);
-            let r = apply_req(engine, tx, fx, conn, n, req);
-            if let Ok(reply) = &r
-                && fx.wrote
-            {
-                crate::replies::record(tx, n, reply)?;
-            }
-            fx.wrote |= wrote_before;
-            r
-        }
+        WriteOp::Req(req, n) => apply_numbered(engine, tx, fx, conn, n, req, None),
+        WriteOp::MoveDir(req, n, dm) => apply_numbered(engine, tx, fx, conn, n, req, Some(dm)),
         WriteOp::DropConn => engine.drop_conn(tx, fx, conn),
         WriteOp::ParkConn(client) => {
             engine.handles().park(conn, *client);
@@ -318,6 +331,36 @@ fn apply(
     }
 }
 
+/// A client request: a resend of a numbered one is answered from its recorded reply.
+fn apply_numbered(
+    engine: &mut Engine,
+    tx: &mut Tx<'_>,
+    fx: &mut Effects,
+    conn: u64,
+    n: &Origin,
+    req: &MdtRequest,
+    dm: Option<&DirMove>,
+) -> Result<MdtReply, Fail> {
+    if n.seq == 0 {
+        return apply_req(engine, tx, fx, conn, n, req, dm);
+    }
+    if let Some(reply) = crate::replies::recorded(tx, n)? {
+        return crate::replies::reconstruct(engine, tx, fx, conn, req, reply);
+    }
+    // Record the reply only if the operation changed something: one that did not (a
+    // failed check, a plain open) is harmless to run again, and recording it would cost a
+    // commit.
+    let wrote_before = std::mem::take(&mut fx.wrote);
+    let r = apply_req(engine, tx, fx, conn, n, req, dm);
+    if let Ok(reply) = &r
+        && fx.wrote
+    {
+        crate::replies::record(tx, n, reply)?;
+    }
+    fx.wrote |= wrote_before;
+    r
+}
+
 fn apply_req(
     engine: &mut Engine,
     tx: &mut Tx<'_>,
@@ -325,6 +368,7 @@ fn apply_req(
     conn: u64,
     origin: &Origin,
     req: &MdtRequest,
+    dm: Option<&DirMove>,
 ) -> Result<MdtReply, Fail> {
     // A handle this client opened on a connection that broke becomes this connection's.
     if let Some(h) = handle_of(req) {
@@ -417,6 +461,17 @@ fn apply_req(
             tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
         ),
         MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
+        MdtRequest::RenameLock {
+            from,
+            op,
+            run,
+            action,
+        } => engine.rename_lock(tx, fx, *from, *op, *run, action),
+        MdtRequest::SetParent {
+            fid,
+            old_parent,
+            new_parent,
+        } => engine.set_parent(tx, fx, *fid, *old_parent, *new_parent),
         MdtRequest::FsckRepair { repair } => engine.fsck_repair(tx, fx, repair),
         MdtRequest::SetDirDefault { fid, default, cred } => {
             engine.set_dir_default(tx, fx, *fid, default.as_ref(), cred)
@@ -465,6 +520,7 @@ fn apply_req(
             *flags,
             cred,
             origin,
+            dm,
         ),
         MdtRequest::SetXattr {
             fid,
@@ -513,6 +569,7 @@ fn apply_req(
         | MdtRequest::GetLayout { .. }
         | MdtRequest::GetDirStripes { .. }
         | MdtRequest::GetDirDefault { .. }
+        | MdtRequest::DirParent { .. }
         | MdtRequest::FsckInodes { .. }
         | MdtRequest::FsckEntries { .. }
         | MdtRequest::GetLock { .. }

@@ -33,6 +33,7 @@ pub(crate) struct Tx<'t> {
     pub remote_dirs: WTable<'t>,
     pub dir_stripes: WTable<'t>,
     pub dir_defaults: WTable<'t>,
+    pub rename_lock: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
@@ -49,6 +50,7 @@ impl<'t> Tx<'t> {
             remote_dirs: txn.open_table(store::REMOTE_DIRS)?,
             dir_stripes: txn.open_table(store::DIR_STRIPES)?,
             dir_defaults: txn.open_table(store::DIR_DEFAULTS)?,
+            rename_lock: txn.open_table(store::RENAME_LOCK)?,
         })
     }
 }

@@ -101,6 +101,15 @@ pub(crate) enum Fail {
     /// A cross-MDT operation was prepared (its intent is written in this transaction): the
     /// request path asks the other MDT, then finishes it (see [`crate::remote`]).
     CrossMdt(Box<crate::remote::Intent>),
+    /// A directory moves to another parent on a file system of several MDTs: the request
+    /// path takes the rename lock, learns the destination's ancestors and hands the
+    /// operation back with them (see [`crate::dir_moves`]).
+    NeedDirMove {
+        /// The directory moved.
+        dir: weft_proto::Fid,
+        /// Its new parent.
+        dst_parent: weft_proto::Fid,
+    },
 }
 
 impl From<WireError> for Fail {

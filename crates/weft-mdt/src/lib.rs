@@ -61,6 +61,7 @@
 pub mod cluster;
 mod commit;
 pub mod destroy;
+mod dir_moves;
 mod engine;
 pub mod error;
 mod fsck;

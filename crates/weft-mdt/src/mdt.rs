@@ -116,6 +116,9 @@ pub struct Mdt {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     locks: Arc<LockTable>,
     handle_grace: Duration,
+    /// Random per process start: tells this run's rename-lock operations from an earlier
+    /// run's (see [`crate::dir_moves`]).
+    run: u64,
 }
 
 impl std::fmt::Debug for Mdt {
@@ -284,6 +287,7 @@ impl Mdt {
             tasks: Mutex::new(Vec::new()),
             locks: Arc::new(LockTable::new(opts.locks)),
             handle_grace: opts.handle_grace,
+            run: crate::remote::new_op_id(),
         }))
     }
 
@@ -309,6 +313,11 @@ impl Mdt {
 
     pub(crate) fn db(&self) -> Arc<Database> {
         self.db.clone()
+    }
+
+    /// This process run's id (see [`crate::dir_moves`]).
+    pub(crate) fn run(&self) -> u64 {
+        self.run
     }
 
     pub(crate) fn cluster(&self) -> Arc<dyn ClusterView> {
@@ -418,6 +427,7 @@ impl Mdt {
             | MdtRequest::StatFs
             | MdtRequest::GetDirStripes { .. }
             | MdtRequest::GetDirDefault { .. }
+            | MdtRequest::DirParent { .. }
             | MdtRequest::GetLayout { .. } => self.read(req).await,
             MdtRequest::FsckInodes { after, max } => {
                 let db = self.db.clone();
@@ -521,7 +531,7 @@ impl Mdt {
         }
     }
 
-    async fn read(&self, req: MdtRequest) -> WireResult<MdtReply> {
+    pub(crate) async fn read(&self, req: MdtRequest) -> WireResult<MdtReply> {
         // Point reads (one inode, one entry, one xattr) run inline: they are served from
         // redb's page cache in microseconds, and handing them to a blocking thread cost more
         // than the read itself (two thread switches per request: measured with
@@ -557,7 +567,7 @@ impl Mdt {
         WireError::new(Errno::Io, "MDT is shutting down")
     }
 
-    async fn submit(&self, conn: u64, op: WriteOp) -> WireResult<Outcome> {
+    pub(crate) async fn submit(&self, conn: u64, op: WriteOp) -> WireResult<Outcome> {
         let (reply, rx) = oneshot::channel();
         let sender = lock(&self.sender).clone().ok_or_else(Self::shut)?;
         sender
@@ -570,27 +580,76 @@ impl Mdt {
         rx.await.map_err(|_| Self::shut())
     }
 
+    /// Queues an internal write without waiting for it.
+    pub(crate) fn submit_detached(&self, op: WriteOp) {
+        if let Some(s) = lock(&self.sender).as_ref() {
+            let _ = s.send(Msg::Op(Pending {
+                conn: 0,
+                op,
+                reply: None,
+            }));
+        }
+    }
+
     /// Runs an internal write and waits for it to be durable.
     pub(crate) async fn submit_internal(&self, op: WriteOp) -> WireResult<()> {
         self.write(0, op).await.map(|_| ())
     }
 
-    async fn write(&self, conn: u64, mut op: WriteOp) -> WireResult<MdtReply> {
-        // A few rounds: each grant holds at least one whole sequence.
-        for _ in 0..4 {
+    async fn write(&self, conn: u64, op: WriteOp) -> WireResult<MdtReply> {
+        // The rename lock this request took for a directory move, if it still holds it.
+        let mut lock_op = None;
+        let r = self.write_rounds(conn, op, &mut lock_op).await;
+        if let Some(op) = lock_op {
+            self.release_rename_lock(op);
+        }
+        r
+    }
+
+    async fn write_rounds(
+        &self,
+        conn: u64,
+        mut op: WriteOp,
+        lock_op: &mut Option<u64>,
+    ) -> WireResult<MdtReply> {
+        // A few rounds: each grant holds at least one whole sequence, and a directory move
+        // comes back for the rename lock (again only if its names changed meanwhile).
+        let mut why = "could not obtain a FID sequence";
+        for _ in 0..6 {
             match self.submit(conn, op).await? {
                 Outcome::Done(r) => return r,
-                Outcome::CrossMdt(intent) => return self.drive_intent(*intent).await,
+                Outcome::CrossMdt(intent) => {
+                    // An intent that holds the lock releases it once it is finished.
+                    if intent.kind.holds_rename_lock() && *lock_op == Some(intent.op) {
+                        *lock_op = None;
+                    }
+                    return self.drive_intent(*intent).await;
+                }
                 Outcome::NeedSeq(back) => {
                     op = back;
                     self.refill_seq().await?;
                 }
+                Outcome::NeedDirMove {
+                    op: back,
+                    dir,
+                    dst_parent,
+                } => {
+                    if let Some(held) = lock_op.take() {
+                        self.release_rename_lock(held);
+                    }
+                    let dm = self.prepare_dir_move(dir, dst_parent).await?;
+                    *lock_op = Some(dm.op);
+                    op = back.with_dir_move(dm);
+                    why = "the names of a directory move kept changing";
+                }
             }
         }
-        Err(WireError::new(
-            Errno::NoSpc,
-            "could not obtain a FID sequence",
-        ))
+        let errno = if lock_op.is_some() {
+            Errno::Busy
+        } else {
+            Errno::NoSpc
+        };
+        Err(WireError::new(errno, why))
     }
 
     /// Steps 2 and 3 of a cross-MDT operation ([`crate::remote`]): asks the other MDTs
@@ -746,7 +805,21 @@ impl Mdt {
                     noreplace: *noreplace,
                     cred: cred.clone(),
                 };
-                self.peer(self.cluster.mdt_of(*dst_parent), req).await?
+                let inserted = self.peer(self.cluster.mdt_of(*dst_parent), req).await?;
+                let home = self.cluster.mdt_of(*fid);
+                if inserted.is_ok()
+                    && *kind == FileKind::Directory
+                    && home != Some(self.index)
+                    && home != self.cluster.mdt_of(*dst_parent)
+                {
+                    // The directory's inode is on a third MDT: its ".." moves there.
+                    self.set_parent(*fid, intent.parent, *dst_parent).await?;
+                }
+                inserted
+            }
+            IntentKind::DirMoved { fid, old_parent } => {
+                self.set_parent(*fid, *old_parent, intent.parent).await?;
+                Ok(MdtReply::Ok)
             }
             IntentKind::RmdirStriped { master, shards } => {
                 // Seal every shard (sealed shards take no new names), then remove them all
@@ -801,6 +874,7 @@ impl Mdt {
             IntentKind::Rename { dst_parent, .. } => self.cluster.mdt_of(*dst_parent),
             _ => None,
         };
+        let lock_op = intent.kind.holds_rename_lock().then_some(intent.op);
         let reply = match self
             .submit(
                 0,
@@ -809,11 +883,15 @@ impl Mdt {
             .await?
         {
             Outcome::Done(r) => r,
-            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) => Err(WireError::new(
-                Errno::Io,
-                "cross-MDT operation not finished",
-            )),
+            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) | Outcome::NeedDirMove { .. } => Err(
+                WireError::new(Errno::Io, "cross-MDT operation not finished"),
+            ),
         };
+        // The intent is gone (finished now or before): the directory move it made is
+        // complete, and others may move directories again.
+        if let Some(op) = lock_op {
+            self.release_rename_lock(op);
+        }
         // The intent is gone for good: the other MDT may drop its record (best effort; a
         // record left behind costs a few bytes and nothing else).
         if let Some(peer) = peer
@@ -832,9 +910,23 @@ impl Mdt {
         reply
     }
 
+    /// Sets the ".." of directory `fid`, moved by a rename, on its MDT. Whatever that MDT
+    /// answers, the move is done: a refusal is logged for `weft fsck` to find.
+    async fn set_parent(&self, fid: Fid, old_parent: Fid, new_parent: Fid) -> WireResult<()> {
+        let req = MdtRequest::SetParent {
+            fid,
+            old_parent,
+            new_parent,
+        };
+        if let Err(e) = self.peer(self.cluster.mdt_of(fid), req).await? {
+            tracing::error!(%fid, error = %e, "a moved directory's parent could not be set");
+        }
+        Ok(())
+    }
+
     /// Sends `req` to MDT `target` until it answers: `Ok` holds its answer (a reply or its
     /// refusal); `Err` means this MDT is shutting down (the intent stays for the next run).
-    async fn peer(
+    pub(crate) async fn peer(
         &self,
         target: Option<u32>,
         req: MdtRequest,
@@ -882,6 +974,17 @@ impl Mdt {
                 "finishing cross-MDT operations of the previous run"
             );
         }
+        // A rename lock the previous run took is released unless an intent still holds it
+        // (which releases it when finished).
+        let keep = intents
+            .iter()
+            .filter(|i| i.kind.holds_rename_lock())
+            .map(|i| i.op)
+            .collect();
+        if self.cluster.mdts().len() > 1 {
+            let me = self.clone();
+            tokio::spawn(async move { me.release_stale_rename_lock(keep).await });
+        }
         let mut runs = tokio::task::JoinSet::new();
         for i in intents {
             let me = self.clone();
@@ -916,7 +1019,7 @@ impl Mdt {
         );
         match self.submit(0, WriteOp::GrantSeq(range)).await? {
             Outcome::Done(r) => r.map(|_| ()),
-            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) => {
+            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) | Outcome::NeedDirMove { .. } => {
                 Err(WireError::new(Errno::Io, "sequence grant not applied"))
             }
         }
@@ -929,6 +1032,7 @@ pub(crate) fn fail_to_wire(f: Fail) -> WireError {
         Fail::Store(e) => store_to_wire(&e),
         Fail::NeedSeq => WireError::new(Errno::Io, "no FID sequence"),
         Fail::CrossMdt(_) => WireError::new(Errno::Io, "a cross-MDT operation in a read"),
+        Fail::NeedDirMove { .. } => WireError::new(Errno::Io, "a directory move in a read"),
     }
 }
 

@@ -631,13 +631,14 @@ impl Engine {
         flags: RenameFlags,
         cred: &Credentials,
         origin: &crate::commit::Origin,
+        dm: Option<&crate::dir_moves::DirMove>,
     ) -> Result<MdtReply, Fail> {
         if flags.exchange && flags.noreplace {
             return Err(fail(Errno::Inval, "RENAME_EXCHANGE with RENAME_NOREPLACE"));
         }
         if self.is_foreign(dst_parent) {
             return self.prepare_remote_rename(
-                tx, fx, src_parent, src_name, dst_parent, dst_name, flags, cred, origin,
+                tx, fx, src_parent, src_name, dst_parent, dst_name, flags, cred, origin, dm,
             );
         }
         let same_dir = src_parent == dst_parent;
@@ -668,6 +669,7 @@ impl Engine {
         if store::get_inode(&tx.inodes, sde.fid)?.is_none() {
             return self.rename_remote_entry(
                 tx, fx, src_parent, src_name, dst_parent, dst_name, sde, sdir, flags, cred, origin,
+                dm,
             );
         }
         let (sde, mut src) = load_entry(&tx.inodes, &tx.dirents, src_parent, src_name)?;
@@ -709,12 +711,25 @@ impl Engine {
             return Err(fail(Errno::NoEnt, "nothing to exchange with"));
         }
         let src_is_dir = src.is_dir();
-        // Never make a directory its own ancestor.
-        if src_is_dir && !same_dir && self.is_ancestor_or_self(&tx.inodes, sde.fid, dst_parent)? {
-            return Err(fail(Errno::Inval, "cannot move a directory into itself"));
+        // Never make a directory its own ancestor. With several MDTs the destination's
+        // ancestors may live elsewhere and another MDT may move one: the check runs under
+        // the file system's rename lock (`dir_moves`).
+        if src_is_dir && !same_dir {
+            if self.several_mdts() {
+                self.dir_move(dm, sde.fid, dst_parent)?;
+            } else if self.is_ancestor_or_self(&tx.inodes, sde.fid, dst_parent)? {
+                return Err(fail(Errno::Inval, "cannot move a directory into itself"));
+            }
         }
         if let Some((dde, dino)) = &dst {
-            if dino.is_dir() && self.is_ancestor_or_self(&tx.inodes, dde.fid, src_parent)? {
+            // A replaced directory that is an ancestor of the source is not empty, which
+            // the emptiness check below says when its ancestors are on another MDT.
+            let ancestor = dino.is_dir()
+                && match self.is_ancestor_or_self(&tx.inodes, dde.fid, src_parent) {
+                    Err(Fail::Wire(e)) if e.errno == Errno::XDev && !flags.exchange => false,
+                    r => r?,
+                };
+            if ancestor {
                 let errno = if flags.exchange {
                     Errno::Inval
                 } else {

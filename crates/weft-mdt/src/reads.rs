@@ -75,6 +75,16 @@ pub(crate) fn run(
                 &defaults, *fid,
             )?))
         }
+        MdtRequest::DirParent { fid } => {
+            let ino = load(&inodes, *fid)?;
+            if !ino.is_dir() {
+                return Err(fail(Errno::NotDir, "not a directory"));
+            }
+            Ok(MdtReply::DirParent {
+                parent: ino.parent,
+                attr: ino.attr(*fid, open_count(*fid)),
+            })
+        }
         MdtRequest::GetAttr { fid } => {
             let ino = load(&inodes, *fid)?;
             Ok(MdtReply::Attr(ino.attr(*fid, open_count(*fid))))

@@ -23,9 +23,8 @@
 //! nothing changed.
 //!
 //! Non-directories may have names on other MDTs (hard links, renames across MDTs): see
-//! [`crate::remote_links`]. Limits: a directory is not moved to another MDT (a remote
-//! directory is renamed only within its directory), and directory renames whose
-//! destination's ancestors leave the MDT answer EXDEV (tools such as `mv` then copy).
+//! [`crate::remote_links`]. Directories moved to another parent: see
+//! [`crate::dir_moves`].
 
 use crate::commit::Origin;
 use crate::engine::{Effects, Engine, Tx};
@@ -105,7 +104,8 @@ pub enum IntentKind {
     /// The name was given to another inode by a rename (done): non-directory `fid` of
     /// another MDT, which it named, loses that link.
     LinkDropped { fid: Fid },
-    /// The name (non-directory `fid`) moved to `dst_name` in `dst_parent` on another MDT.
+    /// The name (of `fid`, of type `kind`) moved to `dst_name` in `dst_parent` on another
+    /// MDT. A directory moves under the rename lock (see [`crate::dir_moves`]).
     Rename {
         dst_parent: Fid,
         dst_name: Vec<u8>,
@@ -114,6 +114,9 @@ pub enum IntentKind {
         noreplace: bool,
         cred: Credentials,
     },
+    /// Directory `fid` of another MDT was moved to this name from `old_parent` (done
+    /// here): its ".." changes on its MDT. Holds the rename lock.
+    DirMoved { fid: Fid, old_parent: Fid },
 }
 
 impl IntentKind {
@@ -360,11 +363,22 @@ impl Engine {
                 self.remove_entry_of(tx, fx, intent.parent, &intent.name, *fid)?;
                 MdtReply::Ok
             }
-            (IntentKind::Rename { fid, .. }, Ok(_)) => {
+            (
+                IntentKind::Rename {
+                    fid,
+                    kind,
+                    dst_parent,
+                    ..
+                },
+                Ok(_),
+            ) => {
                 self.remove_entry_of(tx, fx, intent.parent, &intent.name, *fid)?;
+                if *kind == FileKind::Directory {
+                    self.dir_moved_away(tx, fx, intent.parent, *fid, *dst_parent)?;
+                }
                 MdtReply::Ok
             }
-            (IntentKind::LinkDropped { .. }, _) => MdtReply::Ok,
+            (IntentKind::LinkDropped { .. } | IntentKind::DirMoved { .. }, _) => MdtReply::Ok,
             (IntentKind::Link { fid }, Ok(MdtReply::Attr(attr))) => {
                 self.insert_entry_of(tx, fx, intent.parent, &intent.name, *fid, attr.kind)?;
                 MdtReply::Attr(attr.clone())
@@ -391,6 +405,30 @@ impl Engine {
             replies::record(tx, &origin, &reply)?;
         }
         Ok(reply)
+    }
+
+    /// Step 3 of moving directory `fid` from `parent` here to another MDT: the parent
+    /// loses its link, and the directory's ".." changes if its inode is here.
+    fn dir_moved_away(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        parent: Fid,
+        fid: Fid,
+        dst_parent: Fid,
+    ) -> Result<(), Fail> {
+        if let Some(mut dir) = store::get_inode(&tx.inodes, parent)? {
+            dir.nlink = dir.nlink.saturating_sub(1).max(2);
+            self.put_inode(tx, fx, parent, &dir)?;
+        }
+        if let Some(mut moved) = store::get_inode(&tx.inodes, fid)?
+            && moved.parent == parent
+        {
+            moved.parent = dst_parent;
+            moved.ctime = Timestamp::now();
+            self.put_inode(tx, fx, fid, &moved)?;
+        }
+        Ok(())
     }
 
     fn link_remote_dir(
@@ -649,6 +687,7 @@ impl Engine {
         flags: weft_proto::mdt::RenameFlags,
         cred: &Credentials,
         origin: &Origin,
+        dm: Option<&crate::dir_moves::DirMove>,
     ) -> Result<MdtReply, Fail> {
         let xdev = |why: &str| fail(Errno::XDev, why.to_string());
         let same_dir = src_parent == dst_parent;
@@ -656,7 +695,18 @@ impl Engine {
             return Err(xdev("RENAME_EXCHANGE of an inode on another MDT"));
         }
         if sde.kind == FileKind::Directory && !same_dir {
-            return Err(xdev("a remote directory moves only within its directory"));
+            return self.move_remote_dir_here(
+                tx,
+                fx,
+                (src_parent, src_name),
+                (dst_parent, dst_name),
+                sde,
+                sdir,
+                flags.noreplace,
+                cred,
+                origin,
+                dm,
+            );
         }
         let ddir = if same_dir {
             None
@@ -850,6 +900,9 @@ fn is_done(kind: &IntentKind, e: &WireError) -> bool {
         IntentKind::Rmdir { .. } | IntentKind::Unlink { .. } => e.errno == Errno::NoEnt,
         // The rename is done whatever the other MDT says (the link may be gone already).
         IntentKind::LinkDropped { .. } => true,
+        // The entries moved already; the ".." of a directory that is not where it was is
+        // left to `weft fsck` (under the rename lock nothing else moves it).
+        IntentKind::DirMoved { .. } => true,
         _ => false,
     }
 }

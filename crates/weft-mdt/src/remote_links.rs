@@ -12,6 +12,7 @@
 //! [`MdtRequest::ForgetOps`]: weft_proto::mdt::MdtRequest::ForgetOps
 
 use crate::commit::Origin;
+use crate::dir_moves::DirMove;
 use crate::engine::{Effects, Engine, LINK_MAX, Tx};
 use crate::error::{Fail, fail};
 use crate::names::check_name;
@@ -42,8 +43,24 @@ impl Engine {
         kind: IntentKind,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
+        self.start_intent_as(tx, fx, new_op_id(), parent, name, kind, origin)
+    }
+
+    /// [`Engine::start_intent`] with the operation id `op` (a directory move's, which
+    /// holds the rename lock under that id).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_intent_as(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        op: u64,
+        parent: Fid,
+        name: &[u8],
+        kind: IntentKind,
+        origin: &Origin,
+    ) -> Result<MdtReply, Fail> {
         let intent = Intent {
-            op: new_op_id(),
+            op,
             parent,
             name: name.to_vec(),
             kind,
@@ -137,6 +154,7 @@ impl Engine {
         flags: weft_proto::mdt::RenameFlags,
         cred: &Credentials,
         origin: &Origin,
+        dm: Option<&DirMove>,
     ) -> Result<MdtReply, Fail> {
         let xdev = |why: &str| fail(Errno::XDev, why.to_string());
         Self::existing_intent(tx, src_parent, src_name, origin, Errno::Busy)?;
@@ -145,21 +163,26 @@ impl Engine {
         check_name(dst_name)?;
         let sde = store::get_dirent(&tx.dirents, src_parent, src_name)?
             .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
-        if sde.kind == FileKind::Directory {
-            return Err(xdev("directories are not moved across MDTs yet"));
-        }
         if flags.exchange {
             return Err(xdev("RENAME_EXCHANGE across MDTs is not supported"));
         }
-        perm::check(&sdir, cred, MAY_WRITE | MAY_EXEC)?;
-        match store::get_inode(&tx.inodes, sde.fid)? {
-            Some(src) => perm::check_sticky(&sdir, &src, cred)?,
-            // The owner is on another MDT: only the cases that need no owner pass.
-            None if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid => {
-                return Err(xdev("sticky directory and an inode on another MDT"));
+        let op = if sde.kind == FileKind::Directory {
+            // A directory moves under the rename lock, with its new ancestors known.
+            let dm = self.dir_move(dm, sde.fid, dst_parent)?;
+            Self::check_dir_leaves(&sdir, dm, cred)?;
+            dm.op
+        } else {
+            perm::check(&sdir, cred, MAY_WRITE | MAY_EXEC)?;
+            match store::get_inode(&tx.inodes, sde.fid)? {
+                Some(src) => perm::check_sticky(&sdir, &src, cred)?,
+                // The owner is on another MDT: only the cases that need no owner pass.
+                None if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid => {
+                    return Err(xdev("sticky directory and an inode on another MDT"));
+                }
+                None => {}
             }
-            None => {}
-        }
+            new_op_id()
+        };
         let kind = IntentKind::Rename {
             dst_parent,
             dst_name: dst_name.to_vec(),
@@ -168,7 +191,7 @@ impl Engine {
             noreplace: flags.noreplace,
             cred: cred.clone(),
         };
-        self.start_intent(tx, fx, src_parent, src_name, kind, origin)
+        self.start_intent_as(tx, fx, op, src_parent, src_name, kind, origin)
     }
 
     /// A rename here gave `name` to another inode; the non-directory `fid` of another MDT
@@ -335,12 +358,6 @@ impl Engine {
         if Self::op_done(tx, from, op)? {
             return Ok(MdtReply::Ok);
         }
-        if kind == FileKind::Directory {
-            return Err(fail(
-                Errno::XDev,
-                "directories are not moved across MDTs yet",
-            ));
-        }
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if pending(&tx.intents, parent, name)?.is_some() {
@@ -350,6 +367,10 @@ impl Engine {
             ));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
+        if kind == FileKind::Directory {
+            return self
+                .insert_dir_entry(tx, fx, from, op, parent, dir, name, fid, noreplace, cred);
+        }
         // The name's present inode: here (loses its link now), or on another MDT (loses
         // it through an intent of this MDT, after this transaction).
         let victim = match store::get_dirent(&tx.dirents, parent, name)? {
@@ -394,6 +415,57 @@ impl Engine {
         if let Some(victim) = remote_victim {
             return self.defer_link_drop(tx, fx, parent, name, victim, &Origin::default());
         }
+        Ok(MdtReply::Ok)
+    }
+
+    /// [`Engine::insert_entry`] of a directory moved here from another MDT (under the
+    /// rename lock, which its coordinator holds): the name, a link of the new parent, the
+    /// directory's ".." if its inode is here; an empty directory there is replaced.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_dir_entry(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        from: u32,
+        op: u64,
+        parent: Fid,
+        mut dir: Inode,
+        name: &[u8],
+        fid: Fid,
+        noreplace: bool,
+        cred: &Credentials,
+    ) -> Result<MdtReply, Fail> {
+        let victim = self.replaced_dir(tx, parent, name, fid, noreplace)?;
+        if let Some((_, v)) = &victim {
+            perm::check_sticky(&dir, v, cred)?;
+        } else {
+            dir.nlink = dir
+                .nlink
+                .checked_add(1)
+                .ok_or_else(|| fail(Errno::MLink, "too many subdirectories"))?;
+        }
+        // Mutations start here.
+        let now = Timestamp::now();
+        if let Some((vfid, mut v)) = victim {
+            v.nlink = 0;
+            v.ctime = now;
+            self.unlinked(tx, fx, vfid, &v)?;
+        }
+        if let Some(mut moved) = store::get_inode(&tx.inodes, fid)? {
+            moved.parent = parent;
+            moved.ctime = now;
+            self.put_inode(tx, fx, fid, &moved)?;
+        }
+        let de = store::encode(&Dirent {
+            fid,
+            kind: FileKind::Directory,
+        })?;
+        tx.dirents
+            .insert(store::dirent_key(parent, name).as_slice(), de.as_slice())?;
+        dir.mtime = now;
+        dir.ctime = now;
+        self.put_inode(tx, fx, parent, &dir)?;
+        Self::mark_done(tx, fx, from, op, fid)?;
         Ok(MdtReply::Ok)
     }
 

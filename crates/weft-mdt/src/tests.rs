@@ -6,4 +6,5 @@ mod lifecycle;
 mod model;
 mod namespace_ops;
 mod readdir;
+mod rename_lock;
 mod resends;

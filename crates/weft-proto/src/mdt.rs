@@ -488,9 +488,11 @@ pub enum MdtRequest {
         sticky_owner: Option<u32>,
         cred: Credentials,
     },
-    /// MDT to MDT: the destination half of a rename across MDTs: names non-directory `fid`
-    /// (of type `kind`) `name` in `parent`, replacing what was there as rename does (EEXIST
-    /// with `noreplace`). The same (`from`, `op`) again changes nothing.
+    /// MDT to MDT: the destination half of a rename across MDTs: names `fid` (of type
+    /// `kind`) `name` in `parent`, replacing what was there as rename does (EEXIST with
+    /// `noreplace`). A directory adds a link to `parent` and may replace only an empty
+    /// directory; if its inode is here, its parent becomes `parent`. The same (`from`,
+    /// `op`) again changes nothing.
     InsertEntry {
         from: u32,
         op: u64,
@@ -503,6 +505,30 @@ pub enum MdtRequest {
     },
     /// MDT to MDT: `from` finished these operations; their records can go.
     ForgetOps { from: u32, ops: Vec<u64> },
+    /// MDT to MDT: directory `fid`'s parent and attributes, answered with
+    /// [`MdtReply::DirParent`]. A directory rename walks the destination's ancestors
+    /// across MDTs with it (a directory never moves into itself) and checks the moved
+    /// directory's owner and mode.
+    DirParent { fid: Fid },
+    /// MDT to MDT, answered by MDT0: the file system's rename lock. One operation at a
+    /// time, in the whole file system, moves a directory to another parent, so that the
+    /// ancestor check of one cannot miss the move of another (Lustre's rename lock). The
+    /// lock is durable and belongs to MDT `from`'s operation `op` of run `run` (random per
+    /// process start); [`RenameLockAction::Take`] answers EBUSY while another holds it.
+    RenameLock {
+        from: u32,
+        op: u64,
+        run: u64,
+        action: RenameLockAction,
+    },
+    /// MDT to MDT: directory `fid` (here) moved from `old_parent` to `new_parent` by a
+    /// rename on another MDT: its ".." and ctime. Done already (its parent is
+    /// `new_parent`) changes nothing; ENOENT when its parent is neither.
+    SetParent {
+        fid: Fid,
+        old_parent: Fid,
+        new_parent: Fid,
+    },
     /// `weft fsck`: one page of every inode stored on the MDT, after FID `after`.
     FsckInodes { after: Option<Fid>, max: u32 },
     /// `weft fsck`: one page of every directory entry stored on the MDT (every directory,
@@ -691,6 +717,8 @@ pub enum MdtReply {
     /// A name found whose inode lives on another MDT (a remote directory): ask the FID's
     /// MDT for its attributes.
     Entry { fid: Fid, kind: FileKind },
+    /// A directory's parent (the root's is itself) and attributes.
+    DirParent { parent: Fid, attr: Attr },
     /// A created inode, its layout, and an open handle when the create asked to open.
     Created {
         attr: Attr,
@@ -721,6 +749,21 @@ pub enum MdtReply {
     Scanned { entries: Vec<ScanEntry>, eof: bool },
     /// The conflicting lock `GetLock` found, or `None` when the lock could be taken.
     Lock(Option<LockHolder>),
+}
+
+/// What [`MdtRequest::RenameLock`] does with the rename lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RenameLockAction {
+    /// Take it (the same holder again: granted again).
+    Take,
+    /// Release it if this operation holds it.
+    Release,
+    /// MDT `from` restarted: release it if an operation of an earlier run of `from` holds
+    /// it, unless that operation is one of `keep` (its intent is still to be finished).
+    ReleaseStale {
+        /// Operations of the earlier run whose intents still hold the lock.
+        keep: Vec<u64>,
+    },
 }
 
 /// What `weft fsck` needs to know of one inode.
@@ -830,6 +873,9 @@ impl Message for MdtRequest {
             MdtRequest::FsckRepair { .. } => 245,
             MdtRequest::SetDirDefault { .. } => 246,
             MdtRequest::GetDirDefault { .. } => 247,
+            MdtRequest::DirParent { .. } => 248,
+            MdtRequest::RenameLock { .. } => 249,
+            MdtRequest::SetParent { .. } => 250,
         }
     }
 
@@ -880,6 +926,9 @@ impl Message for MdtRequest {
             MdtRequest::FsckRepair { .. } => "fsck_repair",
             MdtRequest::SetDirDefault { .. } => "setdirstripe_default",
             MdtRequest::GetDirDefault { .. } => "getdirstripe_default",
+            MdtRequest::DirParent { .. } => "dir_parent",
+            MdtRequest::RenameLock { .. } => "rename_lock",
+            MdtRequest::SetParent { .. } => "set_parent",
         }
     }
 }
