@@ -67,7 +67,8 @@ enum Command {
     Getdirstripe(admin::dirstripe::GetDirStripeArgs),
     /// Find files by name, type, size, time and layout from bulk MDT scans (like `lfs find`).
     Find(admin::find::FindArgs),
-    /// Re-stripe files online to a new layout, data verified (like `lfs migrate`).
+    /// Re-stripe files online to a new layout, data verified; `-m MDT DIR` moves
+    /// directories' metadata to another MDT (like `lfs migrate`).
     Migrate(admin::migrate::MigrateArgs),
     /// IOR-like and mdtest-like workloads through the client library.
     Bench(bench_io::BenchArgs),

@@ -191,3 +191,42 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
     assert_eq!(tc.mdt_counter(1, "dirs").await.unwrap(), 1);
     assert_eq!(tc.mdt_counter(1, "files").await.unwrap(), 2);
 }
+
+/// `weft migrate -m 1 MOUNT/proj` through a mount: the tree lists the same afterwards
+/// (names, modes, sizes, times) through paths whose dentries the kernel still has (the
+/// old directories answer ESTALE and the kernel looks the path up again), its
+/// directories are on MDT1, and creates and reads in it go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weft_migrate_m_through_the_mount() {
+    let tc = TestCluster::start_mdts(bin(), 1, 2).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let proj = m.path("proj");
+    fs::create_dir_all(proj.join("a/b")).unwrap();
+    for i in 0..50 {
+        fs::write(proj.join(format!("a/f{i}")), format!("{i}")).unwrap();
+    }
+    fs::write(proj.join("a/b/deep"), b"deep").unwrap();
+    std::os::unix::fs::symlink("a/b", proj.join("link")).unwrap();
+    let before = sh("ls", &["-lR", "--time-style=full-iso", &p(&proj)]);
+    let a_ino = fs::metadata(proj.join("a")).unwrap().ino();
+    assert_eq!(mdt_of(&proj), 0);
+
+    let (ok, _, err) = weft(&["migrate", "-m", "1", &p(&proj)]);
+    assert!(ok, "weft migrate -m: {err}");
+    let after = sh("ls", &["-lR", "--time-style=full-iso", &p(&proj)]);
+    assert_eq!(after, before, "the tree lists the same");
+    for d in ["proj", "proj/a", "proj/a/b"] {
+        assert_eq!(mdt_of(&m.path(d)), 1, "{d}");
+    }
+    // Through the paths the kernel still has: creates and reads go on.
+    fs::write(proj.join("a/after"), b"after").unwrap();
+    assert_eq!(fs::read(proj.join("a/f7")).unwrap(), b"7");
+    assert_eq!(fs::read(proj.join("link/deep")).unwrap(), b"deep");
+    assert_ne!(
+        fs::metadata(proj.join("a")).unwrap().ino(),
+        a_ino,
+        "a new directory has the name"
+    );
+    sh("rm", &["-r", &p(&proj)]);
+    assert_eq!(tc.mdt_counter(1, "dirs").await.unwrap(), 0);
+}

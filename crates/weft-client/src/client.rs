@@ -414,6 +414,23 @@ impl Client {
         .await
     }
 
+    /// Migrates directory `name` of `parent` to MDT `mdt` (`weft migrate -m`; root only):
+    /// its attributes and entries move to a new directory there, which takes the name. The
+    /// inodes its entries name stay where they are. Answers the new directory's FID (the
+    /// same directory's if it is on `mdt` already).
+    pub async fn migrate_dir(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mdt: u32,
+        cred: &Credentials,
+    ) -> Result<Fid, ClientError> {
+        self.in_shard(parent, name, |dir, m| async move {
+            m.migrate_dir(dir, name, mdt, cred).await
+        })
+        .await
+    }
+
     /// The index of the MDT holding `fid`.
     pub fn mdt_index_of(&self, fid: Fid) -> Result<u32, ClientError> {
         Ok(self.mdt(fid)?.index())
@@ -792,8 +809,20 @@ impl Client {
         opts: OpenOptions,
         cred: &Credentials,
     ) -> Result<File, ClientError> {
-        let (parent, name) = self.resolve_parent(path, cred).await?;
-        self.open_in(parent.fid, &name, opts, None, cred).await
+        // A directory of the path replaced meanwhile (renamed over, or migrated to another
+        // MDT) answers ESTALE: resolve once more, as the kernel does (`retry_estale`).
+        let mut retried = false;
+        loop {
+            let r = async {
+                let (parent, name) = self.resolve_parent(path, cred).await?;
+                self.open_in(parent.fid, &name, opts, None, cred).await
+            }
+            .await;
+            match r {
+                Err(e) if e.errno() == Errno::Stale && !retried => retried = true,
+                r => return r,
+            }
+        }
     }
 
     async fn finish_open(

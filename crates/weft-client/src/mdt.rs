@@ -75,6 +75,14 @@ fn is_target_not_served_yet(e: &weft_rpc::RpcError) -> bool {
     matches!(e, weft_rpc::RpcError::Handshake(w) if w.errno == weft_proto::Errno::NoEnt)
 }
 
+/// How long a request that meets a directory being migrated to another MDT (EINPROGRESS)
+/// waits for the migration to end before it fails with EBUSY.
+pub const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+fn is_in_progress(e: &weft_rpc::RpcError) -> bool {
+    matches!(e, weft_rpc::RpcError::Remote(w) if w.errno == weft_proto::Errno::InProgress)
+}
+
 /// Lock requests: never numbered or resent by [`MdtClient::call`] (a broken connection
 /// released the locks; the lock code decides what to do).
 fn is_lock(req: &MdtRequest) -> bool {
@@ -191,9 +199,33 @@ impl MdtClient {
         start: std::time::Instant,
     ) -> Result<MdtReply, ClientError> {
         let mut delay = std::time::Duration::from_millis(50);
+        // A migration copies a whole directory before it answers: no deadline.
+        let timeout = match req {
+            MdtRequest::MigrateDir { .. } => std::time::Duration::MAX,
+            _ => self.conn.options().request_timeout,
+        };
+        let mut migrating = std::time::Duration::from_millis(10);
         loop {
-            let r = self.conn.call(req, Bytes::new()).await.map(|(r, _)| r);
+            let r = self
+                .conn
+                .call_with_timeout(req, Bytes::new(), timeout)
+                .await
+                .map(|(r, _)| r);
             match r {
+                // A directory it changes is being migrated: wait and send it again.
+                Err(e) if is_in_progress(&e) => {
+                    if start.elapsed() > MIGRATION_WAIT {
+                        return Err(ClientError::Rpc {
+                            target: TargetId::mdt(self.index),
+                            error: weft_rpc::RpcError::Remote(weft_proto::WireError::new(
+                                weft_proto::Errno::Busy,
+                                "a directory migration did not end in time",
+                            )),
+                        });
+                    }
+                    tokio::time::sleep(migrating).await;
+                    migrating = (migrating * 2).min(std::time::Duration::from_millis(500));
+                }
                 // A restarting server listens before it serves its targets: its handshake
                 // refuses a target it does not serve yet (ENOENT) for a moment.
                 Err(e)
@@ -269,6 +301,24 @@ impl MdtClient {
             cred: cred.clone(),
         };
         expect_reply!(self, req, "mkdir_striped", MdtReply::Attr(a) => a)
+    }
+
+    /// Migrates directory `name` of `parent` to MDT `mdt` (`weft migrate -m`): the FID of
+    /// the directory that has the name afterwards. Sent to the parent's MDT; root only.
+    pub async fn migrate_dir(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        mdt: u32,
+        cred: &Credentials,
+    ) -> Result<Fid, ClientError> {
+        let req = MdtRequest::MigrateDir {
+            parent,
+            name: name.to_vec(),
+            mdt,
+            cred: cred.clone(),
+        };
+        expect_reply!(self, req, "migrate_dir", MdtReply::Attr(a) => a.fid, MdtReply::Entry { fid, .. } => fid)
     }
 
     /// Creates a directory whose inode lives on MDT `mdt` (a remote directory); sent to

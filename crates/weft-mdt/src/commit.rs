@@ -374,6 +374,8 @@ fn apply_req(
     if let Some(h) = handle_of(req) {
         engine.handles().adopt(conn, origin.client, h);
     }
+    // A directory being migrated to another MDT does not change (the client waits).
+    Engine::check_unfrozen(tx, req)?;
     match req {
         MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
         MdtRequest::Create {
@@ -461,6 +463,20 @@ fn apply_req(
             tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
         ),
         MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
+        MdtRequest::MigrateDir {
+            parent,
+            name,
+            mdt,
+            cred,
+        } => engine.prepare_migrate(tx, fx, *parent, name, *mdt, cred, origin),
+        MdtRequest::FreezeDir {
+            fid,
+            from,
+            op,
+            freeze,
+        } => engine.freeze_dir(tx, fx, *fid, *from, *op, *freeze),
+        MdtRequest::InsertEntries { dir, entries } => engine.insert_entries(tx, fx, *dir, entries),
+        MdtRequest::DropMigrated { fid, max } => engine.drop_migrated(tx, fx, *fid, *max),
         MdtRequest::RenameLock {
             from,
             op,

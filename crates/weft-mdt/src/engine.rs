@@ -34,6 +34,7 @@ pub(crate) struct Tx<'t> {
     pub dir_stripes: WTable<'t>,
     pub dir_defaults: WTable<'t>,
     pub rename_lock: WTable<'t>,
+    pub frozen: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
@@ -51,6 +52,7 @@ impl<'t> Tx<'t> {
             dir_stripes: txn.open_table(store::DIR_STRIPES)?,
             dir_defaults: txn.open_table(store::DIR_DEFAULTS)?,
             rename_lock: txn.open_table(store::RENAME_LOCK)?,
+            frozen: txn.open_table(store::FROZEN)?,
         })
     }
 }

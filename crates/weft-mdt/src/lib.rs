@@ -52,6 +52,9 @@
 //! Names whose inode lives on another MDT (remote directories, striped directories'
 //! shards, files linked or renamed across MDTs) are made and removed through durable
 //! intents finished after any crash: see `remote.rs` and ARCHITECTURE.md ("Several MDTs").
+//! Directories moved to another parent run under the file system's rename lock
+//! (`dir_moves.rs`); `weft migrate -m` freezes, copies and replaces a directory
+//! (`migrate.rs`).
 //!
 //! # Layouts after create
 //! Components of a composite (PFL) layout beyond the first are left uninstantiated until a
@@ -70,6 +73,7 @@ mod layouts;
 pub mod locks;
 mod mdt;
 pub mod memory;
+mod migrate;
 pub mod names;
 mod namespace;
 pub mod perm;

@@ -821,6 +821,17 @@ impl Mdt {
                 self.set_parent(*fid, *old_parent, intent.parent).await?;
                 Ok(MdtReply::Ok)
             }
+            IntentKind::Migrate {
+                dir,
+                mdt,
+                new: None,
+            } => {
+                self.migrate_copy(intent.op, intent.parent, *dir, *mdt)
+                    .await?
+            }
+            IntentKind::Migrate {
+                dir, new: Some(_), ..
+            } => self.migrate_drop(*dir).await?,
             IntentKind::RmdirStriped { master, shards } => {
                 // Seal every shard (sealed shards take no new names), then remove them all
                 // if every one was empty, else unseal them. A shard already gone means an
@@ -883,9 +894,12 @@ impl Mdt {
             .await?
         {
             Outcome::Done(r) => r,
-            Outcome::NeedSeq(_) | Outcome::CrossMdt(_) | Outcome::NeedDirMove { .. } => Err(
-                WireError::new(Errno::Io, "cross-MDT operation not finished"),
-            ),
+            // A migration's next phase.
+            Outcome::CrossMdt(next) => Box::pin(self.drive_intent(*next)).await,
+            Outcome::NeedSeq(_) | Outcome::NeedDirMove { .. } => Err(WireError::new(
+                Errno::Io,
+                "cross-MDT operation not finished",
+            )),
         };
         // The intent is gone (finished now or before): the directory move it made is
         // complete, and others may move directories again.

@@ -563,7 +563,7 @@ impl Engine {
             && !i.answers(origin)
         {
             return Err(fail(
-                Errno::Busy,
+                i.refusal(Errno::Busy),
                 "a cross-MDT operation is changing that name",
             ));
         }
@@ -656,11 +656,11 @@ impl Engine {
             // A resend of this rename, which left a link to drop on another MDT.
             return Err(Fail::CrossMdt(Box::new(i)));
         }
-        if crate::remote::pending(&tx.intents, src_parent, src_name)?.is_some()
-            || crate::remote::pending(&tx.intents, dst_parent, dst_name)?.is_some()
+        if let Some(i) = crate::remote::pending(&tx.intents, src_parent, src_name)?
+            .or(crate::remote::pending(&tx.intents, dst_parent, dst_name)?)
         {
             return Err(fail(
-                Errno::Busy,
+                i.refusal(Errno::Busy),
                 "a directory is being made or removed there",
             ));
         }

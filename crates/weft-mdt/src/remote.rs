@@ -117,6 +117,13 @@ pub enum IntentKind {
     /// Directory `fid` of another MDT was moved to this name from `old_parent` (done
     /// here): its ".." changes on its MDT. Holds the rename lock.
     DirMoved { fid: Fid, old_parent: Fid },
+    /// The directory `dir` named here migrates to MDT `mdt` (see [`crate::migrate`]):
+    /// copied, then (`new`: the new directory, which has the name now) dropped.
+    Migrate {
+        dir: Fid,
+        mdt: u32,
+        new: Option<weft_proto::mdt::Attr>,
+    },
 }
 
 impl IntentKind {
@@ -136,6 +143,15 @@ impl IntentKind {
 }
 
 impl Intent {
+    /// What a request that would change the name answers while this intent is pending:
+    /// `errno`, or EINPROGRESS during a migration (clients wait and resend).
+    pub(crate) fn refusal(&self, errno: Errno) -> Errno {
+        match self.kind {
+            IntentKind::Migrate { .. } => Errno::InProgress,
+            _ => errno,
+        }
+    }
+
     /// Whether this intent answers the client request `origin`.
     pub(crate) fn answers(&self, origin: &Origin) -> bool {
         origin.seq != 0 && self.client == origin.client && self.seq == origin.seq
@@ -285,6 +301,11 @@ impl Engine {
         intent: &Intent,
         outcome: &Result<MdtReply, WireError>,
     ) -> Result<MdtReply, Fail> {
+        if let (IntentKind::Migrate { new: None, .. }, Ok(MdtReply::Attr(new))) =
+            (&intent.kind, outcome)
+        {
+            return self.migrate_switch(tx, fx, intent, new);
+        }
         let stored = pending(&tx.intents, intent.parent, &intent.name)?;
         if stored.as_ref().map(|i| i.op) != Some(intent.op) {
             let origin = Origin {
@@ -379,6 +400,7 @@ impl Engine {
                 MdtReply::Ok
             }
             (IntentKind::LinkDropped { .. } | IntentKind::DirMoved { .. }, _) => MdtReply::Ok,
+            (IntentKind::Migrate { new: Some(new), .. }, _) => MdtReply::Attr(new.clone()),
             (IntentKind::Link { fid }, Ok(MdtReply::Attr(attr))) => {
                 self.insert_entry_of(tx, fx, intent.parent, &intent.name, *fid, attr.kind)?;
                 MdtReply::Attr(attr.clone())
@@ -387,7 +409,8 @@ impl Engine {
                 IntentKind::Mkdir { .. }
                 | IntentKind::MkdirStriped { .. }
                 | IntentKind::Link { .. }
-                | IntentKind::Rename { .. },
+                | IntentKind::Rename { .. }
+                | IntentKind::Migrate { new: None, .. },
                 other,
             ) => {
                 return Err(fail(
@@ -903,6 +926,8 @@ fn is_done(kind: &IntentKind, e: &WireError) -> bool {
         // The entries moved already; the ".." of a directory that is not where it was is
         // left to `weft fsck` (under the rename lock nothing else moves it).
         IntentKind::DirMoved { .. } => true,
+        // The name is the new directory's already.
+        IntentKind::Migrate { new: Some(_), .. } => true,
         _ => false,
     }
 }

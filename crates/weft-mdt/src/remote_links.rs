@@ -82,7 +82,10 @@ impl Engine {
     ) -> Result<(), Fail> {
         match pending(&tx.intents, parent, name)? {
             Some(i) if i.answers(origin) => Err(Fail::CrossMdt(Box::new(i))),
-            Some(_) => Err(fail(errno, "a cross-MDT operation is changing that name")),
+            Some(i) => Err(fail(
+                i.refusal(errno),
+                "a cross-MDT operation is changing that name",
+            )),
             None => Ok(()),
         }
     }
@@ -360,9 +363,9 @@ impl Engine {
         }
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
-        if pending(&tx.intents, parent, name)?.is_some() {
+        if let Some(i) = pending(&tx.intents, parent, name)? {
             return Err(fail(
-                Errno::Busy,
+                i.refusal(Errno::Busy),
                 "a cross-MDT operation is changing that name",
             ));
         }

@@ -57,6 +57,8 @@ pub const REMOTE_DIRS: Def = TableDefinition::new("remote_dirs");
 pub const DIR_DEFAULTS: Def = TableDefinition::new("dir_defaults");
 /// Striped directories whose master inode is here, with their shards.
 pub const DIR_STRIPES: Def = TableDefinition::new("dir_stripes");
+/// Directories frozen for a migration to another MDT, with who froze them.
+pub const FROZEN: Def = TableDefinition::new("frozen");
 /// The file system's rename lock (MDT0 only; see [`crate::dir_moves`]).
 pub const RENAME_LOCK: Def = TableDefinition::new("rename_lock");
 /// The MDT's identity and allocators.

@@ -74,6 +74,10 @@ pub enum Errno {
     DeadLk,
     /// No locks available (ENOLCK, 37): the per-client lock limit is reached.
     NoLck,
+    /// Operation now in progress (EINPROGRESS, 115): the directory is being migrated to
+    /// another MDT (`weft migrate -m`); the client waits and sends the request again.
+    /// Never shown to applications.
+    InProgress,
 }
 
 impl Errno {
@@ -111,6 +115,7 @@ impl Errno {
             Errno::Intr => 4,
             Errno::DeadLk => 35,
             Errno::NoLck => 37,
+            Errno::InProgress => 115,
         }
     }
 
@@ -148,6 +153,7 @@ impl Errno {
             Errno::Intr => "EINTR",
             Errno::DeadLk => "EDEADLK",
             Errno::NoLck => "ENOLCK",
+            Errno::InProgress => "EINPROGRESS",
         }
     }
 }

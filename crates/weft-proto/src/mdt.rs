@@ -521,6 +521,38 @@ pub enum MdtRequest {
         run: u64,
         action: RenameLockAction,
     },
+    /// `weft migrate -m`: moves directory `name` of `parent` to MDT `mdt` (root only): a new
+    /// directory there takes its attributes, extended attributes and entries (the inodes
+    /// they name stay where they are) and then its name; the old one is removed. Sent to
+    /// the MDT holding the name. Answers the new directory's attributes. Meanwhile the
+    /// directory reads as before and changes to it wait (EINPROGRESS, which clients resend).
+    MigrateDir {
+        parent: Fid,
+        name: Vec<u8>,
+        mdt: u32,
+        cred: Credentials,
+    },
+    /// MDT to MDT: freezes directory `fid` for MDT `from`'s migration `op` (`freeze`), or
+    /// thaws it. While frozen, requests that change it answer EINPROGRESS. EBUSY while a
+    /// cross-MDT operation is changing one of its names.
+    FreezeDir {
+        fid: Fid,
+        from: u32,
+        op: u64,
+        freeze: bool,
+    },
+    /// MDT to MDT: adds these entries (name, inode, type) to directory `dir`, made by a
+    /// migration and not named yet; an entry already there with the same inode changes
+    /// nothing. Each directory adds a link to `dir`.
+    InsertEntries {
+        dir: Fid,
+        entries: Vec<(Vec<u8>, Fid, FileKind)>,
+    },
+    /// MDT to MDT: removes directory `fid`, frozen and migrated elsewhere, with up to
+    /// `max` of its entries per call (the inodes they name are untouched: their names
+    /// live on in the new directory). Answers [`MdtReply::Progress`]; done when the inode
+    /// is gone.
+    DropMigrated { fid: Fid, max: u32 },
     /// MDT to MDT: directory `fid` (here) moved from `old_parent` to `new_parent` by a
     /// rename on another MDT: its ".." and ctime. Done already (its parent is
     /// `new_parent`) changes nothing; ENOENT when its parent is neither.
@@ -719,6 +751,8 @@ pub enum MdtReply {
     Entry { fid: Fid, kind: FileKind },
     /// A directory's parent (the root's is itself) and attributes.
     DirParent { parent: Fid, attr: Attr },
+    /// A step of a longer operation: `done` when nothing is left to do.
+    Progress { done: bool },
     /// A created inode, its layout, and an open handle when the create asked to open.
     Created {
         attr: Attr,
@@ -876,6 +910,10 @@ impl Message for MdtRequest {
             MdtRequest::DirParent { .. } => 248,
             MdtRequest::RenameLock { .. } => 249,
             MdtRequest::SetParent { .. } => 250,
+            MdtRequest::MigrateDir { .. } => 251,
+            MdtRequest::FreezeDir { .. } => 252,
+            MdtRequest::InsertEntries { .. } => 253,
+            MdtRequest::DropMigrated { .. } => 254,
         }
     }
 
@@ -929,6 +967,10 @@ impl Message for MdtRequest {
             MdtRequest::DirParent { .. } => "dir_parent",
             MdtRequest::RenameLock { .. } => "rename_lock",
             MdtRequest::SetParent { .. } => "set_parent",
+            MdtRequest::MigrateDir { .. } => "migrate_dir",
+            MdtRequest::FreezeDir { .. } => "freeze_dir",
+            MdtRequest::InsertEntries { .. } => "insert_entries",
+            MdtRequest::DropMigrated { .. } => "drop_migrated",
         }
     }
 }

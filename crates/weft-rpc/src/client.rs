@@ -305,6 +305,11 @@ impl Reconnecting {
         *self.addr.write().unwrap_or_else(|p| p.into_inner()) = addr;
     }
 
+    /// The options connections are made with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.opts
+    }
+
     /// The address connections go to.
     pub fn address(&self) -> String {
         self.addr.read().unwrap_or_else(|p| p.into_inner()).clone()
