@@ -59,7 +59,7 @@ pub const DIR_DEFAULTS: Def = TableDefinition::new("dir_defaults");
 pub const DIR_STRIPES: Def = TableDefinition::new("dir_stripes");
 /// Directories frozen for a migration to another MDT, with who froze them.
 pub const FROZEN: Def = TableDefinition::new("frozen");
-/// The file system's rename lock (MDT0 only; see [`crate::dir_moves`]).
+/// The file system's rename lock (MDT0 only; see `dir_moves.rs`).
 pub const RENAME_LOCK: Def = TableDefinition::new("rename_lock");
 /// The MDT's identity and allocators.
 pub const META: Def = TableDefinition::new("meta");
