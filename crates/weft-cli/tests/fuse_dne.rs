@@ -230,3 +230,90 @@ async fn weft_migrate_m_through_the_mount() {
     sh("rm", &["-r", &p(&proj)]);
     assert_eq!(tc.mdt_counter(1, "dirs").await.unwrap(), 0);
 }
+
+/// A striped directory (`weft mkdir -c 2`) through a mount: names spread over both MDTs
+/// and every namespace call works on them as in a plain directory — creates, listings
+/// (`ls`, `find`), renames and hard links between names on different MDTs, directories
+/// made in it and moved between its shards and out of it, `setdirstripe -D` inherited,
+/// `rm -r` and rmdir.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn striped_directory_through_the_mount() {
+    let tc = TestCluster::start_mdts(bin(), 1, 2).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let s = m.path("s");
+    let (ok, _, err) = weft(&["mkdir", "-c", "2", &p(&s)]);
+    assert!(ok, "weft mkdir -c 2: {err}");
+    let (ok, out, err) = weft(&["getdirstripe", &p(&s)]);
+    assert!(ok, "{err}");
+    assert!(out.contains("fnv_1a_64"), "{out}");
+    for i in 0..200 {
+        fs::write(s.join(format!("f{i}")), format!("{i}")).unwrap();
+    }
+    let listed = names(&s);
+    assert_eq!(listed.len(), 200);
+    let found = sh("find", &[&p(&s), "-type", "f"]);
+    assert_eq!(found.lines().count(), 200);
+    // Files are created on the MDT of their name's shard: both MDTs hold some.
+    let on1 = tc.mdt_counter(1, "files").await.unwrap();
+    assert!(on1 > 20 && on1 < 180, "{on1} of 200 files on MDT1");
+
+    // Renames and hard links between every pair of names (whichever shards they are on).
+    for i in 0..20 {
+        fs::rename(s.join(format!("f{i}")), s.join(format!("g{i}"))).unwrap();
+        fs::hard_link(s.join(format!("g{i}")), s.join(format!("h{i}"))).unwrap();
+        assert_eq!(fs::metadata(s.join(format!("h{i}"))).unwrap().nlink(), 2);
+        fs::remove_file(s.join(format!("g{i}"))).unwrap();
+        assert_eq!(
+            fs::read(s.join(format!("h{i}"))).unwrap(),
+            format!("{i}").as_bytes()
+        );
+    }
+    // The checkpoint pattern: write a temporary name, rename it over the final one.
+    for i in 20..40 {
+        fs::write(s.join("ckpt.tmp"), format!("new {i}")).unwrap();
+        fs::rename(s.join("ckpt.tmp"), s.join(format!("f{i}"))).unwrap();
+        assert_eq!(
+            fs::read(s.join(format!("f{i}"))).unwrap(),
+            format!("new {i}").as_bytes()
+        );
+    }
+    // Directories in it, moved between names on different MDTs and out of it.
+    for i in 0..10 {
+        let d = s.join(format!("d{i}"));
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("x"), b"x").unwrap();
+        let ino = fs::metadata(&d).unwrap().ino();
+        fs::rename(&d, s.join(format!("e{i}"))).unwrap();
+        assert_eq!(fs::metadata(s.join(format!("e{i}"))).unwrap().ino(), ino);
+        assert_eq!(fs::read(s.join(format!("e{i}/x"))).unwrap(), b"x");
+    }
+    fs::rename(s.join("e0"), m.path("e0")).unwrap();
+    assert_eq!(fs::read(m.path("e0/x")).unwrap(), b"x");
+    fs::rename(m.path("e0"), s.join("e0")).unwrap();
+    assert_eq!(names(&s).iter().filter(|n| n.starts_with('e')).count(), 10);
+
+    // A default for new subdirectories, inherited through the mount.
+    let (ok, _, err) = weft(&["setdirstripe", "-D", "-c", "2", &p(&s)]);
+    assert!(ok, "{err}");
+    fs::create_dir(s.join("sub")).unwrap();
+    let (ok, out, err) = weft(&["getdirstripe", &p(&s.join("sub"))]);
+    assert!(ok, "{err}");
+    assert!(out.contains("fnv_1a_64"), "sub is striped too: {out}");
+    fs::write(s.join("sub/z"), b"z").unwrap();
+
+    assert_eq!(errno(fs::remove_dir(&s)), libc::ENOTEMPTY);
+    sh("rm", &["-r", &p(&s)]);
+    assert_eq!(errno(fs::metadata(&s)), libc::ENOENT);
+    eventually("MDT1 holds nothing", || {
+        let rt = tokio::runtime::Handle::current();
+        let (dirs, files) = tokio::task::block_in_place(|| {
+            rt.block_on(async {
+                (
+                    tc.mdt_counter(1, "dirs").await.unwrap(),
+                    tc.mdt_counter(1, "files").await.unwrap(),
+                )
+            })
+        });
+        dirs == 0 && files == 0
+    });
+}
