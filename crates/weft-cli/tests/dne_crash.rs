@@ -526,3 +526,52 @@ crash_tests! {
     rename_replacing_crash_of_mdt1_before_finish: 1, RenameReplace, BEFORE_FINISH;
     rename_over_remote_name_crash_of_mdt1_before_remote: 1, RenameOverRemoteName, BEFORE_REMOTE;
 }
+
+// ---------------------------------------------------------------------------------------
+// What the random mix found
+// ---------------------------------------------------------------------------------------
+
+/// rename(2) of a name onto another name of the same inode does nothing (POSIX): across
+/// MDTs too, both names stay and the link count stays 2. (The random mix found the source
+/// name removed and the link count left at 2; unlinking the other name then left an inode
+/// with no name.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_across_mdts_onto_another_name_of_the_same_inode_does_nothing() {
+    let tc = two_mdts().await;
+    let c = fs_client(&tc).await;
+    let cred = root();
+    let a = c.mkdir(Fid::ROOT, b"a", 0o755, &cred).await.unwrap();
+    let b = c.mkdir_on(Fid::ROOT, b"b", 0o755, 1, &cred).await.unwrap();
+    for (i, (from, to)) in [("/a/f", "/b/g"), ("/b/h", "/a/k")].into_iter().enumerate() {
+        c.write_file(from, &pattern(1000, i as u8), &cred)
+            .await
+            .unwrap();
+        let f = c.resolve(from, true, &cred).await.unwrap();
+        let (to_dir, to_name) = to.rsplit_once('/').unwrap();
+        let (from_dir, from_name) = from.rsplit_once('/').unwrap();
+        let dir = |p: &str| if p == "/a" { a.fid } else { b.fid };
+        c.link(f.fid, dir(to_dir), to_name.as_bytes(), &cred)
+            .await
+            .unwrap();
+        c.rename(
+            dir(from_dir),
+            from_name.as_bytes(),
+            dir(to_dir),
+            to_name.as_bytes(),
+            PLAIN,
+            &cred,
+        )
+        .await
+        .unwrap();
+        for p in [from, to] {
+            assert_eq!(
+                c.resolve(p, true, &cred).await.unwrap().fid,
+                f.fid,
+                "mv {from} {to}: {p} still names the file"
+            );
+        }
+        assert_eq!(c.getattr(f.fid).await.unwrap().nlink, 2, "mv {from} {to}");
+    }
+    wait_no_intents(&tc, &c).await;
+    assert_fsck_clean(&tc, "after the renames").await;
+}

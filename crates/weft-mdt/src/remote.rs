@@ -363,6 +363,8 @@ impl Engine {
                 self.remove_entry_of(tx, fx, intent.parent, &intent.name, *fid)?;
                 MdtReply::Ok
             }
+            // The destination was another name of the same inode: nothing to do.
+            (IntentKind::Rename { .. }, Ok(MdtReply::Entry { .. })) => MdtReply::Ok,
             (
                 IntentKind::Rename {
                     fid,
