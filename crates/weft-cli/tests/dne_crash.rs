@@ -222,6 +222,27 @@ enum Op {
     RenameReplace,
     /// `mv /a/f /a/v`, where `/a/v` is a second name of `/b/v` (IntentKind::LinkDropped).
     RenameOverRemoteName,
+    /// `rm /a/l`, the only name of an inode of the other MDT (moved there from `/b/f`):
+    /// the inode and its objects are destroyed.
+    UnlinkLast,
+    /// `mv /a/f /a/v`, where `/a/v` is the only name of an inode of the other MDT (moved
+    /// there from `/b/v`): LinkDropped destroys it.
+    RenameOverRemoteLastName,
+    /// `mv /a/f /b/g`, where `/b/g` is a second name of `/a/h`: the MDT of `/b` replaces
+    /// the name and drops the link of `/a/h` on the MDT of `/a` (its own LinkDropped
+    /// intent, while the rename's intent waits on the MDT of `/a`). The MDS of `/b`
+    /// aborts.
+    RenameOntoRemoteName,
+}
+
+impl Op {
+    /// The MDT coordinating the intent whose failpoints abort, when `/a` is on `a_mdt`.
+    fn coordinator(self, a_mdt: u32) -> u32 {
+        match self {
+            Op::RenameOntoRemoteName => 1 - a_mdt,
+            _ => a_mdt,
+        }
+    }
 }
 
 /// The files and directories an operation starts from.
@@ -239,22 +260,24 @@ struct Scene {
 const F_LEN: usize = 200_000;
 const G_LEN: usize = 70_000;
 
-async fn set_up(c: &Arc<Client>, coordinator: u32, op: Op) -> Scene {
+async fn set_up(c: &Arc<Client>, a_mdt: u32, op: Op) -> Scene {
     let cred = root();
     let a = c
-        .mkdir_on(Fid::ROOT, b"a", 0o755, coordinator, &cred)
+        .mkdir_on(Fid::ROOT, b"a", 0o755, a_mdt, &cred)
         .await
         .unwrap();
     let b = c
-        .mkdir_on(Fid::ROOT, b"b", 0o755, 1 - coordinator, &cred)
+        .mkdir_on(Fid::ROOT, b"b", 0o755, 1 - a_mdt, &cred)
         .await
         .unwrap();
-    assert_eq!(c.mdt_index_of(a.fid).unwrap(), coordinator);
-    assert_eq!(c.mdt_index_of(b.fid).unwrap(), 1 - coordinator);
+    assert_eq!(c.mdt_index_of(a.fid).unwrap(), a_mdt);
+    assert_eq!(c.mdt_index_of(b.fid).unwrap(), 1 - a_mdt);
     let (f_path, victim_path) = match op {
         Op::MkdirStriped | Op::RmdirStriped => (None, None),
-        Op::Link | Op::Unlink => (Some("/b/f"), None),
+        Op::Link | Op::Unlink | Op::UnlinkLast => (Some("/b/f"), None),
         Op::Rename => (Some("/a/f"), None),
+        Op::RenameOverRemoteLastName => (Some("/a/f"), Some("/b/v")),
+        Op::RenameOntoRemoteName => (Some("/a/f"), Some("/a/h")),
         Op::RenameReplace => (Some("/a/f"), Some("/b/g")),
         Op::RenameOverRemoteName => (Some("/a/f"), Some("/b/v")),
     };
@@ -290,6 +313,18 @@ async fn set_up(c: &Arc<Client>, coordinator: u32, op: Op) -> Scene {
             let v = scene.victim.as_ref().unwrap().fid;
             c.link(v, a.fid, b"v", &cred).await.unwrap();
         }
+        Op::UnlinkLast => c
+            .rename(b.fid, b"f", a.fid, b"l", PLAIN, &cred)
+            .await
+            .unwrap(),
+        Op::RenameOverRemoteLastName => c
+            .rename(b.fid, b"v", a.fid, b"v", PLAIN, &cred)
+            .await
+            .unwrap(),
+        Op::RenameOntoRemoteName => {
+            let h = scene.victim.as_ref().unwrap().fid;
+            c.link(h, b.fid, b"g", &cred).await.unwrap();
+        }
         _ => {}
     }
     scene
@@ -306,12 +341,12 @@ async fn run(c: &Client, op: Op, s: &Scene) -> Result<Option<Attr>, ClientError>
             .map(Some),
         Op::RmdirStriped => c.rmdir(s.a, b"x", &cred).await.map(|()| None),
         Op::Link => c.link(f.unwrap(), s.a, b"l", &cred).await.map(Some),
-        Op::Unlink => c.unlink(s.a, b"l", &cred).await.map(|()| None),
-        Op::Rename | Op::RenameReplace => c
+        Op::Unlink | Op::UnlinkLast => c.unlink(s.a, b"l", &cred).await.map(|()| None),
+        Op::Rename | Op::RenameReplace | Op::RenameOntoRemoteName => c
             .rename(s.a, b"f", s.b, b"g", PLAIN, &cred)
             .await
             .map(|()| None),
-        Op::RenameOverRemoteName => c
+        Op::RenameOverRemoteName | Op::RenameOverRemoteLastName => c
             .rename(s.a, b"f", s.a, b"v", PLAIN, &cred)
             .await
             .map(|()| None),
@@ -324,12 +359,12 @@ async fn check_done(
     c: &Arc<Client>,
     op: Op,
     s: &Scene,
-    coordinator: u32,
+    a_mdt: u32,
     reply: Option<Attr>,
     before: &BTreeMap<u32, (u64, u64)>,
 ) {
     let cred = root();
-    let other = 1 - coordinator;
+    let other = 1 - a_mdt;
     let read = |path: &'static str| {
         let c = c.clone();
         async move { c.read_file(path, &root()).await.unwrap().to_vec() }
@@ -350,11 +385,13 @@ async fn check_done(
     };
     let (in_a, in_b): (&[&str], &[&str]) = match op {
         Op::MkdirStriped => (&["x"], &[]),
-        Op::RmdirStriped => (&[], &[]),
+        Op::RmdirStriped | Op::UnlinkLast => (&[], &[]),
         Op::Unlink => (&[], &["f"]),
         Op::Link => (&["l"], &["f"]),
         Op::Rename | Op::RenameReplace => (&[], &["g"]),
         Op::RenameOverRemoteName => (&["v"], &["v"]),
+        Op::RenameOverRemoteLastName => (&["v"], &[]),
+        Op::RenameOntoRemoteName => (&["h"], &["g"]),
     };
     assert_eq!(names(c, s.a).await, set(in_a), "the names in /a");
     assert_eq!(names(c, s.b).await, set(in_b), "the names in /b");
@@ -365,7 +402,7 @@ async fn check_done(
             let x = c.lookup(s.a, b"x", &cred).await.unwrap();
             assert_eq!(reply.map(|r| r.fid), Some(x.fid), "the reply names /a/x");
             assert_eq!(x.mode & 0o7777, 0o750);
-            assert_eq!(c.mdt_index_of(x.fid).unwrap(), coordinator);
+            assert_eq!(c.mdt_index_of(x.fid).unwrap(), a_mdt);
             let stripes = c.dir_stripes(x.fid).await.unwrap().expect("striped");
             let mdts: BTreeSet<u32> = stripes
                 .shards
@@ -389,7 +426,7 @@ async fn check_done(
                     .await
                     .unwrap();
             }
-            want.get_mut(&coordinator).unwrap().0 += 2;
+            want.get_mut(&a_mdt).unwrap().0 += 2;
             want.get_mut(&other).unwrap().0 += 1;
         }
         Op::RmdirStriped => {
@@ -403,7 +440,7 @@ async fn check_done(
             // The name is free again.
             c.mkdir(s.a, b"x", 0o755, &cred).await.unwrap();
             c.rmdir(s.a, b"x", &cred).await.unwrap();
-            want.get_mut(&coordinator).unwrap().0 -= 2;
+            want.get_mut(&a_mdt).unwrap().0 -= 2;
             want.get_mut(&other).unwrap().0 -= 1;
         }
         Op::Link => {
@@ -422,11 +459,16 @@ async fn check_done(
             assert_eq!(nlink(f).await, 1, "one link dropped");
             assert_eq!(read("/b/f").await, pattern(F_LEN, 1));
         }
+        Op::UnlinkLast => {
+            assert_eq!(errno(c.lookup(s.a, b"l", &cred).await), Errno::NoEnt);
+            gone(s.f.as_ref().unwrap().fid).await;
+            want.get_mut(&other).unwrap().1 -= 1;
+        }
         Op::Rename | Op::RenameReplace => {
             let f = s.f.as_ref().unwrap().fid;
             assert_eq!(errno(c.lookup(s.a, b"f", &cred).await), Errno::NoEnt);
             assert_eq!(c.lookup(s.b, b"g", &cred).await.unwrap().fid, f);
-            assert_eq!(c.mdt_index_of(f).unwrap(), coordinator, "the inode stays");
+            assert_eq!(c.mdt_index_of(f).unwrap(), a_mdt, "the inode stays");
             assert_eq!(nlink(f).await, 1);
             assert_eq!(read("/b/g").await, pattern(F_LEN, 1));
             if op == Op::RenameReplace {
@@ -445,6 +487,25 @@ async fn check_done(
             assert_eq!(read("/a/v").await, pattern(F_LEN, 1));
             assert_eq!(read("/b/v").await, pattern(G_LEN, 2));
         }
+        Op::RenameOverRemoteLastName => {
+            let f = s.f.as_ref().unwrap().fid;
+            assert_eq!(errno(c.lookup(s.a, b"f", &cred).await), Errno::NoEnt);
+            assert_eq!(c.lookup(s.a, b"v", &cred).await.unwrap().fid, f);
+            assert_eq!(nlink(f).await, 1);
+            gone(s.victim.as_ref().unwrap().fid).await;
+            assert_eq!(read("/a/v").await, pattern(F_LEN, 1));
+            want.get_mut(&other).unwrap().1 -= 1;
+        }
+        Op::RenameOntoRemoteName => {
+            let (f, h) = (s.f.as_ref().unwrap().fid, s.victim.as_ref().unwrap().fid);
+            assert_eq!(errno(c.lookup(s.a, b"f", &cred).await), Errno::NoEnt);
+            assert_eq!(c.lookup(s.b, b"g", &cred).await.unwrap().fid, f);
+            assert_eq!(c.lookup(s.a, b"h", &cred).await.unwrap().fid, h);
+            assert_eq!(nlink(f).await, 1);
+            assert_eq!(nlink(h).await, 1, "the replaced name's inode lost one link");
+            assert_eq!(read("/b/g").await, pattern(F_LEN, 1));
+            assert_eq!(read("/a/h").await, pattern(G_LEN, 2));
+        }
     }
     if op != Op::MkdirStriped && op != Op::RmdirStriped {
         assert_eq!(a_nlink, 2);
@@ -452,14 +513,16 @@ async fn check_done(
     wait_counters(tc, &want, &format!("after {op:?}")).await;
 }
 
-/// The MDS of MDT `coordinator` runs with `WEFT_FAILPOINT=point` and aborts there during
-/// `op`; it is restarted without the failpoint. The client's call (resent across the
+/// `op` runs on `/a` (on MDT `a_mdt`) and `/b` (on the other MDT) while the MDS
+/// coordinating its intent runs with `WEFT_FAILPOINT=point` and aborts there; it is
+/// restarted without the failpoint. The client's call (resent across the
 /// restart) must succeed with the right answer, the operation must be done exactly once,
 /// no intent may be left, and `weft fsck --dry-run` must find nothing.
-async fn coordinator_crash(coordinator: u32, op: Op, point: &str) {
+async fn coordinator_crash(a_mdt: u32, op: Op, point: &str) {
     let mut tc = two_mdts().await;
     let c = fs_client(&tc).await;
-    let scene = set_up(&c, coordinator, op).await;
+    let scene = set_up(&c, a_mdt, op).await;
+    let coordinator = op.coordinator(a_mdt);
     assert_fsck_clean(&tc, &format!("{op:?}: before the crash")).await;
     let before = counters(&tc).await;
 
@@ -492,7 +555,7 @@ async fn coordinator_crash(coordinator: u32, op: Op, point: &str) {
         panic!("{op:?} at {point} on MDT{coordinator}: the client's call (resent) failed: {e}")
     });
     wait_no_intents(&tc, &c).await;
-    check_done(&tc, &c, op, &scene, coordinator, reply, &before).await;
+    check_done(&tc, &c, op, &scene, a_mdt, reply, &before).await;
     assert_fsck_clean(&tc, &format!("{op:?} at {point} on MDT{coordinator}")).await;
 }
 
@@ -522,6 +585,13 @@ crash_tests! {
     rename_replacing_on_other_mdt_crash_before_finish: 0, RenameReplace, BEFORE_FINISH;
     rename_over_remote_name_crash_before_remote: 0, RenameOverRemoteName, BEFORE_REMOTE;
     rename_over_remote_name_crash_before_finish: 0, RenameOverRemoteName, BEFORE_FINISH;
+    remote_unlink_of_last_name_crash_before_remote: 0, UnlinkLast, BEFORE_REMOTE;
+    remote_unlink_of_last_name_crash_before_finish: 0, UnlinkLast, BEFORE_FINISH;
+    rename_over_remote_last_name_crash_before_remote: 0, RenameOverRemoteLastName, BEFORE_REMOTE;
+    rename_over_remote_last_name_crash_before_finish: 0, RenameOverRemoteLastName, BEFORE_FINISH;
+    // The MDS of /b (MDT1) aborts while dropping the link of the name it replaced.
+    rename_onto_remote_name_crash_of_destination_before_remote: 0, RenameOntoRemoteName, BEFORE_REMOTE;
+    rename_onto_remote_name_crash_of_destination_before_finish: 0, RenameOntoRemoteName, BEFORE_FINISH;
     // MDT1 coordinating (its directories are remote ones, the other MDT is MDT0).
     striped_mkdir_crash_of_mdt1_before_finish: 1, MkdirStriped, BEFORE_FINISH;
     striped_rmdir_crash_of_mdt1_before_remote: 1, RmdirStriped, BEFORE_REMOTE;
