@@ -559,6 +559,84 @@ async fn coordinator_crash(a_mdt: u32, op: Op, point: &str) {
     assert_fsck_clean(&tc, &format!("{op:?} at {point} on MDT{coordinator}")).await;
 }
 
+/// `op` waits for the other MDT, which is down (its intent stored), while the
+/// coordinator's MDS is SIGKILLed and restarted: the restarted MDS rolls the intent
+/// forward and the client's resend attaches to it, so two drivers wait for the other MDT,
+/// each on its own back-off. When it is back the operation must still happen exactly
+/// once: the second driver's request may not be applied again once the first finished.
+async fn coordinator_restart_while_the_other_mdt_is_down(a_mdt: u32, op: Op) {
+    let mut tc = two_mdts().await;
+    let c = fs_client(&tc).await;
+    let scene = Arc::new(set_up(&c, a_mdt, op).await);
+    let coordinator = op.coordinator(a_mdt);
+    assert_eq!(coordinator, a_mdt, "the client's MDT coordinates");
+    let other = 1 - coordinator;
+    let before = counters(&tc).await;
+
+    tc.mds_process(other).unwrap().kill().unwrap();
+    let call = {
+        let (c, scene) = (c.clone(), scene.clone());
+        tokio::spawn(async move { run(&c, op, &scene).await })
+    };
+    // The intent is stored: the operation waits for the other MDT.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let req = MdtRequest::FsckInodes {
+            after: None,
+            max: 1,
+        };
+        let pending = match c.cluster().mdt(coordinator).unwrap().call(req).await {
+            Ok(MdtReply::FsckInodes { intents, .. }) => intents,
+            other => panic!("MDT{coordinator}: {other:?}"),
+        };
+        if pending > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{op:?}: no intent after 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!call.is_finished(), "{op:?} finished with MDT{other} down");
+    tc.mds_process(coordinator).unwrap().kill().unwrap();
+    tc.mds_process(coordinator).unwrap().restart().unwrap();
+    // Long enough for the client to resend and for both drivers to back off a few times.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tc.mds_process(other).unwrap().restart().unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(45), call)
+        .await
+        .unwrap_or_else(|_| panic!("{op:?}: the client's call never returned"))
+        .unwrap();
+    tc.wait_ready().await.unwrap();
+    let reply =
+        outcome.unwrap_or_else(|e| panic!("{op:?}: the client's call (resent) failed: {e}"));
+    wait_no_intents(&tc, &c).await;
+    // The slower driver's requests reach the other MDT up to 5 s (its longest back-off)
+    // after it is back: give them that time to do harm.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    check_done(&tc, &c, op, &scene, a_mdt, reply, &before).await;
+    assert_fsck_clean(&tc, &format!("{op:?} with MDT{coordinator} restarted")).await;
+}
+
+macro_rules! peer_down_tests {
+    ($($name:ident: $op:ident;)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                coordinator_restart_while_the_other_mdt_is_down(0, Op::$op).await;
+            }
+        )*
+    };
+}
+
+peer_down_tests! {
+    striped_mkdir_with_coordinator_restart_while_the_other_mdt_is_down: MkdirStriped;
+    striped_rmdir_with_coordinator_restart_while_the_other_mdt_is_down: RmdirStriped;
+    remote_link_with_coordinator_restart_while_the_other_mdt_is_down: Link;
+    remote_unlink_with_coordinator_restart_while_the_other_mdt_is_down: Unlink;
+    rename_to_other_mdt_with_coordinator_restart_while_the_other_mdt_is_down: Rename;
+    rename_replacing_with_coordinator_restart_while_the_other_mdt_is_down: RenameReplace;
+    rename_over_remote_name_with_coordinator_restart_while_the_other_mdt_is_down: RenameOverRemoteName;
+}
+
 macro_rules! crash_tests {
     ($($name:ident: $mdt:expr, $op:ident, $point:expr;)*) => {
         $(
