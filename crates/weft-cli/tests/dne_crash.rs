@@ -986,3 +986,56 @@ async fn rename_across_mdts_onto_another_name_of_the_same_inode_does_nothing() {
     wait_no_intents(&tc, &c).await;
     assert_fsck_clean(&tc, "after the renames").await;
 }
+
+/// A striped directory renamed into a directory of another MDT (moved, or refused with
+/// EXDEV) is still removed whole: ENOTEMPTY while its shards hold names, then the master
+/// and every shard go. (The random mix found a striped directory moved to another MDT
+/// removed by rmdir there as a plain remote directory: the master alone, whatever the
+/// shards held, which were left orphaned.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_striped_directory_renamed_towards_another_mdt_is_removed_whole() {
+    let tc = two_mdts().await;
+    let c = fs_client(&tc).await;
+    let cred = root();
+    let a = c.mkdir(Fid::ROOT, b"a", 0o755, &cred).await.unwrap();
+    let b = c.mkdir_on(Fid::ROOT, b"b", 0o755, 1, &cred).await.unwrap();
+    let x = c
+        .mkdir_striped(a.fid, b"x", 0o755, 2, DirHash::Fnv1a64, &cred)
+        .await
+        .unwrap();
+    let shards = c.dir_stripes(x.fid).await.unwrap().unwrap().shards.clone();
+    for i in 0..8u8 {
+        c.write_file(&format!("/a/x/f{i}"), &pattern(100, i), &cred)
+            .await
+            .unwrap();
+    }
+    let moved = c.rename(a.fid, b"x", b.fid, b"x", PLAIN, &cred).await;
+    let (dir, path) = match moved.as_ref().map_err(ClientError::errno) {
+        Ok(()) => (b.fid, "/b/x"),
+        Err(Errno::XDev) => (a.fid, "/a/x"),
+        Err(e) => panic!("rename of a striped directory to another MDT: {e:?}"),
+    };
+    assert_eq!(c.resolve(path, true, &cred).await.unwrap().fid, x.fid);
+    assert_eq!(names(&c, x.fid).await.len(), 8, "{path} lists its names");
+    assert_eq!(
+        errno(c.rmdir(dir, b"x", &cred).await),
+        Errno::NotEmpty,
+        "rmdir {path} while its shards hold names"
+    );
+    assert_fsck_clean(&tc, &format!("{path} with its names")).await;
+    for i in 0..8u8 {
+        c.unlink(x.fid, format!("f{i}").as_bytes(), &cred)
+            .await
+            .unwrap();
+    }
+    c.rmdir(dir, b"x", &cred).await.unwrap();
+    for fid in std::iter::once(x.fid).chain(shards) {
+        let e = errno(c.getattr(fid).await);
+        assert!(
+            matches!(e, Errno::NoEnt | Errno::Stale),
+            "{fid} remains: {e:?}"
+        );
+    }
+    wait_no_intents(&tc, &c).await;
+    assert_fsck_clean(&tc, &format!("after rmdir {path}")).await;
+}
