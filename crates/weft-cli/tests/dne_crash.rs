@@ -6,11 +6,13 @@
 //!   other MDT), the coordinating MDS aborts at each failpoint (`cross_mdt.before_remote`,
 //!   `cross_mdt.before_finish`) and is restarted: the client's call, resent across the
 //!   restart, answers success, the namespace is as if the operation happened once, and
-//!   `weft fsck --dry-run` finds nothing.
+//!   `weft fsck --dry-run` finds nothing. Also: the coordinator restarted while the other
+//!   MDT is down (the roll-forward and the client's resend both drive the intent).
 //! - A seeded random mix of concurrent namespace operations over local, remote and
 //!   striped directories while MDS processes are SIGKILLed and restarted: once the
 //!   operations stop and the intents are rolled forward, `weft fsck --dry-run` finds
 //!   nothing and every name listed can be stat'ed (and every file read).
+//! - Regression tests of what the random mix found.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,8 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError};
-use weft_proto::mdt::RenameFlags;
-use weft_proto::mdt::{Attr, Credentials, DirEntry, DirHash, FileKind, MdtReply, MdtRequest};
+use weft_proto::mdt::{
+    Attr, Credentials, DirEntry, DirHash, FileKind, MdtReply, MdtRequest, RenameFlags,
+};
 use weft_proto::{Errno, Fid};
 use weft_testkit::{FSNAME, TestCluster};
 
@@ -142,18 +145,21 @@ async fn assert_fsck_clean(tc: &TestCluster, what: &str) {
 async fn intents(tc: &TestCluster, c: &Client) -> BTreeMap<u32, u64> {
     let mut out = BTreeMap::new();
     for i in tc.mdt_indices() {
-        let req = MdtRequest::FsckInodes {
-            after: None,
-            max: 1,
-        };
-        match c.cluster().mdt(i).unwrap().call(req).await.unwrap() {
-            MdtReply::FsckInodes { intents, .. } => {
-                out.insert(i, intents);
-            }
-            other => panic!("MDT{i}: unexpected reply {other:?}"),
-        }
+        out.insert(i, intents_on(c, i).await);
     }
     out
+}
+
+/// Cross-MDT operations in progress on MDT `index`.
+async fn intents_on(c: &Client, index: u32) -> u64 {
+    let req = MdtRequest::FsckInodes {
+        after: None,
+        max: 1,
+    };
+    match c.cluster().mdt(index).unwrap().call(req).await.unwrap() {
+        MdtReply::FsckInodes { intents, .. } => intents,
+        other => panic!("MDT{index}: unexpected reply {other:?}"),
+    }
 }
 
 /// Waits (up to 30 s) until no MDT holds an intent: every cross-MDT operation finished.
@@ -580,18 +586,7 @@ async fn coordinator_restart_while_the_other_mdt_is_down(a_mdt: u32, op: Op) {
     };
     // The intent is stored: the operation waits for the other MDT.
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let req = MdtRequest::FsckInodes {
-            after: None,
-            max: 1,
-        };
-        let pending = match c.cluster().mdt(coordinator).unwrap().call(req).await {
-            Ok(MdtReply::FsckInodes { intents, .. }) => intents,
-            other => panic!("MDT{coordinator}: {other:?}"),
-        };
-        if pending > 0 {
-            break;
-        }
+    while intents_on(&c, coordinator).await == 0 {
         assert!(Instant::now() < deadline, "{op:?}: no intent after 20 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
