@@ -1034,3 +1034,59 @@ async fn a_striped_directory_renamed_towards_another_mdt_is_removed_whole() {
     wait_no_intents(&tc, &c).await;
     assert_fsck_clean(&tc, &format!("after rmdir {path}")).await;
 }
+
+/// An rmdir of a directory's new name, racing with the move of that directory (holding a
+/// file) from another MDT, must never succeed: the directory is not empty. (The random
+/// mix found the rmdir answered success while the moved directory's ".." still named its
+/// old parent: the other MDT answered "not in that parent" (ENOENT), taken for "removed
+/// already", and the name went while the directory and its file stayed, orphaned.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmdir_racing_with_a_directory_moving_in_from_another_mdt_never_orphans_it() {
+    let tc = two_mdts().await;
+    let c = fs_client(&tc).await;
+    let cred = root();
+    let a = c.mkdir(Fid::ROOT, b"a", 0o755, &cred).await.unwrap();
+    let r = c.mkdir_on(Fid::ROOT, b"r", 0o755, 1, &cred).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut moved = 0;
+    for i in 0..40 {
+        if Instant::now() > deadline {
+            break;
+        }
+        let dir = c.mkdir(r.fid, b"c", 0o755, &cred).await.unwrap();
+        c.write_file("/r/c/z", b"z", &cred).await.unwrap();
+        let spin = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                // Until the name appears (or 2 s pass): rmdir of a non-empty directory.
+                let until = Instant::now() + Duration::from_secs(2);
+                loop {
+                    let r = c.rmdir(a.fid, b"d", &root()).await;
+                    match r.as_ref().map_err(ClientError::errno) {
+                        Err(Errno::NoEnt) if Instant::now() < until => {}
+                        _ => return r,
+                    }
+                }
+            })
+        };
+        let mv = c.rename(r.fid, b"c", a.fid, b"d", PLAIN, &cred).await;
+        let rm = spin.await.unwrap();
+        assert!(
+            !matches!(rm, Ok(())),
+            "#{i}: rmdir /a/d succeeded although the directory moved there holds /a/d/z \
+             (rename: {mv:?})"
+        );
+        wait_no_intents(&tc, &c).await;
+        // Back to the start: the file and the directory go, wherever the directory is.
+        let (parent, name) = match c.lookup(a.fid, b"d", &cred).await {
+            Ok(_) => (a.fid, &b"d"[..]),
+            Err(_) => (r.fid, &b"c"[..]),
+        };
+        assert_eq!(c.lookup(parent, name, &cred).await.unwrap().fid, dir.fid);
+        c.unlink(dir.fid, b"z", &cred).await.unwrap();
+        c.rmdir(parent, name, &cred).await.unwrap();
+        moved += usize::from(mv.is_ok());
+    }
+    assert!(moved > 0, "the directory never moved");
+    assert_fsck_clean(&tc, "after the races").await;
+}
