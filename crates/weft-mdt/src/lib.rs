@@ -65,6 +65,7 @@ pub mod cluster;
 mod commit;
 pub mod destroy;
 mod dir_moves;
+mod drivers;
 mod engine;
 pub mod error;
 mod fsck;

@@ -119,6 +119,8 @@ pub struct Mdt {
     /// Random per process start: tells this run's rename-lock operations from an earlier
     /// run's (see [`crate::dir_moves`]).
     run: u64,
+    /// The intents being driven: one driver at a time each.
+    drivers: crate::drivers::Drivers,
 }
 
 impl std::fmt::Debug for Mdt {
@@ -288,6 +290,7 @@ impl Mdt {
             locks: Arc::new(LockTable::new(opts.locks)),
             handle_grace: opts.handle_grace,
             run: crate::remote::new_op_id(),
+            drivers: Default::default(),
         }))
     }
 
@@ -652,10 +655,37 @@ impl Mdt {
         Err(WireError::new(errno, why))
     }
 
-    /// Steps 2 and 3 of a cross-MDT operation ([`crate::remote`]): asks the other MDTs
-    /// (their side is idempotent, so an unknown outcome is simply asked again), then
-    /// finishes the intent with the answer.
+    /// Steps 2 and 3 of a cross-MDT operation ([`crate::remote`]), by one driver at a
+    /// time ([`crate::drivers`]): a driver that waited for another finds the intent
+    /// finished and answers from its recorded reply, without asking the other MDTs again.
     async fn drive_intent(&self, intent: Intent) -> WireResult<MdtReply> {
+        let _driving = self.drivers.claim(intent.op).await;
+        let stored = (|| -> Result<Option<Intent>, Fail> {
+            let r = self.db.begin_read().map_err(StoreError::from)?;
+            let t = r.open_table(store::INTENTS).map_err(StoreError::from)?;
+            crate::remote::pending(&t, intent.parent, &intent.name)
+        })()
+        .map_err(fail_to_wire)?;
+        if stored.is_some_and(|i| i.op == intent.op) {
+            return self.drive_claimed_intent(intent).await;
+        }
+        let done = Err(WireError::new(Errno::NoEnt, "finished by another driver"));
+        match self
+            .submit(0, WriteOp::FinishIntent(Box::new(intent), Box::new(done)))
+            .await?
+        {
+            Outcome::Done(r) => r,
+            _ => Err(WireError::new(
+                Errno::Io,
+                "cross-MDT operation not finished",
+            )),
+        }
+    }
+
+    /// Steps 2 and 3 for the driver of a stored intent: asks the other MDTs (their side
+    /// is idempotent, so an unknown outcome is simply asked again), then finishes the
+    /// intent with the answer.
+    async fn drive_claimed_intent(&self, intent: Intent) -> WireResult<MdtReply> {
         failpoint("cross_mdt.before_remote");
         let root = || Credentials {
             uid: 0,

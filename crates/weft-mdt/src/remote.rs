@@ -384,6 +384,8 @@ impl Engine {
                 self.remove_entry_of(tx, fx, intent.parent, &intent.name, *fid)?;
                 MdtReply::Ok
             }
+            // The destination was another name of the same inode: nothing to do.
+            (IntentKind::Rename { .. }, Ok(MdtReply::Entry { .. })) => MdtReply::Ok,
             (
                 IntentKind::Rename {
                     fid,
@@ -879,7 +881,13 @@ impl Engine {
             return Err(fail(Errno::NotDir, "not a directory"));
         }
         if ino.parent != parent {
-            return Err(fail(Errno::NoEnt, "the directory is not in that parent"));
+            // Named in `parent` by a move from another MDT whose ".." is set last, or not
+            // there at all: not removed, and not "removed already" either (ENOENT: the
+            // coordinator would drop the name and leave the directory orphaned).
+            return Err(fail(
+                Errno::Busy,
+                "the directory is not (yet) in that parent",
+            ));
         }
         if let Some(owner) = sticky_owner
             && cred.uid != 0

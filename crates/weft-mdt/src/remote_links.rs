@@ -169,6 +169,13 @@ impl Engine {
         if flags.exchange {
             return Err(xdev("RENAME_EXCHANGE across MDTs is not supported"));
         }
+        // A striped directory's name stays on its master's MDT: an rmdir from another MDT
+        // would remove the master alone (RemoveRemoteDir), whatever its shards hold.
+        if sde.kind == FileKind::Directory
+            && store::get_stripes(&tx.dir_stripes, sde.fid)?.is_some()
+        {
+            return Err(xdev("a striped directory is not moved to another MDT yet"));
+        }
         let op = if sde.kind == FileKind::Directory {
             // A directory moves under the rename lock, with its new ancestors known.
             let dm = self.dir_move(dm, sde.fid, dst_parent)?;
@@ -343,7 +350,8 @@ impl Engine {
     }
 
     /// The destination half of a rename from another MDT: `name` in `parent` now names
-    /// `fid`, replacing a non-directory that was there (whose inode must be here).
+    /// `fid`, replacing a non-directory that was there (whose inode must be here). Answers
+    /// `Entry` and changes nothing when `name` names `fid` already.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert_entry(
         &mut self,
@@ -377,7 +385,9 @@ impl Engine {
         // The name's present inode: here (loses its link now), or on another MDT (loses
         // it through an intent of this MDT, after this transaction).
         let victim = match store::get_dirent(&tx.dirents, parent, name)? {
-            Some(d) if d.fid == fid => None,
+            // Another name of the same inode: the rename does nothing (POSIX), and the
+            // coordinator must keep the source name.
+            Some(d) if d.fid == fid => return Ok(MdtReply::Entry { fid, kind }),
             Some(_) if noreplace => return Err(fail(Errno::Exist, "destination exists")),
             Some(d) if d.kind == FileKind::Directory => {
                 return Err(fail(

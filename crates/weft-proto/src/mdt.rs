@@ -492,7 +492,8 @@ pub enum MdtRequest {
     /// `kind`) `name` in `parent`, replacing what was there as rename does (EEXIST with
     /// `noreplace`). A directory adds a link to `parent` and may replace only an empty
     /// directory; if its inode is here, its parent becomes `parent`. The same (`from`,
-    /// `op`) again changes nothing.
+    /// `op`) again changes nothing. A `name` naming `fid` already answers `Entry` (nothing
+    /// done: the source name stays).
     InsertEntry {
         from: u32,
         op: u64,
