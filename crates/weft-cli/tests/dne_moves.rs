@@ -178,6 +178,24 @@ async fn directories_move_between_directories_of_any_mdts() {
         b"x"
     );
     assert_fsck_clean(&tc).await;
+    // Removed from its new parent (on another MDT than its master) it goes whole: refused
+    // while a shard holds a name, then the shards and the master.
+    let shards = c.dir_stripes(s.fid).await.unwrap().unwrap().shards.clone();
+    assert_eq!(
+        errno(c.rmdir(on[2], b"striped", &cred).await),
+        Errno::NotEmpty
+    );
+    for i in 0..12 {
+        c.unlink(s.fid, format!("f{i}").as_bytes(), &cred)
+            .await
+            .unwrap();
+    }
+    c.unlink(s.fid, b"f", &cred).await.unwrap();
+    c.rmdir(on[2], b"striped", &cred).await.unwrap();
+    for fid in std::iter::once(s.fid).chain(shards) {
+        assert!(c.getattr(fid).await.is_err(), "{fid} remains");
+    }
+    assert_fsck_clean(&tc).await;
 }
 
 /// A directory never becomes its own ancestor, whichever MDTs the chain crosses, and the

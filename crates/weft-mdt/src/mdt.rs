@@ -666,8 +666,9 @@ impl Mdt {
             crate::remote::pending(&t, intent.parent, &intent.name)
         })()
         .map_err(fail_to_wire)?;
-        if stored.is_some_and(|i| i.op == intent.op) {
-            return self.drive_claimed_intent(intent).await;
+        if let Some(stored) = stored.filter(|i| i.op == intent.op) {
+            // As stored: a migration may be in its second phase already.
+            return self.drive_claimed_intent(stored).await;
         }
         let done = Err(WireError::new(Errno::NoEnt, "finished by another driver"));
         match self
@@ -718,13 +719,8 @@ impl Mdt {
                 sticky_owner,
                 cred,
             } => {
-                let req = MdtRequest::RemoveRemoteDir {
-                    fid: *fid,
-                    parent: intent.parent,
-                    sticky_owner: *sticky_owner,
-                    cred: cred.clone(),
-                };
-                self.peer(self.cluster.mdt_of(*fid), req).await?
+                self.remove_remote_dir(intent.parent, *fid, *sticky_owner, cred)
+                    .await?
             }
             IntentKind::MkdirStriped {
                 master,
@@ -863,47 +859,7 @@ impl Mdt {
                 dir, new: Some(_), ..
             } => self.migrate_drop(*dir).await?,
             IntentKind::RmdirStriped { master, shards } => {
-                // Seal every shard (sealed shards take no new names), then remove them all
-                // if every one was empty, else unseal them. A shard already gone means an
-                // earlier run got as far as removing: carry on removing.
-                let mut busy = None;
-                let mut gone = false;
-                for &fid in shards {
-                    let req = MdtRequest::SealDir { fid, seal: true };
-                    match self.peer(self.cluster.mdt_of(fid), req).await? {
-                        Ok(_) => {}
-                        Err(e) if e.errno == Errno::NoEnt => gone = true,
-                        Err(e) => busy = Some(e),
-                    }
-                }
-                match busy {
-                    Some(e) if !gone => {
-                        for &fid in shards {
-                            let req = MdtRequest::SealDir { fid, seal: false };
-                            let _ = self.peer(self.cluster.mdt_of(fid), req).await?;
-                        }
-                        Err(e)
-                    }
-                    _ => {
-                        let mut result = Ok(MdtReply::Ok);
-                        for &fid in shards {
-                            let req = MdtRequest::RemoveRemoteDir {
-                                fid,
-                                parent: *master,
-                                sticky_owner: None,
-                                cred: root(),
-                            };
-                            match self.peer(self.cluster.mdt_of(fid), req).await? {
-                                Err(e) if e.errno != Errno::NoEnt => {
-                                    tracing::error!(%fid, error = %e, "a sealed shard could not be removed");
-                                    result = Err(e);
-                                }
-                                _ => {}
-                            }
-                        }
-                        result
-                    }
-                }
+                self.remove_shards(*master, shards).await?
             }
         };
         failpoint("cross_mdt.before_finish");
@@ -924,8 +880,8 @@ impl Mdt {
             .await?
         {
             Outcome::Done(r) => r,
-            // A migration's next phase.
-            Outcome::CrossMdt(next) => Box::pin(self.drive_intent(*next)).await,
+            // A migration's next phase (this driver keeps its claim).
+            Outcome::CrossMdt(next) => Box::pin(self.drive_claimed_intent(*next)).await,
             Outcome::NeedSeq(_) | Outcome::NeedDirMove { .. } => Err(WireError::new(
                 Errno::Io,
                 "cross-MDT operation not finished",
@@ -952,6 +908,100 @@ impl Mdt {
             });
         }
         reply
+    }
+
+    /// Step 2 of removing the directory `fid` named in `parent` here, whose inode is on
+    /// another MDT. A striped directory (whose name moved here from its master's MDT) has
+    /// its shards removed first, as [`Mdt::remove_shards`] does, after the sticky-bit rule
+    /// is checked against the master's owner; its master goes last, so that a crash in
+    /// between finds the shards again in its stripes record.
+    async fn remove_remote_dir(
+        &self,
+        parent: Fid,
+        fid: Fid,
+        sticky_owner: Option<u32>,
+        cred: &Credentials,
+    ) -> WireResult<Result<MdtReply, WireError>> {
+        let home = self.cluster.mdt_of(fid);
+        let stripes = match self.peer(home, MdtRequest::GetDirStripes { fid }).await? {
+            Ok(MdtReply::DirStripes(s)) => s,
+            // Gone (removed by an earlier run): the removal below answers ENOENT.
+            Ok(_) | Err(_) => None,
+        };
+        if let Some(stripes) = stripes {
+            if let Some(owner) = sticky_owner
+                && cred.uid != 0
+                && cred.uid != owner
+            {
+                match self.peer(home, MdtRequest::GetAttr { fid }).await? {
+                    Ok(MdtReply::Attr(a)) if a.uid == cred.uid => {}
+                    Ok(_) => {
+                        return Ok(Err(WireError::new(
+                            Errno::Perm,
+                            "sticky directory: not the owner of the entry",
+                        )));
+                    }
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            if let Err(e) = self.remove_shards(fid, &stripes.shards).await? {
+                return Ok(Err(e));
+            }
+        }
+        let req = MdtRequest::RemoveRemoteDir {
+            fid,
+            parent,
+            sticky_owner,
+            cred: cred.clone(),
+        };
+        self.peer(home, req).await
+    }
+
+    /// Removes the shards of striped directory `master`: seals every one (sealed shards
+    /// take no new names), then removes them all if every one was empty, else unseals
+    /// them (ENOTEMPTY). A shard already gone means an earlier run got as far as removing:
+    /// carry on removing.
+    async fn remove_shards(
+        &self,
+        master: Fid,
+        shards: &[Fid],
+    ) -> WireResult<Result<MdtReply, WireError>> {
+        let mut busy = None;
+        let mut gone = false;
+        for &fid in shards {
+            let req = MdtRequest::SealDir { fid, seal: true };
+            match self.peer(self.cluster.mdt_of(fid), req).await? {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::NoEnt => gone = true,
+                Err(e) => busy = Some(e),
+            }
+        }
+        if let Some(e) = busy
+            && !gone
+        {
+            for &fid in shards {
+                let req = MdtRequest::SealDir { fid, seal: false };
+                let _ = self.peer(self.cluster.mdt_of(fid), req).await?;
+            }
+            return Ok(Err(e));
+        }
+        let mut result = Ok(MdtReply::Ok);
+        for &fid in shards {
+            let req = MdtRequest::RemoveRemoteDir {
+                fid,
+                parent: master,
+                sticky_owner: None,
+                cred: Credentials::root(),
+            };
+            match self.peer(self.cluster.mdt_of(fid), req).await? {
+                Err(e) if e.errno != Errno::NoEnt => {
+                    tracing::error!(%fid, error = %e, "a sealed shard could not be removed");
+                    result = Err(e);
+                }
+                _ => {}
+            }
+        }
+        Ok(result)
     }
 
     /// Sets the ".." of directory `fid`, moved by a rename, on its MDT. Whatever that MDT

@@ -902,11 +902,13 @@ impl Engine {
         if !store::dir_is_empty(&tx.dirents, fid)? {
             return Err(fail(Errno::NotEmpty, "directory not empty"));
         }
-        // Mutations start here.
+        // Mutations start here. A striped directory's master goes with its stripes record
+        // (its coordinator removed the shards first).
         if let Some(v) = tx.remote_dirs.remove(fid.to_bytes().as_slice())? {
             let key = v.value().to_vec();
             tx.remote_ops.remove(key.as_slice())?;
         }
+        tx.dir_stripes.remove(fid.to_bytes().as_slice())?;
         ino.nlink = 0;
         ino.ctime = Timestamp::now();
         self.unlinked(tx, fx, fid, &ino)?;

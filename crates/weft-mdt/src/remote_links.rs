@@ -169,13 +169,6 @@ impl Engine {
         if flags.exchange {
             return Err(xdev("RENAME_EXCHANGE across MDTs is not supported"));
         }
-        // A striped directory's name stays on its master's MDT: an rmdir from another MDT
-        // would remove the master alone (RemoveRemoteDir), whatever its shards hold.
-        if sde.kind == FileKind::Directory
-            && store::get_stripes(&tx.dir_stripes, sde.fid)?.is_some()
-        {
-            return Err(xdev("a striped directory is not moved to another MDT yet"));
-        }
         let op = if sde.kind == FileKind::Directory {
             // A directory moves under the rename lock, with its new ancestors known.
             let dm = self.dir_move(dm, sde.fid, dst_parent)?;
