@@ -378,6 +378,39 @@ async fn opposite_moves_racing_from_two_mdts_never_make_a_loop() {
     assert_fsck_clean(&tc).await;
 }
 
+/// Restarts the MDS of MDT `index` with `WEFT_FAILPOINT=point`, runs `call` (a client
+/// request), checks that the MDS aborted at the failpoint, restarts it without and
+/// returns the call's outcome (the client resends across the restart) once the cluster is
+/// ready again.
+async fn crash_at<T: Send + 'static>(
+    tc: &mut TestCluster,
+    index: u32,
+    point: &str,
+    call: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let mds = tc.mds_process(index).unwrap();
+    mds.set_env("WEFT_FAILPOINT", point);
+    mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    let call = tokio::spawn(call);
+    let mds = tc.mds_process(index).unwrap();
+    let status = mds.wait_exit(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGABRT),
+        "the MDS of MDT{index} should abort at {point}: {status}\n{}",
+        mds.log()
+    );
+    mds.remove_env("WEFT_FAILPOINT");
+    mds.restart().unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the client call never returned")
+        .unwrap();
+    tc.wait_ready().await.unwrap();
+    outcome
+}
+
 /// Where the coordinating MDS dies in a directory move.
 #[derive(Debug, Clone, Copy)]
 enum Crash {
@@ -418,28 +451,13 @@ async fn coordinator_crash_in_a_move(crash: Crash, dst_on: u32, inode_on: u32) {
         .unwrap();
     c.write_file("/p1/d/f", b"f", &cred).await.unwrap();
 
-    let mds = tc.mds_process(1).unwrap();
-    mds.set_env("WEFT_FAILPOINT", crash.failpoint());
-    mds.restart().unwrap();
-    tc.wait_ready().await.unwrap();
-    let call = {
+    let outcome = {
         let c = c.clone();
-        tokio::spawn(async move { c.rename(p1.fid, b"d", q.fid, b"d", PLAIN, &root()).await })
-    };
-    let mds = tc.mds_process(1).unwrap();
-    let status = mds.wait_exit(Duration::from_secs(20)).await.unwrap();
-    assert_eq!(
-        status.signal(),
-        Some(libc::SIGABRT),
-        "MDS of MDT1 should abort at {crash:?}: {status}\n{}",
-        mds.log()
-    );
-    mds.remove_env("WEFT_FAILPOINT");
-    mds.restart().unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(60), call)
+        crash_at(&mut tc, 1, crash.failpoint(), async move {
+            c.rename(p1.fid, b"d", q.fid, b"d", PLAIN, &root()).await
+        })
         .await
-        .expect("the client call never returned")
-        .unwrap();
+    };
     tc.wait_ready().await.unwrap();
     if let Err(e) = &outcome {
         // A resend that met the restarted MDS before it served its MDT again is the one
@@ -724,28 +742,13 @@ async fn migration_survives_a_coordinator_crash(point: &str) {
             .unwrap();
     }
     let dirs0 = tc.mdt_counter(0, "dirs").await.unwrap();
-    let mds = tc.mds_process(0).unwrap();
-    mds.set_env("WEFT_FAILPOINT", point);
-    mds.restart().unwrap();
-    tc.wait_ready().await.unwrap();
-    let call = {
+    let outcome = {
         let c = c.clone();
-        tokio::spawn(async move { c.migrate_dir(Fid::ROOT, b"proj", 1, &root()).await })
-    };
-    let mds = tc.mds_process(0).unwrap();
-    let status = mds.wait_exit(Duration::from_secs(20)).await.unwrap();
-    assert_eq!(
-        status.signal(),
-        Some(libc::SIGABRT),
-        "the MDS should abort at {point}: {status}\n{}",
-        mds.log()
-    );
-    mds.remove_env("WEFT_FAILPOINT");
-    mds.restart().unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(60), call)
+        crash_at(&mut tc, 0, point, async move {
+            c.migrate_dir(Fid::ROOT, b"proj", 1, &root()).await
+        })
         .await
-        .expect("the client call never returned")
-        .unwrap();
+    };
     tc.wait_ready().await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let moved = loop {

@@ -695,9 +695,9 @@ impl Engine {
     }
 
     /// A rename on this MDT whose source entry names an inode of another MDT: only entries
-    /// move (and a replaced local non-directory loses a link). A remote directory moves
-    /// only within its directory (its inode's parent stays right); anything else that would
-    /// change the other MDT answers EXDEV.
+    /// move (and a replaced local non-directory loses a link). A remote directory moved to
+    /// another directory changes its ".." there too ([`Engine::move_remote_dir_here`]);
+    /// replacing a directory with one of another MDT, or an exchange, answers EXDEV.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn rename_remote_entry(
         &mut self,
