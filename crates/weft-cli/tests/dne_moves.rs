@@ -560,6 +560,28 @@ async fn tree(c: &Arc<Client>, dir: Fid, path: &str, out: &mut Vec<(String, Stri
     out.sort();
 }
 
+/// The inodes `weft df -i` says each MDT uses.
+fn df_inodes(tc: &TestCluster) -> Vec<u64> {
+    let spec = format!("{}:/{FSNAME}", tc.mgs_addr);
+    let out = Command::new(bin())
+        .args(["df", "-i", "--json", &spec])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["mdts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["used"].as_u64().unwrap())
+        .collect()
+}
+
 /// `weft migrate -m 1 FS/proj` of a tree on MDT0 (files, a hard link, a symlink, nested
 /// directories, a remote and a striped subdirectory, an extended attribute, owner, mode
 /// and times) while one task keeps reading files in it and another keeps creating files
@@ -621,6 +643,7 @@ async fn weft_migrate_m_moves_a_tree_to_another_mdt_while_it_is_used() {
     let mut before = Vec::new();
     tree(&c, proj.fid, "/proj", &mut before).await;
     let dirs0 = tc.mdt_counter(0, "dirs").await.unwrap();
+    let used_before = df_inodes(&tc);
 
     // Readers and a writer while the CLI migrates.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -711,6 +734,15 @@ async fn weft_migrate_m_moves_a_tree_to_another_mdt_while_it_is_used() {
     // MDT0 keeps none of the tree's directories (the striped one's master stays).
     assert_eq!(tc.mdt_counter(0, "dirs").await.unwrap(), dirs0 - 4);
     assert_fsck_clean(&tc).await;
+    // `weft df -i` counts each MDT's inodes: MDT1 gained what MDT0 lost.
+    let used = df_inodes(&tc);
+    for (i, used) in used.iter().enumerate() {
+        let i = i as u32;
+        let held =
+            tc.mdt_counter(i, "dirs").await.unwrap() + tc.mdt_counter(i, "files").await.unwrap();
+        assert_eq!(*used, held, "MDT{i}: weft df -i");
+    }
+    assert!(used[1] > used_before[1] + 3, "{used_before:?} -> {used:?}");
 
     // Again: nothing to do. Not root: EPERM.
     let again = c.migrate_dir(Fid::ROOT, b"proj", 1, &cred).await.unwrap();
