@@ -929,6 +929,19 @@ impl Mdt {
             Ok(_) | Err(_) => None,
         };
         if let Some(stripes) = stripes {
+            // Not touching a shard of a directory whose move here is not finished (its ".."
+            // still names the old parent): EBUSY, as RemoveRemoteDir answers. Nothing can
+            // move it meanwhile: the intent on its name refuses renames.
+            match self.peer(home, MdtRequest::DirParent { fid }).await? {
+                Ok(MdtReply::DirParent { parent: p, .. }) if p == parent => {}
+                Ok(_) => {
+                    return Ok(Err(WireError::new(
+                        Errno::Busy,
+                        "the directory is still moving into that parent",
+                    )));
+                }
+                Err(e) => return Ok(Err(e)),
+            }
             if let Some(owner) = sticky_owner
                 && cred.uid != 0
                 && cred.uid != owner
