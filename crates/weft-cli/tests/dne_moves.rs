@@ -277,6 +277,32 @@ async fn moves_across_mdts_refuse_what_a_local_rename_refuses() {
         Errno::NoEnt
     );
     assert_fsck_clean(&tc).await;
+
+    // RENAME_EXCHANGE of a file and a directory in two directories of MDT0 moves the
+    // directory under the rename lock, its new ancestors checked: EINVAL below itself.
+    let exchange = RenameFlags {
+        noreplace: false,
+        exchange: true,
+    };
+    let e = c.mkdir(Fid::ROOT, b"e", 0o755, &cred).await.unwrap();
+    let ed = c.mkdir(e.fid, b"d", 0o755, &cred).await.unwrap();
+    c.write_file("/f", b"f", &cred).await.unwrap();
+    c.write_file("/e/d/h", b"h", &cred).await.unwrap();
+    assert_eq!(
+        errno(
+            c.rename(ed.fid, b"h", Fid::ROOT, b"e", exchange, &cred)
+                .await
+        ),
+        Errno::Inval,
+        "/e exchanged with /e/d/h would be below itself"
+    );
+    c.rename(Fid::ROOT, b"f", e.fid, b"d", exchange, &cred)
+        .await
+        .unwrap();
+    assert_eq!(c.lookup(Fid::ROOT, b"f", &cred).await.unwrap().fid, ed.fid);
+    assert_eq!(&c.read_file("/e/d", &cred).await.unwrap()[..], b"f");
+    assert_eq!(&c.read_file("/f/h", &cred).await.unwrap()[..], b"h");
+    assert_fsck_clean(&tc).await;
 }
 
 /// Permissions as for a local move: write and search on both parents (EACCES), write on

@@ -722,6 +722,12 @@ impl Engine {
             }
         }
         if let Some((dde, dino)) = &dst {
+            // An exchange moves the destination directory to the source's parent: with
+            // several MDTs, under the rename lock too (when the source is a directory, the
+            // lock is held already and the check below runs under it).
+            if flags.exchange && dino.is_dir() && !src_is_dir && !same_dir && self.several_mdts() {
+                self.dir_move(dm, dde.fid, src_parent)?;
+            }
             // A replaced directory that is an ancestor of the source is not empty, which
             // the emptiness check below says when its ancestors are on another MDT.
             let ancestor = dino.is_dir()
