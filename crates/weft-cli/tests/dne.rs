@@ -616,11 +616,9 @@ async fn remote_mkdir_and_rmdir_check_permissions_like_local_ones() {
 
 /// In a sticky directory, renaming an entry follows the sticky rule: its owner (or the
 /// directory's) may rename it, others get EPERM. For a remote directory the MDT holding the
-/// name does not know the owner (its inode is on the other MDT), so a rename that needs the
-/// rule is refused with EXDEV by everyone but root and the sticky directory's owner — a
-/// documented limit (README): a stranger is still refused and nothing changes.
+/// name asks the directory's MDT for its owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sticky_directory_rename_of_a_remote_directory_is_refused_unless_privileged() {
+async fn sticky_directory_rename_of_a_remote_directory_follows_the_sticky_rule() {
     let tc = two_mdts(1).await;
     let c = fs_client(&tc).await;
     let cred = root();
@@ -644,16 +642,14 @@ async fn sticky_directory_rename_of_a_remote_directory_is_refused_unless_privile
         .await
         .unwrap();
 
-    // The remote directory: refused for both, nothing moved.
-    for who in [&bob, &alice] {
-        assert_eq!(
-            errno(
-                c.rename(t.fid, b"remote", t.fid, b"remote2", PLAIN, who)
-                    .await
-            ),
-            Errno::XDev
-        );
-    }
+    // The remote directory: its owner is asked on its MDT; bob is refused, nothing moved.
+    assert_eq!(
+        errno(
+            c.rename(t.fid, b"remote", t.fid, b"remote2", PLAIN, &bob)
+                .await
+        ),
+        Errno::Perm
+    );
     assert_eq!(
         c.lookup(t.fid, b"remote", &cred).await.unwrap().fid,
         remote.fid
@@ -662,8 +658,11 @@ async fn sticky_directory_rename_of_a_remote_directory_is_refused_unless_privile
         errno(c.lookup(t.fid, b"remote2", &cred).await),
         Errno::NoEnt
     );
-    // Root (and the sticky directory's owner) may.
-    c.rename(t.fid, b"remote", t.fid, b"remote2", PLAIN, &cred)
+    // Alice renames her own, and root may.
+    c.rename(t.fid, b"remote", t.fid, b"remote2", PLAIN, &alice)
+        .await
+        .unwrap();
+    c.rename(t.fid, b"remote2", t.fid, b"remote3", PLAIN, &cred)
         .await
         .unwrap();
     check_consistent(&tc, &c).await;

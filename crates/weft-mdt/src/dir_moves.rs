@@ -86,7 +86,7 @@ struct Holder {
 
 /// An inode carrying the owner and mode of `attr`, for permission checks of an inode
 /// stored on another MDT.
-fn inode_of(attr: &Attr) -> Inode {
+pub(crate) fn inode_of(attr: &Attr) -> Inode {
     Inode::new(attr.kind, attr.mode, attr.uid, attr.gid, attr.ctime)
 }
 

@@ -781,9 +781,15 @@ impl Engine {
             }
             _ => {}
         }
-        // The sticky-bit rule needs the entry's owner, which only the other MDT knows.
+        // The sticky-bit rule needs the entry's owner, which only the other MDT knows: a
+        // directory's comes with a directory move's checks (the rename lock, harmless
+        // here); a file's is not asked for yet.
         if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid {
-            return Err(xdev("sticky directory and an inode on another MDT"));
+            if sde.kind != FileKind::Directory {
+                return Err(xdev("sticky directory and an inode on another MDT"));
+            }
+            let dm = self.dir_move(dm, sde.fid, dst_parent)?;
+            perm::check_sticky(&sdir, &crate::dir_moves::inode_of(&dm.attr), cred)?;
         }
         // Mutations start here.
         let mut remote_victim = None;
