@@ -354,6 +354,29 @@ async fn moves_across_mdts_check_permissions_like_local_ones() {
     c.rename(t.fid, b"ro", t.fid, b"ro2", PLAIN, &alice)
         .await
         .unwrap();
+
+    // Alice's file in the sticky /t, its inode on MDT1: its owner is asked there, within
+    // /t and towards another MDT.
+    c.write_file("/open/af", b"a", &alice).await.unwrap();
+    c.rename(open.fid, b"af", t.fid, b"af", PLAIN, &alice)
+        .await
+        .unwrap();
+    let af = c.lookup(t.fid, b"af", &cred).await.unwrap();
+    assert_eq!(c.mdt_index_of(af.fid).unwrap(), 1);
+    for (to, name) in [(t.fid, &b"bf"[..]), (open.fid, b"bf")] {
+        assert_eq!(
+            errno(c.rename(t.fid, b"af", to, name, PLAIN, &bob).await),
+            Errno::Perm,
+            "a stranger renames alice's file out of a sticky directory"
+        );
+    }
+    c.rename(t.fid, b"af", t.fid, b"af2", PLAIN, &alice)
+        .await
+        .unwrap();
+    c.rename(t.fid, b"af2", open.fid, b"af", PLAIN, &alice)
+        .await
+        .unwrap();
+    assert_eq!(&c.read_file("/open/af", &alice).await.unwrap()[..], b"a");
     assert_fsck_clean(&tc).await;
 }
 

@@ -63,12 +63,13 @@ const MAX_WALK: usize = 4096;
 const LOCK_KEY: &[u8] = b"lock";
 
 /// What the request path learned, under the rename lock, for a rename that moves a
-/// directory to another parent.
+/// directory to another parent (or that needs the owner of an inode stored on another MDT
+/// for the sticky-bit rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DirMove {
     /// The rename lock's operation (and the intent's, if the rename needs one).
     pub op: u64,
-    /// The directory moved.
+    /// The directory moved (or the inode whose owner is needed).
     pub dir: Fid,
     /// Its attributes, read from its MDT.
     pub attr: Attr,
@@ -405,6 +406,22 @@ impl Mdt {
         }
     }
 
+    /// An inode's attributes, from whichever MDT stores it.
+    async fn attr_of(&self, fid: Fid) -> WireResult<Attr> {
+        let req = MdtRequest::GetAttr { fid };
+        let reply = match self.cluster().mdt_of(fid) {
+            Some(m) if m != self.index() => self.peer(Some(m), req).await??,
+            _ => self.read(req).await?,
+        };
+        match reply {
+            MdtReply::Attr(a) => Ok(a),
+            other => Err(WireError::new(
+                Errno::Proto,
+                format!("unexpected answer to a getattr: {other:?}"),
+            )),
+        }
+    }
+
     /// A directory's parent and attributes, from whichever MDT stores it.
     async fn dir_parent(&self, fid: Fid) -> WireResult<(Fid, Attr)> {
         let req = MdtRequest::DirParent { fid };
@@ -445,7 +462,7 @@ impl Mdt {
                 }
                 cur = parent;
             }
-            let (_, attr) = self.dir_parent(dir).await?;
+            let attr = self.attr_of(dir).await?;
             Ok(DirMove {
                 op,
                 dir,

@@ -781,13 +781,9 @@ impl Engine {
             }
             _ => {}
         }
-        // The sticky-bit rule needs the entry's owner, which only the other MDT knows: a
-        // directory's comes with a directory move's checks (the rename lock, harmless
-        // here); a file's is not asked for yet.
+        // The sticky-bit rule needs the entry's owner, which only the other MDT knows: it
+        // comes with a directory move's checks (the rename lock, harmless here).
         if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid {
-            if sde.kind != FileKind::Directory {
-                return Err(xdev("sticky directory and an inode on another MDT"));
-            }
             let dm = self.dir_move(dm, sde.fid, dst_parent)?;
             perm::check_sticky(&sdir, &crate::dir_moves::inode_of(&dm.attr), cred)?;
         }

@@ -178,9 +178,10 @@ impl Engine {
             perm::check(&sdir, cred, MAY_WRITE | MAY_EXEC)?;
             match store::get_inode(&tx.inodes, sde.fid)? {
                 Some(src) => perm::check_sticky(&sdir, &src, cred)?,
-                // The owner is on another MDT: only the cases that need no owner pass.
+                // The owner is on another MDT: asked there (with a move's checks).
                 None if sdir.mode & perm::S_ISVTX != 0 && cred.uid != 0 && cred.uid != sdir.uid => {
-                    return Err(xdev("sticky directory and an inode on another MDT"));
+                    let dm = self.dir_move(dm, sde.fid, dst_parent)?;
+                    perm::check_sticky(&sdir, &crate::dir_moves::inode_of(&dm.attr), cred)?;
                 }
                 None => {}
             }
