@@ -406,35 +406,12 @@ impl Mdt {
         }
     }
 
-    /// An inode's attributes, from whichever MDT stores it.
-    async fn attr_of(&self, fid: Fid) -> WireResult<Attr> {
-        let req = MdtRequest::GetAttr { fid };
-        let reply = match self.cluster().mdt_of(fid) {
-            Some(m) if m != self.index() => self.peer(Some(m), req).await??,
-            _ => self.read(req).await?,
-        };
-        match reply {
-            MdtReply::Attr(a) => Ok(a),
-            other => Err(WireError::new(
-                Errno::Proto,
-                format!("unexpected answer to a getattr: {other:?}"),
-            )),
-        }
-    }
-
-    /// A directory's parent and attributes, from whichever MDT stores it.
-    async fn dir_parent(&self, fid: Fid) -> WireResult<(Fid, Attr)> {
-        let req = MdtRequest::DirParent { fid };
-        let reply = match self.cluster().mdt_of(fid) {
-            Some(m) if m != self.index() => self.peer(Some(m), req).await??,
-            _ => self.read(req).await?,
-        };
-        match reply {
-            MdtReply::DirParent { parent, attr } => Ok((parent, attr)),
-            other => Err(WireError::new(
-                Errno::Proto,
-                format!("unexpected answer to a parent lookup: {other:?}"),
-            )),
+    /// Runs the read-only `req` about `fid` on the MDT holding it: this one's store, or
+    /// that MDT until it answers. A refusal is an error.
+    pub(crate) async fn read_at(&self, fid: Fid, req: MdtRequest) -> WireResult<MdtReply> {
+        match self.cluster().mdt_of(fid) {
+            Some(m) if m != self.index() => self.peer(Some(m), req).await?,
+            _ => self.read(req).await,
         }
     }
 
@@ -456,13 +433,22 @@ impl Mdt {
                 if cur == Fid::ROOT {
                     break;
                 }
-                let (parent, _) = self.dir_parent(cur).await?;
+                let parent = match self
+                    .read_at(cur, MdtRequest::DirParent { fid: cur })
+                    .await?
+                {
+                    MdtReply::DirParent { parent, .. } => parent,
+                    other => return Err(unexpected("a parent lookup", &other)),
+                };
                 if parent == cur {
                     break;
                 }
                 cur = parent;
             }
-            let attr = self.attr_of(dir).await?;
+            let attr = match self.read_at(dir, MdtRequest::GetAttr { fid: dir }).await? {
+                MdtReply::Attr(a) => a,
+                other => return Err(unexpected("a getattr", &other)),
+            };
             Ok(DirMove {
                 op,
                 dir,
@@ -476,4 +462,12 @@ impl Mdt {
         }
         learned
     }
+}
+
+/// The error for an MDT's answer of the wrong kind.
+pub(crate) fn unexpected(what: &str, reply: &MdtReply) -> WireError {
+    WireError::new(
+        Errno::Proto,
+        format!("unexpected answer to {what}: {reply:?}"),
+    )
 }

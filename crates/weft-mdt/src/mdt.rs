@@ -566,6 +566,11 @@ impl Mdt {
             .map_err(fail_to_wire)
     }
 
+    /// Whether [`Mdt::shutdown`] has begun (writes are refused from then on).
+    pub(crate) fn shutting_down(&self) -> bool {
+        lock(&self.sender).is_none()
+    }
+
     fn shut() -> WireError {
         WireError::new(Errno::Io, "MDT is shutting down")
     }
@@ -1019,7 +1024,12 @@ impl Mdt {
 
     /// Sets the ".." of directory `fid`, moved by a rename, on its MDT. Whatever that MDT
     /// answers, the move is done: a refusal is logged for `weft fsck` to find.
-    async fn set_parent(&self, fid: Fid, old_parent: Fid, new_parent: Fid) -> WireResult<()> {
+    pub(crate) async fn set_parent(
+        &self,
+        fid: Fid,
+        old_parent: Fid,
+        new_parent: Fid,
+    ) -> WireResult<()> {
         let req = MdtRequest::SetParent {
             fid,
             old_parent,
@@ -1050,7 +1060,7 @@ impl Mdt {
                 Ok(reply) => return Ok(Ok(reply)),
                 Err(PeerError::Refused(e)) => return Ok(Err(e)),
                 Err(PeerError::Unreachable(e)) => {
-                    if lock(&self.sender).is_none() {
+                    if self.shutting_down() {
                         return Err(Self::shut());
                     }
                     tracing::warn!(mdt = target, error = %e, op = req.op_name(), "cross-MDT step waits for its MDT");

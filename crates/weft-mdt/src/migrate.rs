@@ -27,6 +27,7 @@
 //! [`MdtRequest::DropMigrated`]: weft_proto::mdt::MdtRequest::DropMigrated
 
 use crate::commit::Origin;
+use crate::dir_moves::unexpected;
 use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, fail};
 use crate::mdt::{Mdt, failpoint};
@@ -328,11 +329,6 @@ impl Engine {
 }
 
 impl Mdt {
-    /// Sends `req` to the MDT holding `fid` until it answers; a refusal is an error.
-    async fn ask(&self, fid: Fid, req: MdtRequest) -> WireResult<MdtReply> {
-        self.peer(self.cluster().mdt_of(fid), req).await?
-    }
-
     /// Step 2, first phase: freeze, make the new directory, copy into it. The answer is
     /// the new directory's attributes; a refusal thaws the old directory.
     pub(crate) async fn migrate_copy(
@@ -354,7 +350,8 @@ impl Mdt {
         }
         match self.migrate_copy_frozen(op, parent, dir, mdt).await {
             Ok(attr) => Ok(Ok(MdtReply::Attr(attr))),
-            Err(e) if e.errno == Errno::Io && e.message.contains("shutting down") => Err(e),
+            // The intent stays, frozen directory and all, for the next run.
+            Err(e) if self.shutting_down() => Err(e),
             Err(e) => {
                 tracing::error!(%dir, mdt, error = %e, "migration refused; the directory stays");
                 let _ = self.peer(home, freeze(false)).await?;
@@ -371,16 +368,22 @@ impl Mdt {
         mdt: u32,
     ) -> WireResult<Attr> {
         let root = Credentials::root();
-        let attr = match self.ask(dir, MdtRequest::DirParent { fid: dir }).await? {
+        let attr = match self
+            .read_at(dir, MdtRequest::DirParent { fid: dir })
+            .await?
+        {
             MdtReply::DirParent { attr, .. } => attr,
             other => return Err(unexpected("a parent lookup", &other)),
         };
-        let default_layout = match self.ask(dir, MdtRequest::GetLayout { fid: dir }).await? {
+        let default_layout = match self
+            .read_at(dir, MdtRequest::GetLayout { fid: dir })
+            .await?
+        {
             MdtReply::Template(t) => t,
             other => return Err(unexpected("a default layout", &other)),
         };
         let dir_default = match self
-            .ask(dir, MdtRequest::GetDirDefault { fid: dir })
+            .read_at(dir, MdtRequest::GetDirDefault { fid: dir })
             .await?
         {
             MdtReply::DirDefault(d) => d,
@@ -411,7 +414,7 @@ impl Mdt {
                 plus: false,
                 cred: root.clone(),
             };
-            let (entries, eof) = match self.ask(dir, page).await? {
+            let (entries, eof) = match self.read_at(dir, page).await? {
                 MdtReply::Entries { entries, eof } => (entries, eof),
                 other => return Err(unexpected("a directory page", &other)),
             };
@@ -430,12 +433,7 @@ impl Mdt {
                 self.peer(Some(mdt), req).await??;
             }
             for e in entries.iter().filter(|e| e.kind == FileKind::Directory) {
-                let req = MdtRequest::SetParent {
-                    fid: e.fid,
-                    old_parent: dir,
-                    new_parent: new,
-                };
-                self.ask(e.fid, req).await?;
+                self.set_parent(e.fid, dir, new).await?;
             }
             if eof || entries.is_empty() {
                 break;
@@ -444,7 +442,7 @@ impl Mdt {
         failpoint("migrate.copied");
         // Extended attributes, then times (the copy changed the new one's).
         let names = match self
-            .ask(
+            .read_at(
                 dir,
                 MdtRequest::ListXattr {
                     fid: dir,
@@ -462,7 +460,7 @@ impl Mdt {
                 name: name.clone(),
                 cred: root.clone(),
             };
-            let value = match self.ask(dir, get).await {
+            let value = match self.read_at(dir, get).await {
                 Ok(MdtReply::Xattr(v)) => v,
                 Err(e) if e.errno == Errno::NoData => continue,
                 Ok(other) => return Err(unexpected("an xattr", &other)),
@@ -508,11 +506,4 @@ impl Mdt {
             }
         }
     }
-}
-
-fn unexpected(what: &str, reply: &MdtReply) -> WireError {
-    WireError::new(
-        Errno::Proto,
-        format!("unexpected answer to {what}: {reply:?}"),
-    )
 }

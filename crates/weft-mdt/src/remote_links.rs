@@ -463,15 +463,8 @@ impl Engine {
             moved.ctime = now;
             self.put_inode(tx, fx, fid, &moved)?;
         }
-        let de = store::encode(&Dirent {
-            fid,
-            kind: FileKind::Directory,
-        })?;
-        tx.dirents
-            .insert(store::dirent_key(parent, name).as_slice(), de.as_slice())?;
-        dir.mtime = now;
-        dir.ctime = now;
         self.put_inode(tx, fx, parent, &dir)?;
+        self.insert_entry_of(tx, fx, parent, name, fid, FileKind::Directory)?;
         Self::mark_done(tx, fx, from, op, fid)?;
         Ok(MdtReply::Ok)
     }
