@@ -8,42 +8,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod dne_common;
+
+use dne_common::{PLAIN, bin, errno, root, user};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError, OpenOptions};
-use weft_proto::mdt::{Attr, Credentials, DirEntry, FileKind, RenameFlags};
+use weft_proto::mdt::{Attr, DirEntry, FileKind, RenameFlags};
 use weft_proto::{Errno, Fid};
 use weft_testkit::{FSNAME, TestCluster};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-fn root() -> Credentials {
-    Credentials::root()
-}
-
-fn user(uid: u32) -> Credentials {
-    Credentials {
-        uid,
-        gid: uid,
-        groups: vec![],
-    }
-}
-
-fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Errno {
-    r.expect_err("expected an error").errno()
-}
-
-const PLAIN: RenameFlags = RenameFlags {
-    noreplace: false,
-    exchange: false,
-};
 
 /// A cluster of one MGS, one OSS with `osts` OSTs, and two MDS processes (MDT0, MDT1).
 async fn two_mdts(osts: u32) -> TestCluster {

@@ -16,39 +16,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod dne_common;
+
+use dne_common::{PLAIN, bin, errno, root};
+
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError};
-use weft_proto::mdt::{
-    Attr, Credentials, DirEntry, DirHash, FileKind, MdtReply, MdtRequest, RenameFlags,
-};
+use weft_proto::mdt::{Attr, DirEntry, DirHash, FileKind, MdtReply, MdtRequest};
 use weft_proto::{Errno, Fid};
 use weft_testkit::{FSNAME, TestCluster};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-fn root() -> Credentials {
-    Credentials::root()
-}
-
-fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Errno {
-    r.expect_err("expected an error").errno()
-}
-
-const PLAIN: RenameFlags = RenameFlags {
-    noreplace: false,
-    exchange: false,
-};
 
 const BEFORE_REMOTE: &str = "cross_mdt.before_remote";
 const BEFORE_FINISH: &str = "cross_mdt.before_finish";

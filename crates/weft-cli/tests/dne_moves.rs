@@ -10,40 +10,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod dne_common;
+
+use dne_common::{PLAIN, bin, errno, root, user};
+
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-use weft_client::{Client, ClientError};
-use weft_proto::mdt::{Credentials, DirHash, FileKind, RenameFlags, SetAttr, TimeSet, XattrMode};
+use weft_client::Client;
+use weft_proto::mdt::{DirHash, FileKind, RenameFlags, SetAttr, TimeSet, XattrMode};
 use weft_proto::{Errno, Fid};
 use weft_testkit::{FSNAME, TestCluster};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-fn root() -> Credentials {
-    Credentials::root()
-}
-
-fn user(uid: u32) -> Credentials {
-    Credentials {
-        uid,
-        gid: uid,
-        groups: vec![],
-    }
-}
-
-fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Errno {
-    r.expect_err("expected an error").errno()
-}
-
-const PLAIN: RenameFlags = RenameFlags {
-    noreplace: false,
-    exchange: false,
-};
 
 async fn cluster(mdts: u32) -> (TestCluster, Arc<Client>) {
     let tc = TestCluster::start_mdts(bin(), 1, mdts).await.unwrap();
