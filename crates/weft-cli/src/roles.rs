@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 use weft_client::{Cluster, ClusterOptions};
+use weft_ost::Ost;
 use weft_proto::{TargetId, TargetKind};
 use weft_rpc::{Router, Server, ServerOptions};
 
@@ -62,18 +63,19 @@ pub fn spawn_heartbeats(
     cluster: Arc<Cluster>,
     targets: Vec<(TargetId, Uuid)>,
     address: String,
+    osts: Vec<Arc<Ost>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
         tick.tick().await;
         let mut changes = cluster.watch_config();
-        apply_server_params(&cluster, &targets);
+        apply_server_params(&cluster, &targets, &osts);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 changed = changes.changed() => {
                     if changed.is_ok() {
-                        apply_server_params(&cluster, &targets);
+                        apply_server_params(&cluster, &targets, &osts);
                     }
                     continue;
                 }
@@ -92,11 +94,16 @@ pub fn spawn_heartbeats(
 }
 
 /// The server parameters that can be set at run time (`set_param -P`), by their last name.
-const SERVER_PARAMS: &[&str] = &["job_cleanup_interval"];
+const SERVER_PARAMS: &[&str] = &[
+    "job_cleanup_interval",
+    "readcache_max_io_mb",
+    "writethrough_max_io_mb",
+];
 
 /// Applies the MGS's stored settings that name a parameter of one of `targets`
-/// (`mdt.FS-MDT0000.job_cleanup_interval`, patterns like `*.job_cleanup_interval`).
-fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)]) {
+/// (`mdt.FS-MDT0000.job_cleanup_interval`, patterns like `obdfilter.*.readcache_max_io_mb`).
+/// A value out of range is logged and ignored.
+fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)], osts: &[Arc<Ost>]) {
     let fs = cluster.fsname();
     for (name, value) in &cluster.config().params {
         let Some(last) = SERVER_PARAMS
@@ -105,25 +112,42 @@ fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)]) {
         else {
             continue;
         };
-        let mine = targets.iter().any(|(id, _)| {
-            let prefix = match id.kind {
-                TargetKind::Mdt => "mdt",
-                TargetKind::Ost => "obdfilter",
-                TargetKind::Mgs => return false,
-            };
-            weft_client::params::glob_match(name, &format!("{prefix}.{fs}-{id}.{last}"))
-        });
-        if !mine {
+        let mine: Vec<TargetId> = targets
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| {
+                let prefix = match id.kind {
+                    TargetKind::Mdt => "mdt",
+                    TargetKind::Ost => "obdfilter",
+                    TargetKind::Mgs => return false,
+                };
+                weft_client::params::glob_match(name, &format!("{prefix}.{fs}-{id}.{last}"))
+            })
+            .collect();
+        if mine.is_empty() {
             continue;
         }
-        match value.trim().parse::<u64>() {
-            Ok(secs) if (1..=7 * 86_400).contains(&secs) => {
-                weft_rpc::stats::set_job_cleanup_interval(secs);
-                tracing::info!(%name, secs, "applied a stored parameter");
-            }
+        let parsed = value.trim().parse::<u64>();
+        let applied = match *last {
+            "job_cleanup_interval" => match parsed {
+                Ok(secs) if (1..=7 * 86_400).contains(&secs) => {
+                    weft_rpc::stats::set_job_cleanup_interval(secs);
+                    Ok(())
+                }
+                _ => Err("not 1..604800 seconds".to_string()),
+            },
             _ => {
-                tracing::warn!(%name, %value, "ignoring a stored parameter: not 1..604800 seconds")
+                let write = *last == "writethrough_max_io_mb";
+                parsed.map_err(|e| e.to_string()).and_then(|mb| {
+                    osts.iter()
+                        .filter(|o| mine.contains(&TargetId::ost(o.index())))
+                        .try_for_each(|o| o.cache_limits().set(write, mb))
+                })
             }
+        };
+        match applied {
+            Ok(()) => tracing::info!(%name, %value, "applied a stored parameter"),
+            Err(why) => tracing::warn!(%name, %value, %why, "ignoring a stored parameter"),
         }
     }
 }

@@ -38,6 +38,10 @@ pub struct OstStats {
     pub brw: Vec<BrwBucket>,
     /// Objects returned by listings (`ListObjects` pages; the transport counts the pages).
     pub listed_objects: u64,
+    /// Reads that went around the page cache (`O_DIRECT`; see [`crate::direct`]).
+    pub direct_reads: u64,
+    /// Writes that went around the page cache.
+    pub direct_writes: u64,
 }
 
 #[derive(Default)]
@@ -47,6 +51,8 @@ pub(crate) struct BrwStats {
     reads: [AtomicU64; BRW_BUCKETS],
     writes: [AtomicU64; BRW_BUCKETS],
     listed_objects: AtomicU64,
+    direct_reads: AtomicU64,
+    direct_writes: AtomicU64,
 }
 
 /// The bucket counting an I/O of `len` bytes.
@@ -74,6 +80,15 @@ impl BrwStats {
         }
     }
 
+    pub(crate) fn record_direct(&self, write: bool) {
+        let c = if write {
+            &self.direct_writes
+        } else {
+            &self.direct_reads
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_listed(&self, objects: u64) {
         self.listed_objects.fetch_add(objects, Ordering::Relaxed);
     }
@@ -97,6 +112,8 @@ impl BrwStats {
             writes: brw.iter().map(|b| b.writes).sum(),
             brw,
             listed_objects: self.listed_objects.load(Ordering::Relaxed),
+            direct_reads: self.direct_reads.load(Ordering::Relaxed),
+            direct_writes: self.direct_writes.load(Ordering::Relaxed),
         }
     }
 }

@@ -28,12 +28,16 @@
 //! extended attributes (checked at format). A served directory is held with an exclusive
 //! `flock`, so a second server on it is refused.
 //!
+//! Bulk I/O larger than `readcache_max_io_mb` / `writethrough_max_io_mb` (default 1 MiB)
+//! bypasses the page cache with `O_DIRECT`; see [`direct`].
+//!
 //! Data versions are handed out from an OST-wide counter whose reserved range is persisted
 //! before use, so they never go backwards; a version stored before the last start is not
 //! trusted (a crash may have split data from its attribute) and is replaced on first access.
 
 mod brw;
 mod dataversion;
+pub mod direct;
 mod error;
 mod fdcache;
 pub mod grant;

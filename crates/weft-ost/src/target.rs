@@ -3,6 +3,7 @@
 
 use crate::brw::{BrwStats, OstStats};
 use crate::dataversion::{self, DataVersions, RESERVE_FILE};
+use crate::direct::{CacheLimits, DIRECT_ALIGN, EINVAL, read_direct};
 use crate::error::{OstError, io_to_wire};
 use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
 use crate::grant::Grants;
@@ -62,6 +63,12 @@ pub struct Ost {
     identity: Identity,
     versions: DataVersions,
     fds: FdCache,
+    /// Descriptors opened with `O_DIRECT`, for aligned bulk writes (see [`Ost::write_data`]).
+    direct_fds: FdCache,
+    /// False once the data directory's file system refused `O_DIRECT`.
+    direct_ok: std::sync::atomic::AtomicBool,
+    /// Above which I/O size the page cache is bypassed.
+    cache_limits: CacheLimits,
     locks: [ObjectLock; 256],
     stats: BrwStats,
     grants: Grants,
@@ -128,10 +135,18 @@ impl Ost {
             identity,
             versions,
             fds: FdCache::new(DEFAULT_CAPACITY),
+            direct_fds: FdCache::new(DEFAULT_CAPACITY),
+            direct_ok: std::sync::atomic::AtomicBool::new(true),
+            cache_limits: CacheLimits::default(),
             locks: std::array::from_fn(|_| ObjectLock::default()),
             stats: BrwStats::default(),
             grants: Grants::default(),
         }))
+    }
+
+    /// The I/O sizes above which bulk bypasses the page cache (run-time parameters).
+    pub fn cache_limits(&self) -> &CacheLimits {
+        &self.cache_limits
     }
 
     /// The UUID fixed when the target was formatted.
@@ -372,22 +387,9 @@ impl Ost {
         // Never allocate more than the object can return: a 64 MiB read of a small object
         // costs what the object holds.
         let want = usize::try_from(u64::from(len).min(size.saturating_sub(offset))).unwrap_or(0);
-        // Read into the buffer's spare capacity: zero-filling megabytes first would cost
-        // as much as the read's own copy.
-        let mut buf: Vec<u8> = Vec::with_capacity(want);
-        while buf.len() < want {
-            let at = offset + buf.len() as u64;
-            let spare = rustix::buffer::spare_capacity(&mut buf);
-            match rustix::io::pread(&file, spare, at) {
-                Ok(0) => break, // truncated under us: return what there is
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(io_to_wire(&format!("read {id}"), e.into())),
-            }
-        }
-        let done = buf.len();
+        let buf = self.read_data(id, &file, offset, want)?;
         let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
-        self.stats.record_read(done as u64);
+        self.stats.record_read(buf.len() as u64);
         Ok((
             ObjectAttr {
                 exists: true,
@@ -395,7 +397,7 @@ impl Ost {
                 blocks: meta.blocks(),
                 data_version,
             },
-            Bytes::from(buf),
+            buf,
         ))
     }
 
@@ -413,7 +415,7 @@ impl Ost {
         let lock = self.lock_of(id);
         let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
         let (file, created) = self.open_or_create(id)?;
-        let written = file.write_all_at(data, offset);
+        let written = self.write_data(id, &file, data, offset);
         // Even a failed write may have changed some bytes: the version moves either way.
         let version = self.bump_version(id, &file);
         written.map_err(wire_io(format!("write {id}")))?;
@@ -464,6 +466,7 @@ impl Ost {
         // Exclusive: no operation may hold (or cache) a descriptor of the file we unlink.
         let _life = lock.lifecycle.write().unwrap_or_else(|e| e.into_inner());
         self.fds.remove(id);
+        self.direct_fds.remove(id);
         match std::fs::remove_file(object_path(&self.dir, id)) {
             Ok(()) => self.sync_parent(id),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -547,6 +550,105 @@ impl Ost {
         match path.parent() {
             Some(parent) => sync_dir(parent).map_err(wire_io(format!("fsync directory of {id}"))),
             None => Ok(()),
+        }
+    }
+
+    /// Writes `data` at `offset` of the object. A write larger than
+    /// `writethrough_max_io_mb` whose buffer, offset and length are aligned goes around the
+    /// page cache (`O_DIRECT`), as a Lustre OSS writes large bulk straight to disk: the copy
+    /// into the page cache is most of the CPU an OST spends on a write, the client keeps its
+    /// own cache, and the OST holds no dirty data. Smaller writes, and every write on a file
+    /// system that refuses `O_DIRECT`, are buffered. The kernel keeps the two kinds
+    /// coherent (a direct write flushes and drops cached pages of its range). Durability is
+    /// unchanged: `O_DIRECT` does not flush the device, so a sync still calls `fdatasync`.
+    fn write_data(&self, id: &ObjectId, file: &File, data: &[u8], offset: u64) -> io::Result<()> {
+        let aligned = (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
+            && data.len().is_multiple_of(DIRECT_ALIGN)
+            && offset.is_multiple_of(DIRECT_ALIGN as u64);
+        if aligned
+            && data.len() > self.cache_limits.write_max_io()
+            && let Some(direct) = self.direct_file(id)
+        {
+            match direct.write_all_at(data, offset) {
+                Ok(()) => {
+                    self.stats.record_direct(true);
+                    return Ok(());
+                }
+                // Refused (alignment the device wants): the buffered write below writes
+                // the whole range again, whatever part the direct one wrote.
+                Err(e) if e.raw_os_error() == Some(EINVAL) => {
+                    tracing::debug!(object = %id, "O_DIRECT write refused; buffered");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        file.write_all_at(data, offset)
+    }
+
+    /// Reads `want` bytes at `offset` of the object (fewer at its end). A read larger than
+    /// `readcache_max_io_mb` at an aligned offset goes around the page cache into a
+    /// page-aligned buffer (see [`Ost::write_data`]); smaller reads are cached, so small
+    /// files and random readers keep the OST's page cache.
+    fn read_data(&self, id: &ObjectId, file: &File, offset: u64, want: usize) -> WireResult<Bytes> {
+        if offset.is_multiple_of(DIRECT_ALIGN as u64)
+            && want > self.cache_limits.read_max_io()
+            && let Some(direct) = self.direct_file(id)
+        {
+            match read_direct(&direct, offset, want) {
+                Ok(b) => {
+                    self.stats.record_direct(false);
+                    return Ok(b);
+                }
+                Err(e) if e.raw_os_error() == Some(EINVAL) => {
+                    tracing::debug!(object = %id, "O_DIRECT read refused; buffered");
+                }
+                Err(e) => return Err(io_to_wire(&format!("read {id}"), e)),
+            }
+        }
+        // Read into the buffer's spare capacity: zero-filling megabytes first would cost
+        // as much as the read's own copy.
+        let mut buf: Vec<u8> = Vec::with_capacity(want);
+        while buf.len() < want {
+            let at = offset + buf.len() as u64;
+            let spare = rustix::buffer::spare_capacity(&mut buf);
+            match rustix::io::pread(file, spare, at) {
+                Ok(0) => break, // truncated under us: return what there is
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(io_to_wire(&format!("read {id}"), e.into())),
+            }
+        }
+        Ok(Bytes::from(buf))
+    }
+
+    /// The object's `O_DIRECT` descriptor (cached), or `None` when direct I/O is off or
+    /// the file system refuses it.
+    fn direct_file(&self, id: &ObjectId) -> Option<Arc<File>> {
+        use std::sync::atomic::Ordering;
+        if !self.direct_ok.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(f) = self.direct_fds.get(id) {
+            return Some(f);
+        }
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(object_path(&self.dir, id))
+        {
+            Ok(f) => {
+                let f = Arc::new(f);
+                self.direct_fds.insert(*id, Arc::clone(&f));
+                Some(f)
+            }
+            Err(e) if e.raw_os_error() == Some(EINVAL) => {
+                tracing::warn!(dir = %self.dir.display(), "the data directory's file system refuses O_DIRECT; all I/O goes through the page cache");
+                self.direct_ok.store(false, Ordering::Relaxed);
+                None
+            }
+            // Anything else (no descriptors left, say): the buffered path reports it.
+            Err(_) => None,
         }
     }
 

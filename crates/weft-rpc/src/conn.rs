@@ -94,26 +94,38 @@ pub async fn read_payload<R: AsyncRead + Unpin>(
     Ok(InFrame {
         header,
         body: body.freeze(),
-        bulk: bulk.freeze(),
+        bulk,
         bulk_error,
     })
 }
 
-/// Reads exactly `len` bytes into a fresh buffer without zero-filling it first: bulk
-/// payloads are megabytes, and the fill would cost as much as a copy.
+/// Where a received bulk payload starts in memory: a multiple of the page size, so that a
+/// server may hand it to `O_DIRECT` I/O as it is (the OST writes bulk that way).
+pub const BULK_ALIGN: usize = 4096;
+
+/// Reads exactly `len` bytes into a fresh buffer starting at a [`BULK_ALIGN`] boundary,
+/// without zero-filling it first: bulk payloads are megabytes, and the fill would cost as
+/// much as a copy. Only the padding before the boundary (under a page) is zeroed.
 async fn read_exact_uninit<R: AsyncRead + Unpin>(
     r: &mut R,
     len: usize,
-) -> Result<BytesMut, std::io::Error> {
-    let mut buf = BytesMut::with_capacity(len);
-    while buf.len() < len {
-        // `read_buf` appends into the spare capacity; limit it to what this frame owns.
-        let mut limited = (&mut *r).take((len - buf.len()) as u64);
+) -> Result<Bytes, std::io::Error> {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(len + BULK_ALIGN);
+    let pad = buf.as_ptr().align_offset(BULK_ALIGN).min(BULK_ALIGN);
+    buf.resize(pad, 0);
+    let end = pad + len;
+    while buf.len() < end {
+        // `read_buf` appends into the spare capacity (never past it: the limit keeps the
+        // reads inside `end`, which the capacity covers); limit it to what this frame owns.
+        let mut limited = (&mut *r).take((end - buf.len()) as u64);
         if limited.read_buf(&mut buf).await? == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
     }
-    Ok(buf)
+    Ok(Bytes::from(buf).slice(pad..))
 }
 
 /// Writes frames from `rx` until the channel closes or the socket fails. Frames that are
@@ -269,4 +281,46 @@ pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
         acked,
     };
     Ok((msg.opcode(), weft_proto::encode(&(header, msg))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bulk_arrives_whole_and_page_aligned() {
+        for len in [0usize, 1, 4095, 4096, 65_537, 4 << 20] {
+            let body = b"body".to_vec();
+            let bulk = Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+            let header = FrameHeader::new(7, 0, 1, &body, &bulk).unwrap();
+            let mut wire = header.encode().to_vec();
+            wire.extend_from_slice(&body);
+            wire.extend_from_slice(&bulk);
+            // Small reads, as a socket may deliver them.
+            let (mut w, mut r) = tokio::io::duplex(1000);
+            let feed = tokio::spawn(async move { w.write_all(&wire).await });
+            let h = read_header(&mut r).await.unwrap().unwrap();
+            let frame = read_payload(&mut r, h).await.unwrap();
+            feed.await.unwrap().unwrap();
+            assert_eq!(frame.bulk, bulk, "len {len}");
+            assert!(frame.bulk_error.is_none());
+            if len > 0 {
+                assert_eq!(frame.bulk.as_ptr() as usize % BULK_ALIGN, 0, "len {len}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_short_bulk_is_an_unexpected_eof() {
+        let body = b"b".to_vec();
+        let bulk = Bytes::from(vec![9u8; 10_000]);
+        let header = FrameHeader::new(7, 0, 1, &body, &bulk).unwrap();
+        let mut wire = header.encode().to_vec();
+        wire.extend_from_slice(&body);
+        wire.extend_from_slice(&bulk[..5000]);
+        let mut r = &wire[..];
+        let h = read_header(&mut r).await.unwrap().unwrap();
+        let e = read_payload(&mut r, h).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
 }

@@ -90,7 +90,7 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         .iter()
         .map(|m| (TargetId::mdt(m.index()), m.uuid()))
         .collect();
-    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone(), vec![]);
     let metrics = match &args.metrics {
         Some(addr) => Some(
             crate::metrics::serve(addr, Metrics::new(router.clone(), mdts.clone(), vec![])).await?,

@@ -78,7 +78,7 @@ pub async fn run(args: OssArgs) -> Result<()> {
         .iter()
         .map(|o| (TargetId::ost(o.index()), o.uuid()))
         .collect();
-    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone());
+    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone(), osts.clone());
     let metrics = match &args.metrics {
         Some(addr) => Some(
             crate::metrics::serve(addr, Metrics::new(router.clone(), vec![], osts.clone())).await?,

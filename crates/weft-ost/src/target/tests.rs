@@ -1,4 +1,5 @@
 use super::*;
+use crate::direct::MAX_MAX_IO_MB;
 use weft_proto::Fid;
 
 fn oid(n: u32) -> ObjectId {
@@ -574,4 +575,72 @@ async fn read_reports_the_version_of_the_data_it_returns() {
     let (a, _) = ost.read(oid(1), 0, 3).await.unwrap();
     assert_eq!(a.data_version, w.data_version);
     assert!(a.blocks > 0);
+}
+
+/// `len` bytes of a pattern in a buffer starting `skew` bytes after a page boundary (the RPC
+/// layer receives bulk page-aligned: skew 0).
+fn bulk_at(len: usize, skew: usize, seed: u8) -> Bytes {
+    let mut v: Vec<u8> = Vec::with_capacity(len + 2 * DIRECT_ALIGN);
+    let pad = v.as_ptr().align_offset(DIRECT_ALIGN) + skew;
+    v.resize(pad, 0);
+    v.extend((0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
+    Bytes::from(v).slice(pad..)
+}
+
+#[tokio::test]
+async fn large_aligned_io_bypasses_the_page_cache_and_agrees_with_buffered_io() {
+    let (_d, ost) = new_ost();
+    let mut model = vec![0u8; 0];
+    let put = |model: &mut Vec<u8>, at: usize, data: &[u8]| {
+        if model.len() < at + data.len() {
+            model.resize(at + data.len(), 0);
+        }
+        model[at..at + data.len()].copy_from_slice(data);
+    };
+    let big = bulk_at(2 << 20, 0, 1);
+    ost.write(oid(1), 0, big.clone(), false).await.unwrap();
+    put(&mut model, 0, &big);
+    assert_eq!(ost.stats().direct_writes, 1, "2 MiB, aligned: direct");
+    // Small and unaligned writes are buffered, and land in pages a direct read must see.
+    ost.write(oid(1), 1000, Bytes::from_static(b"buffered bytes"), false)
+        .await
+        .unwrap();
+    put(&mut model, 1000, b"buffered bytes");
+    let skewed = bulk_at(2 << 20, 64, 7);
+    ost.write(oid(1), 2 << 20, skewed.clone(), false)
+        .await
+        .unwrap();
+    put(&mut model, 2 << 20, &skewed);
+    ost.write(oid(1), (4 << 20) + 3, Bytes::from_static(b"tail"), false)
+        .await
+        .unwrap();
+    put(&mut model, (4 << 20) + 3, b"tail");
+    assert_eq!(
+        ost.stats().direct_writes,
+        1,
+        "unaligned buffer or small: buffered"
+    );
+
+    // A direct read over dirty pages, one that ends past EOF (short), an unaligned one.
+    let (attr, all) = ost.read(oid(1), 0, 8 << 20).await.unwrap();
+    assert_eq!(attr.size, model.len() as u64);
+    assert!(all[..] == model[..], "whole object");
+    let (_, part) = ost.read(oid(1), 1 << 20, 3 << 20).await.unwrap();
+    assert!(part[..] == model[1 << 20..4 << 20]);
+    let (_, odd) = ost.read(oid(1), 999, 3 << 20).await.unwrap();
+    assert!(odd[..] == model[999..999 + (3 << 20)]);
+    assert_eq!(ost.stats().direct_reads, 2, "aligned offsets only");
+
+    // With the limits at their largest everything is cached again.
+    ost.cache_limits().set(true, MAX_MAX_IO_MB).unwrap();
+    ost.cache_limits().set(false, MAX_MAX_IO_MB).unwrap();
+    let again = bulk_at(2 << 20, 0, 9);
+    ost.write(oid(1), 0, again.clone(), false).await.unwrap();
+    put(&mut model, 0, &again);
+    let (_, all) = ost.read(oid(1), 0, 8 << 20).await.unwrap();
+    assert!(all[..] == model[..]);
+    let s = ost.stats();
+    assert_eq!((s.direct_reads, s.direct_writes), (2, 1));
+    assert!(ost.cache_limits().set(false, MAX_MAX_IO_MB + 1).is_err());
+    assert_eq!(ost.cache_limits().get(), (MAX_MAX_IO_MB, MAX_MAX_IO_MB));
 }

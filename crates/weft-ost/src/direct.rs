@@ -1,0 +1,104 @@
+//! Which I/O goes around the OST's page cache (`O_DIRECT`), and the buffers it needs.
+//!
+//! Large bulk I/O bypasses the page cache, as on a Lustre OSS (`readcache_max_io_mb`,
+//! `writethrough_max_io_mb`): copying megabytes through the page cache is most of the CPU an
+//! OST spends per byte, the clients cache what they read and write, and an OST without
+//! dirty pages has nothing to lose or flush in bulk. Small I/O stays cached, so small
+//! files and random readers keep the page cache's help.
+
+use bytes::Bytes;
+use std::fs::File;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Alignment of buffer, offset and length for `O_DIRECT`: the page size, which covers
+/// every logical block size a data directory's device may have.
+pub(crate) const DIRECT_ALIGN: usize = 4096;
+
+pub(crate) const EINVAL: i32 = rustix::io::Errno::INVAL.raw_os_error();
+
+/// Reads `want` bytes at the aligned `offset` of a file opened with `O_DIRECT` (fewer at its
+/// end) into a page-aligned buffer: the device copies into it, the CPU does not.
+pub(crate) fn read_direct(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
+    // O_DIRECT reads whole blocks: ask for `want` rounded up, keep `want`.
+    let padded = want.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+    let mut buf: Vec<u8> = Vec::with_capacity(padded + DIRECT_ALIGN);
+    let pad = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+    buf.resize(pad, 0);
+    let end = pad + padded;
+    while buf.len() < end {
+        let at = offset + (buf.len() - pad) as u64;
+        let room = end - buf.len();
+        let n = match rustix::io::pread(file, &mut buf.spare_capacity_mut()[..room], at) {
+            Ok((filled, _)) => filled.len(),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        // SAFETY: `pread` initialized the first `n` bytes of the spare capacity (rustix
+        // hands them back as the filled part), and `n <= room <= capacity - len`. No safe
+        // API reads into a bounded part of a Vec's spare capacity: rustix's
+        // `spare_capacity` offers all of it, and O_DIRECT needs the exact aligned length.
+        unsafe { buf.set_len(buf.len() + n) };
+        if n == 0 || n % DIRECT_ALIGN != 0 {
+            break; // the end of the file
+        }
+    }
+    let got = (buf.len() - pad).min(want);
+    Ok(Bytes::from(buf).slice(pad..pad + got))
+}
+
+/// The I/O sizes above which reads and writes bypass the page cache, in MiB
+/// (`obdfilter.*.readcache_max_io_mb`, `obdfilter.*.writethrough_max_io_mb`).
+#[derive(Debug)]
+pub struct CacheLimits {
+    read_mb: AtomicU64,
+    write_mb: AtomicU64,
+}
+
+/// Default of both limits: RPCs of more than 1 MiB (the client's 4 MiB RPCs of streaming
+/// I/O) go direct; small files and random reads are cached.
+pub const DEFAULT_MAX_IO_MB: u64 = 1;
+/// The largest accepted limit: every bulk (at most 64 MiB) is then cached.
+pub const MAX_MAX_IO_MB: u64 = 64;
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        Self {
+            read_mb: AtomicU64::new(DEFAULT_MAX_IO_MB),
+            write_mb: AtomicU64::new(DEFAULT_MAX_IO_MB),
+        }
+    }
+}
+
+impl CacheLimits {
+    /// Reads of more bytes than this bypass the page cache.
+    pub(crate) fn read_max_io(&self) -> usize {
+        (self.read_mb.load(Ordering::Relaxed) as usize) << 20
+    }
+
+    /// Writes of more bytes than this bypass the page cache.
+    pub(crate) fn write_max_io(&self) -> usize {
+        (self.write_mb.load(Ordering::Relaxed) as usize) << 20
+    }
+
+    /// `readcache_max_io_mb` and `writethrough_max_io_mb` as they are now.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.read_mb.load(Ordering::Relaxed),
+            self.write_mb.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Sets `readcache_max_io_mb` (`write: false`) or `writethrough_max_io_mb`; values
+    /// above [`MAX_MAX_IO_MB`] are refused.
+    pub fn set(&self, write: bool, mb: u64) -> Result<(), String> {
+        if mb > MAX_MAX_IO_MB {
+            return Err(format!(
+                "{mb} MiB is more than the largest bulk ({MAX_MAX_IO_MB} MiB)"
+            ));
+        }
+        let slot = if write { &self.write_mb } else { &self.read_mb };
+        slot.store(mb, Ordering::Relaxed);
+        Ok(())
+    }
+}
