@@ -447,7 +447,7 @@ impl File {
         // Sequential: through the cache, then keep the window ahead full.
         let data = self.read_cached(offset, end, size, generation).await?;
         let mut st = self.state.lock().await;
-        let ahead_end = st.ra.last_end.max(end).saturating_add(window).min(size);
+        let ahead_end = self.readahead_stop(st.ra.last_end.max(end).saturating_add(window), size);
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
@@ -489,7 +489,7 @@ impl File {
         }
         let data = cut_pages(&pages, first, offset, end);
         st.ra.advance(offset, end, ra_max);
-        let ahead_end = st.ra.last_end.saturating_add(st.ra.window).min(st.size);
+        let ahead_end = self.readahead_stop(st.ra.last_end.saturating_add(st.ra.window), st.size);
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
@@ -548,6 +548,19 @@ impl File {
         }
         let pages: Vec<Bytes> = pages.into_iter().map(Option::unwrap_or_default).collect();
         Ok(cut_pages(&pages, first, offset, end))
+    }
+
+    /// Where read-ahead may fetch to now: the window's end `ahead_end`, cut back to a
+    /// multiple of the RPC size unless it reaches the end of the file (`size`). A reader
+    /// moves the window by one call at a time; without the cut every call would send one
+    /// RPC of its own size, with it read-ahead goes out in full, aligned RPCs (which an OST
+    /// reads straight from disk: see `weft_ost::direct`).
+    fn readahead_stop(&self, ahead_end: u64, size: u64) -> u64 {
+        if ahead_end >= size {
+            return size;
+        }
+        let rpc = self.client.params().rpc_bytes().max(CACHE_PAGE);
+        ahead_end / rpc * rpc
     }
 
     /// Fetches `[start, end)` into the cache in the background, within the client's

@@ -152,24 +152,13 @@ impl IoEngine {
         true
     }
 
-    /// Splits pieces into RPC-sized pieces.
+    /// Turns pieces into RPC-sized pieces: pieces that follow each other both in the file
+    /// and in one object (a file of one stripe, or stripes of one object met in a row) are
+    /// joined first, so RPCs are `max_pages_per_rpc` long whatever the stripe size, and no
+    /// bytes are copied (an RPC's bytes stay one contiguous range of the caller's buffer).
     fn rpcs(&self, pieces: &[Piece]) -> Vec<Piece> {
         let max = self.params.rpc_bytes().max(crate::params::PAGE_SIZE);
-        let mut out = Vec::with_capacity(pieces.len());
-        for p in pieces {
-            let mut done = 0;
-            while done < p.len {
-                let n = (p.len - done).min(max);
-                out.push(Piece {
-                    object_offset: p.object_offset + done,
-                    file_offset: p.file_offset + done,
-                    len: n,
-                    ..*p
-                });
-                done += n;
-            }
-        }
-        out
+        rpc_pieces(pieces, max)
     }
 
     /// Reads the pieces (all OSTs at once) into one buffer of their total length; bytes an
@@ -293,6 +282,39 @@ impl IoEngine {
     }
 }
 
+/// [`IoEngine::rpcs`] with RPCs of at most `max` bytes.
+fn rpc_pieces(pieces: &[Piece], max: u64) -> Vec<Piece> {
+    let mut joined: Vec<Piece> = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        match joined.last_mut() {
+            Some(last)
+                if last.ost == p.ost
+                    && last.object == p.object
+                    && last.object_offset + last.len == p.object_offset
+                    && last.file_offset + last.len == p.file_offset =>
+            {
+                last.len += p.len;
+            }
+            _ => joined.push(*p),
+        }
+    }
+    let mut out = Vec::with_capacity(joined.len());
+    for p in &joined {
+        let mut done = 0;
+        while done < p.len {
+            let n = (p.len - done).min(max);
+            out.push(Piece {
+                object_offset: p.object_offset + done,
+                file_offset: p.file_offset + done,
+                len: n,
+                ..*p
+            });
+            done += n;
+        }
+    }
+    out
+}
+
 fn join_error(e: tokio::task::JoinError) -> ClientError {
     ClientError::Invalid(format!("I/O task failed: {e}"))
 }
@@ -392,6 +414,62 @@ mod tests {
             let hi = (b as usize).min(total).max(lo);
             prop_assert_eq!(&parts.slice(a, b)[..], &whole[lo..hi]);
             prop_assert_eq!(&parts.clone().concat()[..], &whole[..]);
+        }
+    }
+
+    fn one_component(stripe_size: u64, count: u32) -> weft_proto::layout::Layout {
+        use weft_proto::layout::{EOF, Layout, LayoutComponent};
+        Layout {
+            generation: 1,
+            components: vec![LayoutComponent {
+                id: 1,
+                start: 0,
+                end: EOF,
+                stripe_size,
+                stripe_count: count as i32,
+                pool: None,
+                osts: (0..count).collect(),
+                object_fid: None,
+            }],
+        }
+    }
+
+    proptest! {
+        /// RPCs cover the range in file order, put every byte where the layout says, are
+        /// at most `max` long, and a one-stripe file needs no more RPCs than its length
+        /// does (stripe boundaries do not cut them).
+        #[test]
+        fn rpcs_join_contiguous_pieces_and_keep_the_mapping(
+            stripe_kib in 1u64..8,
+            count in 1u32..5,
+            max_kib in 1u64..40,
+            offset in 0u64..200_000,
+            len in 0u64..300_000,
+        ) {
+            let layout = one_component(stripe_kib * 4096, count);
+            let pieces =
+                crate::layout::map_range(&layout, weft_proto::Fid::ROOT, offset, len).unwrap();
+            let max = max_kib * 4096;
+            let rpcs = rpc_pieces(&pieces, max);
+            prop_assert_eq!(rpcs.iter().map(|p| p.len).sum::<u64>(), len);
+            let mut at = offset;
+            for r in &rpcs {
+                prop_assert!(r.len > 0 && r.len <= max);
+                prop_assert_eq!(r.file_offset, at);
+                at += r.len;
+                for d in [0, r.len - 1] {
+                    let x = r.file_offset + d;
+                    let p = pieces
+                        .iter()
+                        .find(|p| p.file_offset <= x && x < p.file_offset + p.len)
+                        .unwrap();
+                    prop_assert_eq!((r.ost, r.object), (p.ost, p.object));
+                    prop_assert_eq!(r.object_offset + d, p.object_offset + (x - p.file_offset));
+                }
+            }
+            if count == 1 {
+                prop_assert_eq!(rpcs.len() as u64, len.div_ceil(max));
+            }
         }
     }
 
