@@ -271,7 +271,7 @@ async fn top_shows_every_target_and_the_operations_running() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_server_parameter_applies_now_and_after_a_restart() {
-    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
     let mgs = tc.mgs_addr.clone();
     let get = |pattern: &str| {
         let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "-n", pattern]);
@@ -307,4 +307,27 @@ async fn a_stored_server_parameter_applies_now_and_after_a_restart() {
         get(&format!("mdt.{FSNAME}-MDT0000.job_cleanup_interval")),
         "45"
     );
+
+    // The OSTs' page-cache limits: one OST named, and a value out of range ignored.
+    let ost = |n: u32, p: &str| get(&format!("obdfilter.{FSNAME}-OST{n:04X}.{p}"));
+    assert_eq!(ost(0, "writethrough_max_io_mb"), "1");
+    let (ok, _, err) = weft(&[
+        "set_param",
+        "--mgs",
+        &mgs,
+        "-P",
+        &format!("obdfilter.{FSNAME}-OST0001.writethrough_max_io_mb=8"),
+        "obdfilter.*.readcache_max_io_mb=65",
+    ]);
+    assert!(ok, "{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while ost(1, "writethrough_max_io_mb") != "8" {
+        assert!(std::time::Instant::now() < deadline, "not applied");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(ost(0, "writethrough_max_io_mb"), "1", "another OST");
+    assert_eq!(ost(1, "readcache_max_io_mb"), "1", "65 MiB is refused");
+    tc.oss.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    assert_eq!(ost(1, "writethrough_max_io_mb"), "8", "after a restart");
 }
