@@ -172,7 +172,7 @@ impl Client {
             if data.is_empty() {
                 return Err(remote(Errno::Io, "the file ended early while copying"));
             }
-            sums.push(crc32c::crc32c(&data));
+            sums.push(weft_proto::checksum::crc32c(&data));
             vol.write_at(off, &data).await?;
             off += data.len() as u64;
         }
@@ -182,7 +182,7 @@ impl Client {
         let mut off = 0u64;
         for (i, want) in sums.iter().enumerate() {
             let data = vol.read_at(off, MIGRATE_CHUNK.min(size - off)).await?;
-            if crc32c::crc32c(&data) != *want {
+            if weft_proto::checksum::crc32c(&data) != *want {
                 return Err(remote(
                     Errno::Io,
                     format!("verification failed: chunk {i} of the copy differs"),

@@ -46,7 +46,7 @@ pub(crate) fn encode(record: &Record) -> io::Result<Vec<u8>> {
     let mut out = format!(
         "{MAGIC} {STATE_FORMAT_VERSION} {} {:08x}\n",
         body.len(),
-        crc32c::crc32c(&body)
+        weft_proto::checksum::crc32c(&body)
     )
     .into_bytes();
     out.extend_from_slice(&body);
@@ -112,7 +112,7 @@ pub(crate) fn load(dir: &Path) -> Result<Option<Record>, MgsError> {
         .get(1..)
         .and_then(|r| r.get(..len))
         .ok_or_else(|| corrupt("body is truncated".into()))?;
-    if crc32c::crc32c(body) != crc {
+    if weft_proto::checksum::crc32c(body) != crc {
         return Err(corrupt("checksum mismatch".into()));
     }
     let record: Record = serde_json::from_slice(body).map_err(|e| corrupt(e.to_string()))?;

@@ -111,8 +111,8 @@ impl FrameHeader {
             xid,
             body_len,
             bulk_len,
-            body_crc: crc32c::crc32c(body),
-            bulk_crc: crc32c::crc32c(bulk),
+            body_crc: crate::checksum::crc32c(body),
+            bulk_crc: crate::checksum::crc32c(bulk),
         })
     }
 
@@ -129,7 +129,7 @@ impl FrameHeader {
         b[24..28].copy_from_slice(&self.bulk_len.to_be_bytes());
         b[28..32].copy_from_slice(&self.body_crc.to_be_bytes());
         b[32..36].copy_from_slice(&self.bulk_crc.to_be_bytes());
-        let crc = crc32c::crc32c(&b[..36]);
+        let crc = crate::checksum::crc32c(&b[..36]);
         b[36..40].copy_from_slice(&crc.to_be_bytes());
         b
     }
@@ -142,7 +142,7 @@ impl FrameHeader {
         if magic != MAGIC {
             return Err(FrameError::BadMagic(magic));
         }
-        if crc32c::crc32c(&b[..36]) != u32_at(36) {
+        if crate::checksum::crc32c(&b[..36]) != u32_at(36) {
             return Err(FrameError::HeaderCrc);
         }
         let version = u16_at(4);
@@ -186,7 +186,7 @@ impl FrameHeader {
 
     /// Checks a received body against the header's checksum.
     pub fn check_body(&self, body: &[u8]) -> Result<(), FrameError> {
-        if crc32c::crc32c(body) == self.body_crc {
+        if crate::checksum::crc32c(body) == self.body_crc {
             Ok(())
         } else {
             Err(FrameError::BodyCrc)
@@ -195,7 +195,7 @@ impl FrameHeader {
 
     /// Checks received bulk bytes against the header's checksum.
     pub fn check_bulk(&self, bulk: &[u8]) -> Result<(), FrameError> {
-        if crc32c::crc32c(bulk) == self.bulk_crc {
+        if crate::checksum::crc32c(bulk) == self.bulk_crc {
             Ok(())
         } else {
             Err(FrameError::BulkCrc)

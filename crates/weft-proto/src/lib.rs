@@ -8,6 +8,7 @@
 //! and raw bulk bytes. Bodies are versioned by the header's protocol version; bulk data is
 //! carried as-is and protected by CRC32C.
 
+pub mod checksum;
 pub mod codec;
 pub mod errno;
 pub mod fid;
