@@ -48,6 +48,15 @@ pub(crate) enum WriteOp {
 }
 
 impl WriteOp {
+    /// Whether losing this operation in a crash costs nothing but doing it again: removing
+    /// destroy-log records whose objects are gone (the destroys are idempotent and are
+    /// simply sent again). A batch of only such operations is committed without an fsync;
+    /// the next durable commit makes it durable. Without this, every unlink of a file with
+    /// objects cost two fsyncs: its own and, moments later, its destroy record's removal.
+    fn is_lazy(&self) -> bool {
+        matches!(self, WriteOp::DestroyDone(_))
+    }
+
     /// The operation again with what a directory move needs (a rename handed back with
     /// [`Outcome::NeedDirMove`]).
     pub(crate) fn with_dir_move(self, dm: DirMove) -> WriteOp {
@@ -100,6 +109,11 @@ pub(crate) enum Msg {
     Shutdown(oneshot::Sender<()>),
 }
 
+/// Consecutive commits without an fsync after which a lazy batch is made durable anyway,
+/// so that a long run of them (a big `rm -r` on an otherwise idle MDT) does not leave
+/// redb unable to reuse the pages they freed.
+const MAX_LAZY_STREAK: u32 = 64;
+
 /// Tuning of the commit loop.
 pub(crate) struct CommitConfig {
     pub max_batch: usize,
@@ -113,6 +127,8 @@ pub(crate) fn run(
     destroy_wake: Arc<Notify>,
 ) -> Option<oneshot::Sender<()>> {
     let mut shutdown = None;
+    // Commits in a row made without an fsync (see `WriteOp::is_lazy`).
+    let mut lazy_streak = 0u32;
     while shutdown.is_none() {
         let Some(first) = rx.blocking_recv() else {
             break;
@@ -130,7 +146,7 @@ pub(crate) fn run(
             }
         }
         if !batch.is_empty() {
-            run_batch(&mut engine, batch, &destroy_wake);
+            run_batch(&mut engine, batch, &destroy_wake, &mut lazy_streak);
         }
     }
     // Drain what raced with shutdown so no caller waits forever.
@@ -140,20 +156,33 @@ pub(crate) fn run(
         rest.push(p);
     }
     if !rest.is_empty() {
-        run_batch(&mut engine, rest, &destroy_wake);
+        run_batch(&mut engine, rest, &destroy_wake, &mut lazy_streak);
+    }
+    if lazy_streak > 0 {
+        // Leave nothing for the next start to redo.
+        if let Err(e) = durable_empty_commit(&engine) {
+            tracing::warn!(error = %e, "final MDT commit failed; the next start redoes some destroys");
+        }
     }
     drop(engine);
     shutdown
 }
 
-fn run_batch(engine: &mut Engine, batch: Vec<Pending>, destroy_wake: &Notify) {
+fn run_batch(
+    engine: &mut Engine,
+    batch: Vec<Pending>,
+    destroy_wake: &Notify,
+    lazy_streak: &mut u32,
+) {
     let n = batch.len() as u64;
-    let (outcomes, fx, result) = apply_batch(engine, batch);
+    let lazy = *lazy_streak < MAX_LAZY_STREAK && batch.iter().all(|p| p.op.is_lazy());
+    let (outcomes, fx, result) = apply_batch(engine, batch, lazy);
     let mut outcomes = outcomes;
     match result {
         Ok(()) => {
             if fx.wrote {
                 engine.counters.commits.fetch_add(1, Ordering::Relaxed);
+                *lazy_streak = if lazy { *lazy_streak + 1 } else { 0 };
             }
             engine.publish();
             if fx.destroys {
@@ -185,9 +214,11 @@ fn run_batch(engine: &mut Engine, batch: Vec<Pending>, destroy_wake: &Notify) {
 
 type Answered = Vec<(Option<oneshot::Sender<Outcome>>, Outcome)>;
 
+/// Applies a batch in one transaction and commits it: durably (fsync) unless `lazy`.
 fn apply_batch(
     engine: &mut Engine,
     batch: Vec<Pending>,
+    lazy: bool,
 ) -> (Answered, Effects, Result<(), StoreError>) {
     let mut fx = Effects::default();
     let mut out: Answered = Vec::with_capacity(batch.len());
@@ -257,11 +288,23 @@ fn apply_batch(
             let v = store::encode(&engine.meta)?;
             meta.insert(store::META_KEY, v.as_slice())?;
         }
-        txn.set_durability(Durability::Immediate)?;
+        txn.set_durability(if lazy {
+            Durability::None
+        } else {
+            Durability::Immediate
+        })?;
         txn.commit()?;
         Ok(())
     })();
     (out, fx, result)
+}
+
+/// Makes every earlier commit durable.
+fn durable_empty_commit(engine: &Engine) -> Result<(), StoreError> {
+    let mut txn = engine.db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    txn.commit()?;
+    Ok(())
 }
 
 fn reload_meta(engine: &Engine) -> Result<Option<store::Meta>, StoreError> {
