@@ -284,3 +284,33 @@ async fn disconnect_closes_handles_and_destroys_orphans() {
         Errno::Io
     );
 }
+
+#[tokio::test]
+async fn destroy_records_removed_without_fsync_stay_removed_after_a_restart() {
+    let h = H::new().await;
+    h.mdt.start_background();
+    for i in 0..3 {
+        let name = format!("f{i}");
+        h.create(Fid::ROOT, &name).await;
+        h.unlink_as(Fid::ROOT, &name, &root()).await.unwrap();
+    }
+    // The removals are lazy commits: the shutdown makes them durable.
+    h.wait_destroys().await;
+    let h = h.reopen().await;
+    assert_eq!(h.mdt.stats().pending_destroys, 0);
+    h.mdt.start_background();
+    // A durable commit after lazy ones keeps both.
+    h.create(Fid::ROOT, "g").await;
+    h.unlink_as(Fid::ROOT, "g", &root()).await.unwrap();
+    h.wait_destroys().await;
+    h.create(Fid::ROOT, "kept").await;
+    let h = h.reopen().await;
+    assert_eq!(h.mdt.stats().pending_destroys, 0);
+    // Had a removal been lost, the restart would have sent its destroys again.
+    let destroyed = h.cluster.destroyed();
+    let once: std::collections::HashSet<_> = destroyed.iter().collect();
+    assert!(!destroyed.is_empty());
+    assert_eq!(once.len(), destroyed.len(), "no object destroyed twice");
+    h.lookup(Fid::ROOT, "kept").await.unwrap();
+    h.mdt.shutdown().await;
+}
