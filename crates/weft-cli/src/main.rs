@@ -145,6 +145,22 @@ fn init_logging() {
         .init();
 }
 
+/// Raises the soft limit of open files to the hard one: an OSS keeps up to
+/// `fdcache::DEFAULT_CAPACITY` buffered and some direct descriptors per OST open, and a
+/// mount or MDS holds a connection per target; the usual soft limit of 1024 is too few.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    // `None` is unlimited; the kernel caps open files at `fs.nr_open` (1 Mi by default).
+    let want = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|c| c < want) {
+        limit.current = Some(want);
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::debug!(error = %e, "cannot raise the open file limit");
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Started as `mount.fuse.weft` by mount(8): the same as `weft mount --daemon`.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -158,6 +174,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
+    raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

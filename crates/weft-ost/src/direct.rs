@@ -15,6 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// every logical block size a data directory's device may have.
 pub(crate) const DIRECT_ALIGN: usize = 4096;
 
+/// `O_DIRECT` descriptors kept open per OST: direct I/O is large streaming I/O, on far fewer
+/// objects at a time than the buffered descriptors' cache serves.
+pub(crate) const DIRECT_FD_CAPACITY: usize = 256;
+
 pub(crate) const EINVAL: i32 = rustix::io::Errno::INVAL.raw_os_error();
 
 /// Reads `want` bytes at the aligned `offset` of a file opened with `O_DIRECT` (fewer at its

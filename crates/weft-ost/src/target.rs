@@ -3,7 +3,7 @@
 
 use crate::brw::{BrwStats, OstStats};
 use crate::dataversion::{self, DataVersions, RESERVE_FILE};
-use crate::direct::{CacheLimits, DIRECT_ALIGN, EINVAL, read_direct};
+use crate::direct::{CacheLimits, DIRECT_ALIGN, DIRECT_FD_CAPACITY, EINVAL, read_direct};
 use crate::error::{OstError, io_to_wire};
 use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
 use crate::grant::Grants;
@@ -135,7 +135,7 @@ impl Ost {
             identity,
             versions,
             fds: FdCache::new(DEFAULT_CAPACITY),
-            direct_fds: FdCache::new(DEFAULT_CAPACITY),
+            direct_fds: FdCache::new(DIRECT_FD_CAPACITY),
             direct_ok: std::sync::atomic::AtomicBool::new(true),
             cache_limits: CacheLimits::default(),
             locks: std::array::from_fn(|_| ObjectLock::default()),
