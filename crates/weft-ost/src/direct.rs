@@ -6,29 +6,122 @@
 //! dirty pages has nothing to lose or flush in bulk. Small I/O stays cached, so small
 //! files and random readers keep the page cache's help.
 
+use crate::fdcache::FdCache;
+use crate::object::object_path;
 use bytes::Bytes;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use weft_proto::ObjectId;
+use weft_proto::frame::{BULK_ALIGN, aligned_vec};
 
 /// Alignment of buffer, offset and length for `O_DIRECT`: the page size, which covers
-/// every logical block size a data directory's device may have.
-pub(crate) const DIRECT_ALIGN: usize = 4096;
+/// every logical block size a data directory's device may have. Received bulk is aligned
+/// so (`weft_proto::frame::aligned_vec`).
+pub(crate) const DIRECT_ALIGN: usize = BULK_ALIGN;
 
 /// `O_DIRECT` descriptors kept open per OST: direct I/O is large streaming I/O, on far fewer
 /// objects at a time than the buffered descriptors' cache serves.
-pub(crate) const DIRECT_FD_CAPACITY: usize = 256;
+const DIRECT_FD_CAPACITY: usize = 256;
 
+/// What `O_DIRECT` answers for alignment it refuses; the buffered path then does the I/O.
 pub(crate) const EINVAL: i32 = rustix::io::Errno::INVAL.raw_os_error();
+
+/// One OST's direct I/O: which I/O goes direct, and the descriptors it uses.
+pub(crate) struct DirectIo {
+    fds: FdCache,
+    /// False once the data directory's file system refused `O_DIRECT`.
+    ok: AtomicBool,
+    limits: CacheLimits,
+}
+
+impl DirectIo {
+    pub(crate) fn new() -> Self {
+        Self {
+            fds: FdCache::new(DIRECT_FD_CAPACITY),
+            ok: AtomicBool::new(true),
+            limits: CacheLimits::default(),
+        }
+    }
+
+    pub(crate) fn limits(&self) -> &CacheLimits {
+        &self.limits
+    }
+
+    /// The descriptor to write `data` at `offset` of object `id` with, if the write goes
+    /// direct: more than `writethrough_max_io_mb`, buffer, offset and length aligned.
+    pub(crate) fn for_write(
+        &self,
+        dir: &Path,
+        id: &ObjectId,
+        data: &[u8],
+        offset: u64,
+    ) -> Option<Arc<File>> {
+        let direct = (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
+            && data.len().is_multiple_of(DIRECT_ALIGN)
+            && offset.is_multiple_of(DIRECT_ALIGN as u64)
+            && data.len() > self.limits.write_max_io();
+        direct.then(|| self.file(dir, id)).flatten()
+    }
+
+    /// The descriptor to read `want` bytes at `offset` of object `id` with, if the read
+    /// goes direct: more than `readcache_max_io_mb`, offset aligned.
+    pub(crate) fn for_read(
+        &self,
+        dir: &Path,
+        id: &ObjectId,
+        offset: u64,
+        want: usize,
+    ) -> Option<Arc<File>> {
+        let direct = offset.is_multiple_of(DIRECT_ALIGN as u64) && want > self.limits.read_max_io();
+        direct.then(|| self.file(dir, id)).flatten()
+    }
+
+    /// Forgets the object's descriptor (it is being destroyed).
+    pub(crate) fn forget(&self, id: &ObjectId) {
+        self.fds.remove(id);
+    }
+
+    /// The object's `O_DIRECT` descriptor (cached), or `None` when the file system refuses
+    /// `O_DIRECT`.
+    fn file(&self, dir: &Path, id: &ObjectId) -> Option<Arc<File>> {
+        if !self.ok.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(f) = self.fds.get(id) {
+            return Some(f);
+        }
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(object_path(dir, id))
+        {
+            Ok(f) => {
+                let f = Arc::new(f);
+                self.fds.insert(*id, Arc::clone(&f));
+                Some(f)
+            }
+            Err(e) if e.raw_os_error() == Some(EINVAL) => {
+                tracing::warn!(dir = %dir.display(), "the data directory's file system refuses O_DIRECT; all I/O goes through the page cache");
+                self.ok.store(false, Ordering::Relaxed);
+                None
+            }
+            // Anything else (no descriptors left, say): the buffered path reports it.
+            Err(_) => None,
+        }
+    }
+}
 
 /// Reads `want` bytes at the aligned `offset` of a file opened with `O_DIRECT` (fewer at its
 /// end) into a page-aligned buffer: the device copies into it, the CPU does not.
 pub(crate) fn read_direct(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
     // O_DIRECT reads whole blocks: ask for `want` rounded up, keep `want`.
     let padded = want.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    let mut buf: Vec<u8> = Vec::with_capacity(padded + DIRECT_ALIGN);
-    let pad = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
-    buf.resize(pad, 0);
+    let (mut buf, pad) = aligned_vec(padded);
     let end = pad + padded;
     while buf.len() < end {
         let at = offset + (buf.len() - pad) as u64;

@@ -3,7 +3,7 @@
 
 use crate::brw::{BrwStats, OstStats};
 use crate::dataversion::{self, DataVersions, RESERVE_FILE};
-use crate::direct::{CacheLimits, DIRECT_ALIGN, DIRECT_FD_CAPACITY, EINVAL, read_direct};
+use crate::direct::{CacheLimits, DirectIo, EINVAL, read_direct};
 use crate::error::{OstError, io_to_wire};
 use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
 use crate::grant::Grants;
@@ -63,12 +63,8 @@ pub struct Ost {
     identity: Identity,
     versions: DataVersions,
     fds: FdCache,
-    /// Descriptors opened with `O_DIRECT`, for aligned bulk writes (see [`Ost::write_data`]).
-    direct_fds: FdCache,
-    /// False once the data directory's file system refused `O_DIRECT`.
-    direct_ok: std::sync::atomic::AtomicBool,
-    /// Above which I/O size the page cache is bypassed.
-    cache_limits: CacheLimits,
+    /// Which bulk I/O bypasses the page cache, and its descriptors (see [`Ost::write_data`]).
+    direct: DirectIo,
     locks: [ObjectLock; 256],
     stats: BrwStats,
     grants: Grants,
@@ -135,9 +131,7 @@ impl Ost {
             identity,
             versions,
             fds: FdCache::new(DEFAULT_CAPACITY),
-            direct_fds: FdCache::new(DIRECT_FD_CAPACITY),
-            direct_ok: std::sync::atomic::AtomicBool::new(true),
-            cache_limits: CacheLimits::default(),
+            direct: DirectIo::new(),
             locks: std::array::from_fn(|_| ObjectLock::default()),
             stats: BrwStats::default(),
             grants: Grants::default(),
@@ -146,7 +140,7 @@ impl Ost {
 
     /// The I/O sizes above which bulk bypasses the page cache (run-time parameters).
     pub fn cache_limits(&self) -> &CacheLimits {
-        &self.cache_limits
+        self.direct.limits()
     }
 
     /// The UUID fixed when the target was formatted.
@@ -466,7 +460,7 @@ impl Ost {
         // Exclusive: no operation may hold (or cache) a descriptor of the file we unlink.
         let _life = lock.lifecycle.write().unwrap_or_else(|e| e.into_inner());
         self.fds.remove(id);
-        self.direct_fds.remove(id);
+        self.direct.forget(id);
         match std::fs::remove_file(object_path(&self.dir, id)) {
             Ok(()) => self.sync_parent(id),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -562,13 +556,7 @@ impl Ost {
     /// coherent (a direct write flushes and drops cached pages of its range). Durability is
     /// unchanged: `O_DIRECT` does not flush the device, so a sync still calls `fdatasync`.
     fn write_data(&self, id: &ObjectId, file: &File, data: &[u8], offset: u64) -> io::Result<()> {
-        let aligned = (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
-            && data.len().is_multiple_of(DIRECT_ALIGN)
-            && offset.is_multiple_of(DIRECT_ALIGN as u64);
-        if aligned
-            && data.len() > self.cache_limits.write_max_io()
-            && let Some(direct) = self.direct_file(id)
-        {
+        if let Some(direct) = self.direct.for_write(&self.dir, id, data, offset) {
             match direct.write_all_at(data, offset) {
                 Ok(()) => {
                     self.stats.record_direct(true);
@@ -590,10 +578,7 @@ impl Ost {
     /// page-aligned buffer (see [`Ost::write_data`]); smaller reads are cached, so small
     /// files and random readers keep the OST's page cache.
     fn read_data(&self, id: &ObjectId, file: &File, offset: u64, want: usize) -> WireResult<Bytes> {
-        if offset.is_multiple_of(DIRECT_ALIGN as u64)
-            && want > self.cache_limits.read_max_io()
-            && let Some(direct) = self.direct_file(id)
-        {
+        if let Some(direct) = self.direct.for_read(&self.dir, id, offset, want) {
             match read_direct(&direct, offset, want) {
                 Ok(b) => {
                     self.stats.record_direct(false);
@@ -619,37 +604,6 @@ impl Ost {
             }
         }
         Ok(Bytes::from(buf))
-    }
-
-    /// The object's `O_DIRECT` descriptor (cached), or `None` when direct I/O is off or
-    /// the file system refuses it.
-    fn direct_file(&self, id: &ObjectId) -> Option<Arc<File>> {
-        use std::sync::atomic::Ordering;
-        if !self.direct_ok.load(Ordering::Relaxed) {
-            return None;
-        }
-        if let Some(f) = self.direct_fds.get(id) {
-            return Some(f);
-        }
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(object_path(&self.dir, id))
-        {
-            Ok(f) => {
-                let f = Arc::new(f);
-                self.direct_fds.insert(*id, Arc::clone(&f));
-                Some(f)
-            }
-            Err(e) if e.raw_os_error() == Some(EINVAL) => {
-                tracing::warn!(dir = %self.dir.display(), "the data directory's file system refuses O_DIRECT; all I/O goes through the page cache");
-                self.direct_ok.store(false, Ordering::Relaxed);
-                None
-            }
-            // Anything else (no descriptors left, say): the buffered path reports it.
-            Err(_) => None,
-        }
     }
 
     fn open_existing(&self, id: &ObjectId) -> WireResult<Option<Arc<File>>> {

@@ -27,6 +27,21 @@ pub const MAX_BODY: u32 = 4 << 20;
 /// Largest bulk payload accepted (64 MiB): sixteen times the default RPC size.
 pub const MAX_BULK: u32 = 64 << 20;
 
+/// Where received bulk starts in memory: a multiple of the page size, so that a server may
+/// hand it to `O_DIRECT` I/O as it is (the OST does).
+pub const BULK_ALIGN: usize = 4096;
+
+/// An empty vector with room for `len` bytes starting at a [`BULK_ALIGN`] boundary, and
+/// that boundary's index: the vector already holds the zeroed padding before it (under a
+/// page). Append the bytes into its spare capacity (no zero fill), then take them with
+/// `Bytes::from(vec).slice(pad..)`, which keeps the alignment.
+pub fn aligned_vec(len: usize) -> (Vec<u8>, usize) {
+    let mut v: Vec<u8> = Vec::with_capacity(len + BULK_ALIGN);
+    let pad = v.as_ptr().align_offset(BULK_ALIGN).min(BULK_ALIGN);
+    v.resize(pad, 0);
+    (v, pad)
+}
+
 /// Header flag: this frame answers a request with the same xid.
 pub const FLAG_REPLY: u16 = 1 << 0;
 /// Header flag: the request travels server to client (a callback), with the server's xids.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot};
-use weft_proto::frame::{FrameHeader, HEADER_LEN};
+use weft_proto::frame::{FrameHeader, HEADER_LEN, aligned_vec};
 use weft_proto::{Errno, FrameError, Message, WireError};
 
 /// Frames queued for the writer task per connection; senders wait when it is full.
@@ -99,11 +99,7 @@ pub async fn read_payload<R: AsyncRead + Unpin>(
     })
 }
 
-/// Where a received bulk payload starts in memory: a multiple of the page size, so that a
-/// server may hand it to `O_DIRECT` I/O as it is (the OST writes bulk that way).
-pub const BULK_ALIGN: usize = 4096;
-
-/// Reads exactly `len` bytes into a fresh buffer starting at a [`BULK_ALIGN`] boundary,
+/// Reads exactly `len` bytes into a fresh buffer starting at a [`weft_proto::frame::BULK_ALIGN`] boundary,
 /// without zero-filling it first: bulk payloads are megabytes, and the fill would cost as
 /// much as a copy. Only the padding before the boundary (under a page) is zeroed.
 async fn read_exact_uninit<R: AsyncRead + Unpin>(
@@ -113,9 +109,7 @@ async fn read_exact_uninit<R: AsyncRead + Unpin>(
     if len == 0 {
         return Ok(Bytes::new());
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(len + BULK_ALIGN);
-    let pad = buf.as_ptr().align_offset(BULK_ALIGN).min(BULK_ALIGN);
-    buf.resize(pad, 0);
+    let (mut buf, pad) = aligned_vec(len);
     let end = pad + len;
     while buf.len() < end {
         // `read_buf` appends into the spare capacity (never past it: the limit keeps the
@@ -286,6 +280,7 @@ pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_proto::frame::BULK_ALIGN;
 
     #[tokio::test]
     async fn bulk_arrives_whole_and_page_aligned() {

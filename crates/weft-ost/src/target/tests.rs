@@ -580,8 +580,8 @@ async fn read_reports_the_version_of_the_data_it_returns() {
 /// `len` bytes of a pattern in a buffer starting `skew` bytes after a page boundary (the RPC
 /// layer receives bulk page-aligned: skew 0).
 fn bulk_at(len: usize, skew: usize, seed: u8) -> Bytes {
-    let mut v: Vec<u8> = Vec::with_capacity(len + 2 * DIRECT_ALIGN);
-    let pad = v.as_ptr().align_offset(DIRECT_ALIGN) + skew;
+    let (mut v, pad) = weft_proto::frame::aligned_vec(len + skew);
+    let pad = pad + skew;
     v.resize(pad, 0);
     v.extend((0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
     Bytes::from(v).slice(pad..)
