@@ -10,7 +10,9 @@
 //!   knobs, settable;
 //! - `mdc.FS-MDT0000-mdc-INSTANCE.stats`, `osc.FS-OST0000-osc-INSTANCE.stats`: requests
 //!   this client sent to each target, with `req_waittime` (time to the reply);
-//! - `llite.INSTANCE.stats`: cached and dirty bytes, the mount point.
+//! - `llite.INSTANCE.stats`: cached and dirty bytes, the mount point;
+//! - `llite.INSTANCE.statahead_stats`: lookups answered by statahead, directories and
+//!   entries it read (`llite.INSTANCE.statahead_max` is the knob).
 //!
 //! The socket is `/run/weft/client-PID.sock` (`WEFT_RUN_DIR` overrides the directory); one
 //! JSON request per connection, one JSON answer.
@@ -130,6 +132,14 @@ impl ClientNode {
                 self.client.dirty_bytes()
             ),
         ));
+        let sa = self.client.statahead_stats();
+        out.push((
+            format!("llite.{inst}.statahead_stats"),
+            format!(
+                "\nhits             {}\nscans            {}\nentries          {}\n",
+                sa.hits, sa.scans, sa.entries
+            ),
+        ));
         out.sort();
         out
     }
@@ -191,6 +201,27 @@ impl crate::metrics::Render for ClientNode {
             ),
         ] {
             crate::metrics::header(&mut out, name, "gauge", help);
+            crate::metrics::sample(&mut out, name, &format!("client=\"{inst}\""), v as f64);
+        }
+        let sa = self.client.statahead_stats();
+        for (name, help, v) in [
+            (
+                "weft_client_statahead_hits_total",
+                "Lookups answered from statahead.",
+                sa.hits,
+            ),
+            (
+                "weft_client_statahead_scans_total",
+                "Directories read ahead of lookups.",
+                sa.scans,
+            ),
+            (
+                "weft_client_statahead_entries_total",
+                "Entries statahead scans brought in.",
+                sa.entries,
+            ),
+        ] {
+            crate::metrics::header(&mut out, name, "counter", help);
             crate::metrics::sample(&mut out, name, &format!("client=\"{inst}\""), v as f64);
         }
         out

@@ -295,3 +295,104 @@ async fn exec_with_a_file_of_the_mount_open_completes() {
     assert!(ok, "{err}");
     assert_eq!(job_bytes(&out, "true.0", "write"), 0, "{out}");
 }
+
+/// `llite.INST.statahead_stats` of the mount at `mnt`: (hits, scans, entries).
+fn statahead_stats(mnt: &std::path::Path) -> (u64, u64, u64) {
+    let inst = instance_of(mnt);
+    let (ok, out, err) = weft(&["get_param", "-n", &format!("llite.{inst}.statahead_stats")]);
+    assert!(ok, "{err}");
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+    };
+    (field("hits"), field("scans"), field("entries"))
+}
+
+/// Stats of many names in one directory are answered from one readdirplus scan
+/// (statahead), with the attributes the MDT has; a change made through the mount voids
+/// what the scan read, a name created elsewhere after the scan is found, and
+/// `statahead_max=0` turns it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_of_a_directory_come_from_statahead_and_stay_true() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let writer = FuseMount::start(&tc, "");
+    // Long timeouts: the scan stays fresh however slow the machine is.
+    let reader = FuseMount::start(&tc, "entry_timeout=60,attr_timeout=60");
+    const N: usize = 300;
+    fs::create_dir(writer.path("d")).unwrap();
+    for i in 0..N {
+        let p = writer.path(&format!("d/f{i:04}"));
+        fs::write(&p, vec![1u8; i]).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600 + (i as u32 % 64))).unwrap();
+    }
+    let check = |i: usize| {
+        let m = fs::metadata(reader.path(&format!("d/f{i:04}"))).unwrap();
+        assert_eq!(m.len(), i as u64, "size of f{i:04}");
+        assert_eq!(
+            m.mode() & 0o7777,
+            0o600 + (i as u32 % 64),
+            "mode of f{i:04}"
+        );
+    };
+    // The reader's kernel has never seen these names: each stat is a lookup. The first
+    // few go to the MDT and start a scan of the directory.
+    for i in 0..10 {
+        check(i);
+    }
+    eventually("a scan read the whole directory", || {
+        let (_, scans, entries) = statahead_stats(&reader.mnt);
+        scans == 1 && entries >= N as u64
+    });
+    let (hits0, _, _) = statahead_stats(&reader.mnt);
+    for i in 10..200 {
+        check(i);
+    }
+    let (hits1, scans, _) = statahead_stats(&reader.mnt);
+    assert!(
+        hits1 - hits0 >= 190,
+        "190 stats, {} from statahead",
+        hits1 - hits0
+    );
+    assert_eq!(scans, 1);
+
+    // A name created elsewhere after the scan is found (no negative answer from it).
+    fs::write(writer.path("d/late"), b"x").unwrap();
+    assert_eq!(fs::metadata(reader.path("d/late")).unwrap().len(), 1);
+
+    // A change made through the reader's mount voids what the scan read: f0250, renamed
+    // through the writer since, is not answered from it. The stats that follow go to the
+    // MDT, and start a second scan.
+    fs::write(reader.path("d/mine"), b"yz").unwrap();
+    fs::rename(writer.path("d/f0250"), writer.path("d/moved")).unwrap();
+    for i in 200..N {
+        if i == 250 {
+            assert!(fs::metadata(reader.path("d/f0250")).is_err(), "stale f0250");
+        } else {
+            check(i);
+        }
+    }
+    assert_eq!(fs::metadata(reader.path("d/moved")).unwrap().len(), 250);
+    let (hits2, scans2, _) = statahead_stats(&reader.mnt);
+    assert_eq!(scans2, 2);
+
+    // Off: no scan of a second directory.
+    let inst = instance_of(&reader.mnt);
+    let (ok, _, err) = weft(&["set_param", &format!("llite.{inst}.statahead_max=0")]);
+    assert!(ok, "{err}");
+    fs::create_dir(writer.path("e")).unwrap();
+    for i in 0..50 {
+        fs::write(writer.path(&format!("e/f{i}")), b"").unwrap();
+    }
+    for i in 0..50 {
+        fs::metadata(reader.path(&format!("e/f{i}"))).unwrap();
+    }
+    assert_eq!(
+        statahead_stats(&reader.mnt).1,
+        scans2,
+        "a scan with statahead off"
+    );
+    assert_eq!(statahead_stats(&reader.mnt).0, hits2);
+}

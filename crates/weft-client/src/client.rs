@@ -115,6 +115,8 @@ pub struct Client {
     readahead: Budget,
     /// Striped directories met so far.
     stripes: crate::dirs::StripeCache,
+    /// Directory entries read ahead of lookups ([`crate::statahead`]).
+    pub(crate) statahead: crate::statahead::Statahead,
 }
 
 const KIB: u64 = 1024;
@@ -156,6 +158,7 @@ impl Client {
             dirty,
             readahead,
             stripes: Default::default(),
+            statahead: Default::default(),
         }))
     }
 

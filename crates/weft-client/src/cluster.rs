@@ -6,6 +6,7 @@ use crate::mdt::MdtClient;
 use crate::mgs::MgsClient;
 use crate::ost::OstClient;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -54,6 +55,9 @@ pub struct Cluster {
     /// The version of `config`, for those who act on changes ([`Cluster::watch_config`]).
     version: tokio::sync::watch::Sender<u64>,
     mdts: RwLock<HashMap<u32, Arc<MdtClient>>>,
+    /// Requests sent to any MDT that may change names or attributes, counted at their
+    /// start and at their end ([`Cluster::namespace_changes`]).
+    changes: Arc<AtomicU64>,
     osts: RwLock<HashMap<u32, Arc<OstClient>>>,
 }
 
@@ -111,6 +115,7 @@ impl Cluster {
             version: tokio::sync::watch::Sender::new(config.version),
             config: RwLock::new(Arc::new(config)),
             mdts: RwLock::default(),
+            changes: Arc::default(),
             osts: RwLock::default(),
         });
         tokio::spawn(refresh_on_callbacks(Arc::downgrade(&cluster), rx));
@@ -240,6 +245,13 @@ impl Cluster {
         (mdts, osts)
     }
 
+    /// A count that moves whenever this client starts or ends a request that may change
+    /// names or attributes on any MDT: what was read while it stood still is as current
+    /// as the MDTs' answers were.
+    pub fn namespace_changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
     /// The client of MDT `index`.
     pub fn mdt(&self, index: u32) -> Result<Arc<MdtClient>, ClientError> {
         if let Some(c) = self
@@ -255,7 +267,7 @@ impl Cluster {
         let mut mdts = self.mdts.write().unwrap_or_else(|p| p.into_inner());
         Ok(mdts
             .entry(index)
-            .or_insert_with(|| Arc::new(MdtClient::new(index, conn)))
+            .or_insert_with(|| Arc::new(MdtClient::new(index, conn, self.changes.clone())))
             .clone())
     }
 

@@ -21,6 +21,7 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod params;
+pub mod statahead;
 
 pub use client::{Client, ClientOptions, OpenOptions};
 pub use cluster::{Cluster, ClusterOptions};

@@ -2,10 +2,12 @@
 
 use crate::error::ClientError;
 use bytes::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
-    Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags, ScanEntry,
-    SetAttr, StatFs, XattrMode,
+    AccessMode, Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags,
+    ScanEntry, SetAttr, StatFs, XattrMode,
 };
 use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::Reconnecting;
@@ -123,6 +125,35 @@ pub struct MdtClient {
     /// Requests sent, by operation, with their wait times (Lustre's `mdc.*.stats`).
     stats: weft_rpc::OpStatsTable,
     numbering: std::sync::Mutex<Numbering>,
+    /// Bumped when a request that may change the namespace or attributes is sent and
+    /// again when it ends (shared by every MDT of the client): what was read before
+    /// cannot be trusted past it (statahead).
+    changes: Arc<AtomicU64>,
+}
+
+/// Whether a request may change what lookups and getattrs return. Opens for reading and
+/// closes that record nothing change only the open count.
+fn may_change_attrs(req: &MdtRequest) -> bool {
+    match req {
+        MdtRequest::Open { flags, .. } => flags.access != AccessMode::Read || flags.truncate,
+        MdtRequest::Close {
+            size,
+            blocks,
+            modified,
+            ..
+        } => size.is_some() || blocks.is_some() || *modified,
+        r => !is_read(r),
+    }
+}
+
+/// Bumps the change count when dropped: a request that changes state counts at its start
+/// and at its end, whichever way it ends.
+struct ChangeEnd<'a>(&'a AtomicU64);
+
+impl Drop for ChangeEnd<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 macro_rules! expect_reply {
@@ -138,13 +169,15 @@ macro_rules! expect_reply {
 }
 
 impl MdtClient {
-    /// Wraps a (reconnecting) connection to MDT `index`.
-    pub fn new(index: u32, conn: Reconnecting) -> Self {
+    /// Wraps a (reconnecting) connection to MDT `index`; requests that may change state
+    /// bump `changes` (see [`MdtClient::call`]).
+    pub fn new(index: u32, conn: Reconnecting, changes: Arc<AtomicU64>) -> Self {
         Self {
             index,
             conn,
             stats: weft_rpc::OpStatsTable::default(),
             numbering: std::sync::Mutex::default(),
+            changes,
         }
     }
 
@@ -179,8 +212,16 @@ impl MdtClient {
     /// resent while the connection is broken, for up to [`RESEND_FOR`], so an MDT restart
     /// is invisible to it: reads as they are, and requests that change state with their
     /// number, which the MDT answers from its reply record if it already did the change.
+    ///
+    /// A request that may change attributes or names bumps the client's change count
+    /// when it is sent and when it ends, so that anything read while it was in flight
+    /// counts as read before it.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
         let start = std::time::Instant::now();
+        let _change = may_change_attrs(&req).then(|| {
+            self.changes.fetch_add(1, Ordering::AcqRel);
+            ChangeEnd(&self.changes)
+        });
         let r = if is_read(&req) || is_lock(&req) {
             self.call_resending(&req, start).await
         } else {

@@ -22,7 +22,7 @@ struct Knob {
 /// The client's knobs.
 pub struct ClientParams {
     instance: String,
-    knobs: [Knob; 6],
+    knobs: [Knob; 7],
 }
 
 /// Index of each knob in [`ClientParams`].
@@ -41,6 +41,9 @@ pub enum Param {
     MaxReadAheadPerFileMb = 4,
     /// `llite.*.max_cached_mb`: the client's data cache.
     MaxCachedMb = 5,
+    /// `llite.*.statahead_max`: most entries of one directory read ahead of lookups
+    /// (0 turns statahead off; see [`crate::statahead`]).
+    StataheadMax = 6,
 }
 
 /// A bad parameter name or value.
@@ -83,6 +86,7 @@ impl ClientParams {
                 k("llite", "max_read_ahead_mb", 0, 1 << 20, 64),
                 k("llite", "max_read_ahead_per_file_mb", 0, 1 << 20, 64),
                 k("llite", "max_cached_mb", 1, 1 << 22, 1024),
+                k("llite", "statahead_max", 0, 1 << 20, 32768),
             ],
         }
     }
@@ -199,7 +203,7 @@ mod tests {
             vec!["osc.weft.max_rpcs_in_flight"]
         );
         assert_eq!(p.get(Param::MaxRpcsInFlight), 16);
-        assert_eq!(p.list("llite.*").len(), 3);
+        assert_eq!(p.list("llite.*").len(), 4);
         assert!(matches!(
             p.set("osc.*.max_rpcs_in_flight", "0"),
             Err(ParamError::Range { .. })

@@ -314,6 +314,37 @@ impl Shared {
         );
     }
 
+    /// How long a statahead entry may be used: what the kernel would cache a lookup for.
+    /// Zero (statahead off) without `default_permissions`, since an answer from statahead
+    /// skips the MDT's search-permission check, which the kernel then makes instead.
+    fn statahead_age(&self) -> Duration {
+        if self.opts.default_permissions {
+            self.opts.entry_timeout.min(self.opts.attr_timeout)
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// `name` in `parent` from a statahead scan. Only attributes this mount needs not
+    /// adjust come from there (see [`Shared::local_view`]): a scan keeps no regular file
+    /// that is open, and one this mount opens or writes voids the scan.
+    fn looked_ahead(&self, parent: u64, name: &[u8]) -> Option<Attr> {
+        let age = self.statahead_age();
+        if age.is_zero() {
+            return None;
+        }
+        let pfid = self.inodes.fid(parent)?;
+        self.client.lookup_ahead(pfid, name, age)
+    }
+
+    /// Counts a lookup in `parent` that went to the MDT toward a statahead scan.
+    fn note_lookup(&self, parent: u64, cred: &Credentials) {
+        let age = self.statahead_age();
+        if let (false, Some(pfid)) = (age.is_zero(), self.inodes.fid(parent)) {
+            self.client.note_lookup(pfid, cred, age);
+        }
+    }
+
     async fn getattr(&self, ino: u64, fid: Fid) -> FsResult<Attr> {
         let attr = self.client.getattr(fid).await?;
         Ok(self.local_view(ino, attr).await)
@@ -620,11 +651,20 @@ impl Filesystem for WeftFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        // A name a statahead scan holds is answered here, without a task or a round trip.
+        if let Some(attr) = self.shared.looked_ahead(parent.0, name.as_bytes()) {
+            let ino = self.shared.inodes.reference(attr.fid, Some(parent.0));
+            return self.shared.reply_entry(reply, Entry { ino, attr });
+        }
         let cred = self.cred(req);
         let name = name.as_bytes().to_vec();
         self.spawn(
             req,
-            |s| async move { s.lookup(parent.0, &name, &cred).await },
+            |s| async move {
+                let e = s.lookup(parent.0, &name, &cred).await?;
+                s.note_lookup(parent.0, &cred);
+                Ok(e)
+            },
             reply,
             |r, e, s| s.reply_entry(r, e),
         );

@@ -1,0 +1,400 @@
+//! Statahead: the attributes of a directory's entries, read ahead of the lookups that
+//! will ask for them (Lustre's llite statahead).
+//!
+//! A process that stats many files of one directory (`ls -l` through a kernel that
+//! skips readdirplus, `du`, `find -size`, a data loader checking its file list, mdtest)
+//! would otherwise pay one MDT round trip per name. Once [`TRIGGER`] lookups of one
+//! directory have gone to the MDT within the freshness bound, the client reads the whole
+//! directory with attributes (readdirplus pages, at most `llite.*.statahead_max` entries)
+//! in the background, and lookups of the names it holds are answered without the MDT.
+//!
+//! # Freshness
+//! An entry is used only within `max_age` of the moment its page was requested, and only
+//! while this client has changed nothing since the scan began (see
+//! [`Cluster::namespace_changes`](crate::Cluster::namespace_changes)): the same bound as a
+//! dentry and attributes a FUSE kernel caches from a lookup made at that moment, with the
+//! mount's entry and attribute timeouts as `max_age`. An entry is used once; the kernel
+//! caches it from there. A name missing from the cache goes to the MDT (no negative answer
+//! comes from here), so a name created elsewhere is found at once. Regular files open
+//! somewhere are not kept: their size must come from the OSTs (glimpse).
+//!
+//! # Bounds
+//! At most [`MAX_DIRS`] directories' scans are held at once, each with at most
+//! `statahead_max` entries; stale directories are forgotten when a new one is counted.
+
+use crate::Client;
+use crate::params::Param;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use weft_proto::Fid;
+use weft_proto::mdt::{Attr, Credentials, FileKind};
+
+/// Lookups of one directory sent to the MDT (within `max_age` of each other) that start a
+/// scan of it.
+pub const TRIGGER: u32 = 8;
+/// Directories whose scans are held (running, or fresh) at once.
+pub const MAX_DIRS: usize = 8;
+/// Directories whose lookups are counted at once.
+const MAX_TRACKED: usize = 1024;
+/// Entries asked for per readdir page.
+const PAGE: u32 = 1024;
+
+/// Counters of `llite.*.statahead_stats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StataheadStats {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Directory scans started.
+    pub scans: u64,
+    /// Entries the scans brought in.
+    pub entries: u64,
+}
+
+/// The statahead state of one client.
+#[derive(Default)]
+pub struct Statahead {
+    dirs: Mutex<HashMap<Fid, DirAhead>>,
+    hits: AtomicU64,
+    scans: AtomicU64,
+    entries: AtomicU64,
+}
+
+/// One directory: lookups counted toward a scan, and what the last scan brought.
+struct DirAhead {
+    /// Lookups that went to the MDT since `window`.
+    lookups: u32,
+    window: Instant,
+    /// The current scan, if one was started.
+    scan: Option<Scan>,
+}
+
+struct Scan {
+    /// When the scan started; it is not repeated before `max_age` has passed.
+    started: Instant,
+    /// The client's change count when it started: entries are void once it moves.
+    changes: u64,
+    running: bool,
+    /// Name to attributes and when the page holding them was requested.
+    entries: HashMap<Vec<u8>, (Attr, Instant)>,
+}
+
+impl Scan {
+    fn usable(&self, changes: u64, max_age: Duration) -> bool {
+        self.changes == changes && (self.running || self.started.elapsed() < max_age)
+    }
+}
+
+fn lock(m: &Mutex<HashMap<Fid, DirAhead>>) -> MutexGuard<'_, HashMap<Fid, DirAhead>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Statahead {
+    /// The counters.
+    pub fn stats(&self) -> StataheadStats {
+        StataheadStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            scans: self.scans.load(Ordering::Relaxed),
+            entries: self.entries.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Takes `name`'s attributes if a scan of `parent` holds them, fresh.
+    fn take(&self, parent: Fid, name: &[u8], changes: u64, max_age: Duration) -> Option<Attr> {
+        let mut dirs = lock(&self.dirs);
+        let scan = dirs.get_mut(&parent)?.scan.as_mut()?;
+        if !scan.usable(changes, max_age) {
+            scan.entries = HashMap::new();
+            return None;
+        }
+        let (attr, asked) = scan.entries.remove(name)?;
+        if asked.elapsed() >= max_age {
+            return None;
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(attr)
+    }
+
+    /// Counts a lookup of `parent` that went to the MDT; whether a scan starts now.
+    fn note(&self, parent: Fid, changes: u64, max_age: Duration) -> bool {
+        let mut dirs = lock(&self.dirs);
+        let now = Instant::now();
+        if !dirs.contains_key(&parent) {
+            // Forget directories whose lookups and scans are all stale.
+            dirs.retain(|_, d| {
+                now.duration_since(d.window) < max_age
+                    || d.scan.as_ref().is_some_and(|s| s.usable(changes, max_age))
+            });
+            if dirs.len() >= MAX_TRACKED {
+                return false;
+            }
+        }
+        let scanned = dirs
+            .values()
+            .filter(|d| d.scan.as_ref().is_some_and(|s| s.usable(changes, max_age)))
+            .count();
+        let d = dirs.entry(parent).or_insert(DirAhead {
+            lookups: 0,
+            window: now,
+            scan: None,
+        });
+        if now.duration_since(d.window) >= max_age {
+            d.lookups = 0;
+            d.window = now;
+        }
+        d.lookups += 1;
+        let busy = d
+            .scan
+            .as_ref()
+            .is_some_and(|s| s.running || s.usable(changes, max_age));
+        if d.lookups < TRIGGER || busy || scanned >= MAX_DIRS {
+            return false;
+        }
+        d.lookups = 0;
+        d.scan = Some(Scan {
+            started: now,
+            changes,
+            running: true,
+            entries: HashMap::new(),
+        });
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Adds a page of entries to `parent`'s scan; whether the scan should go on.
+    fn fill(
+        &self,
+        parent: Fid,
+        page: Vec<weft_proto::mdt::DirEntry>,
+        asked: Instant,
+        changes: u64,
+        max_entries: usize,
+    ) -> bool {
+        let mut dirs = lock(&self.dirs);
+        let Some(scan) = dirs.get_mut(&parent).and_then(|d| d.scan.as_mut()) else {
+            return false;
+        };
+        if scan.changes != changes {
+            return false;
+        }
+        for e in page {
+            let Some(attr) = e.attr else { continue };
+            if attr.kind == FileKind::Regular && attr.open_count > 0 {
+                continue;
+            }
+            if scan.entries.len() >= max_entries {
+                return false;
+            }
+            scan.entries.insert(e.name, (attr, asked));
+            self.entries.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Marks `parent`'s scan finished.
+    fn finish(&self, parent: Fid) {
+        if let Some(scan) = lock(&self.dirs)
+            .get_mut(&parent)
+            .and_then(|d| d.scan.as_mut())
+        {
+            scan.running = false;
+        }
+    }
+}
+
+impl Client {
+    /// The attributes of `name` in directory `parent` if a statahead scan holds them, read
+    /// less than `max_age` ago and with nothing changed through this client since (see the
+    /// [module docs](crate::statahead)). No MDT is asked, so no permission is checked: the
+    /// caller must have checked search permission on `parent` (a FUSE mount with
+    /// `default_permissions` has).
+    pub fn lookup_ahead(&self, parent: Fid, name: &[u8], max_age: Duration) -> Option<Attr> {
+        if self.params().get(Param::StataheadMax) == 0 {
+            return None;
+        }
+        let changes = self.cluster().namespace_changes();
+        self.statahead.take(parent, name, changes, max_age)
+    }
+
+    /// Notes that a lookup in `parent` went to the MDT; after [`TRIGGER`] of them within
+    /// `max_age`, reads the directory ahead in the background with `cred`'s rights.
+    pub fn note_lookup(self: &Arc<Self>, parent: Fid, cred: &Credentials, max_age: Duration) {
+        let max_entries = self.params().get(Param::StataheadMax);
+        if max_entries == 0 {
+            return;
+        }
+        let changes = self.cluster().namespace_changes();
+        if !self.statahead.note(parent, changes, max_age) {
+            return;
+        }
+        let client = self.clone();
+        let cred = cred.clone();
+        let max_entries = usize::try_from(max_entries).unwrap_or(usize::MAX);
+        tokio::spawn(async move {
+            let mut after = 0;
+            loop {
+                let asked = Instant::now();
+                let page = client.readdir(parent, after, PAGE, true, &cred).await;
+                let (entries, eof) = match page {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::debug!(%parent, error = %e, "statahead scan stopped");
+                        break;
+                    }
+                };
+                let next = entries.last().map(|e| e.cookie);
+                let more = client
+                    .statahead
+                    .fill(parent, entries, asked, changes, max_entries);
+                match next {
+                    Some(c) if more && !eof => after = c,
+                    _ => break,
+                }
+            }
+            client.statahead.finish(parent);
+        });
+    }
+
+    /// The statahead counters (`llite.*.statahead_stats`).
+    pub fn statahead_stats(&self) -> StataheadStats {
+        self.statahead.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::mdt::DirEntry;
+
+    fn fid(oid: u32) -> Fid {
+        Fid {
+            seq: 0x200000400,
+            oid,
+            ver: 0,
+        }
+    }
+
+    fn entry(name: &str, kind: FileKind, open_count: u32) -> DirEntry {
+        let t = weft_proto::time::Timestamp::default();
+        DirEntry {
+            name: name.as_bytes().to_vec(),
+            fid: fid(1),
+            kind,
+            cookie: 1,
+            attr: Some(Attr {
+                fid: fid(1),
+                kind,
+                mode: 0o644,
+                nlink: 1,
+                uid: 0,
+                gid: 0,
+                size: 0,
+                blocks: 0,
+                atime: t,
+                mtime: t,
+                ctime: t,
+                rdev: 0,
+                data_version: 0,
+                hsm_flags: 0,
+                archive_id: 0,
+                project_id: 0,
+                open_count,
+            }),
+        }
+    }
+
+    const DIR: Fid = Fid::ROOT;
+    const AGE: Duration = Duration::from_secs(60);
+
+    fn started(s: &Statahead, changes: u64) {
+        for i in 1..TRIGGER {
+            assert!(!s.note(DIR, changes, AGE), "lookup {i} started a scan");
+        }
+        assert!(s.note(DIR, changes, AGE));
+    }
+
+    #[test]
+    fn a_scan_starts_after_enough_lookups_and_once() {
+        let s = Statahead::default();
+        started(&s, 0);
+        for _ in 0..3 * TRIGGER {
+            assert!(!s.note(DIR, 0, AGE), "a second scan while one runs");
+        }
+        s.finish(DIR);
+        // A finished scan stays fresh for `max_age`: no new one.
+        assert!(!(0..2 * TRIGGER).any(|_| s.note(DIR, 0, AGE)));
+        assert_eq!(s.stats().scans, 1);
+    }
+
+    #[test]
+    fn entries_are_taken_once_and_only_while_nothing_changed() {
+        let s = Statahead::default();
+        started(&s, 7);
+        let page = vec![
+            entry("a", FileKind::Regular, 0),
+            entry("b", FileKind::Regular, 0),
+            entry("open", FileKind::Regular, 1),
+            entry("dir", FileKind::Directory, 3),
+        ];
+        assert!(s.fill(DIR, page, Instant::now(), 7, 100));
+        s.finish(DIR);
+        assert!(s.take(DIR, b"a", 7, AGE).is_some());
+        assert!(s.take(DIR, b"a", 7, AGE).is_none(), "taken twice");
+        assert!(
+            s.take(DIR, b"open", 7, AGE).is_none(),
+            "an open file needs a glimpse"
+        );
+        assert!(
+            s.take(DIR, b"dir", 7, AGE).is_some(),
+            "directories are kept"
+        );
+        assert!(s.take(DIR, b"missing", 7, AGE).is_none());
+        // A change through this client voids what is left.
+        assert!(s.take(DIR, b"b", 8, AGE).is_none());
+        assert!(
+            s.take(DIR, b"b", 7, AGE).is_none(),
+            "voided entries came back"
+        );
+        assert_eq!(s.stats().hits, 2);
+    }
+
+    #[test]
+    fn old_pages_are_not_used_and_pages_after_a_change_are_refused() {
+        let s = Statahead::default();
+        started(&s, 0);
+        let old = Instant::now() - Duration::from_secs(2);
+        assert!(s.fill(DIR, vec![entry("old", FileKind::Regular, 0)], old, 0, 100));
+        assert!(s.take(DIR, b"old", 0, Duration::from_secs(1)).is_none());
+        assert!(!s.fill(
+            DIR,
+            vec![entry("late", FileKind::Regular, 0)],
+            Instant::now(),
+            1,
+            100
+        ));
+    }
+
+    #[test]
+    fn a_scan_keeps_at_most_max_entries_and_directories_are_bounded() {
+        let s = Statahead::default();
+        started(&s, 0);
+        let page: Vec<_> = (0..10)
+            .map(|i| entry(&format!("f{i}"), FileKind::Regular, 0))
+            .collect();
+        assert!(
+            !s.fill(DIR, page, Instant::now(), 0, 4),
+            "went on past the limit"
+        );
+        assert_eq!(s.stats().entries, 4);
+        // Running scans are kept: no directory beyond MAX_DIRS starts one.
+        let mut started_dirs = 1;
+        for d in 1..=(2 * MAX_DIRS as u64) {
+            let dir = fid(d as u32 + 10);
+            if (0..TRIGGER).any(|_| s.note(dir, 0, AGE)) {
+                started_dirs += 1;
+            }
+        }
+        assert_eq!(started_dirs, MAX_DIRS);
+    }
+}
