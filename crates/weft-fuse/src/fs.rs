@@ -56,7 +56,8 @@ struct OpenFile {
 }
 
 /// An open directory: the last page fetched from the MDT, so that the kernel's small
-/// readdir requests do not each cost a round trip.
+/// readdir requests do not each cost a round trip, and the page after it, fetched ahead
+/// while the kernel takes this one.
 struct OpenDir {
     fid: Fid,
     ino: u64,
@@ -68,8 +69,22 @@ struct DirPage {
     /// The cookie the page was fetched after (`None` before the first fetch).
     after: Option<u64>,
     plus: bool,
-    entries: Vec<DirEntry>,
+    entries: Arc<Vec<DirEntry>>,
     eof: bool,
+    ahead: Option<PageAhead>,
+}
+
+/// The fetch of the page after `after`, running; aborted if the directory is closed first.
+struct PageAhead {
+    after: u64,
+    plus: bool,
+    task: tokio::task::JoinHandle<Result<(Vec<DirEntry>, bool), weft_client::ClientError>>,
+}
+
+impl Drop for PageAhead {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// State shared by every request of one mount.
@@ -537,13 +552,14 @@ impl Shared {
         Ok(())
     }
 
+    /// The entries of `dir` after `offset`: the page held and where in it they start.
     async fn readdir_page(
         &self,
         dir: &OpenDir,
         offset: u64,
         plus: bool,
         cred: &Credentials,
-    ) -> FsResult<Vec<DirEntry>> {
+    ) -> FsResult<(Arc<Vec<DirEntry>>, usize)> {
         let mut page = dir.page.lock().await;
         let after = if offset <= DOTDOT_OFFSET { 0 } else { offset };
         // Served from the page held if it covers `after`.
@@ -556,24 +572,48 @@ impl Shared {
                     .position(|e| e.cookie == after)
                     .map(|i| i + 1)
             };
-            if let Some(i) = start {
-                let rest: Vec<DirEntry> = page.entries.get(i..).unwrap_or_default().to_vec();
-                if !rest.is_empty() || page.eof {
-                    return Ok(rest);
-                }
+            if let Some(i) = start
+                && (i < page.entries.len() || page.eof)
+            {
+                return Ok((page.entries.clone(), i));
             }
         }
-        let (entries, eof) = self
-            .client
-            .readdir(dir.fid, after, DIR_PAGE, plus, cred)
-            .await?;
+        let fetch = || self.client.readdir(dir.fid, after, DIR_PAGE, plus, cred);
+        let ahead = page
+            .ahead
+            .take()
+            .filter(|a| a.after == after && a.plus == plus);
+        let (entries, eof) = match ahead {
+            Some(mut a) => match (&mut a.task).await {
+                Ok(Ok(p)) => p,
+                // A failed fetch ahead is made again, so its error is this request's own.
+                _ => fetch().await?,
+            },
+            None => fetch().await?,
+        };
+        let entries = Arc::new(entries);
+        let ahead = match entries.last() {
+            Some(last) if !eof => {
+                let (client, fid, cred, next) =
+                    (self.client.clone(), dir.fid, cred.clone(), last.cookie);
+                Some(PageAhead {
+                    after: next,
+                    plus,
+                    task: tokio::spawn(async move {
+                        client.readdir(fid, next, DIR_PAGE, plus, &cred).await
+                    }),
+                })
+            }
+            _ => None,
+        };
         *page = DirPage {
             after: Some(after),
             plus,
             entries: entries.clone(),
             eof,
+            ahead,
         };
-        Ok(entries)
+        Ok((entries, 0))
     }
 }
 
@@ -1122,11 +1162,11 @@ impl Filesystem for WeftFs {
                     return reply.ok();
                 }
             }
-            let entries = match shared.readdir_page(&dir, offset, false, &cred).await {
-                Ok(e) => e,
+            let (page, start) = match shared.readdir_page(&dir, offset, false, &cred).await {
+                Ok(p) => p,
                 Err(Failed(e)) => return reply.error(e),
             };
-            for e in entries {
+            for e in page.get(start..).unwrap_or_default() {
                 let ino = shared.inodes.ino_of(e.fid);
                 if reply.add(
                     INodeNo(ino),
@@ -1177,12 +1217,12 @@ impl Filesystem for WeftFs {
                     return reply.ok();
                 }
             }
-            let entries = match shared.readdir_page(&dir, offset, true, &cred).await {
-                Ok(e) => e,
+            let (page, start) = match shared.readdir_page(&dir, offset, true, &cred).await {
+                Ok(p) => p,
                 Err(Failed(e)) => return reply.error(e),
             };
-            for e in entries {
-                let attr = match e.attr {
+            for e in page.get(start..).unwrap_or_default() {
+                let attr = match e.attr.clone() {
                     Some(a) => a,
                     None => match shared.client.getattr(e.fid).await {
                         Ok(a) => a,
