@@ -20,7 +20,8 @@
 //!
 //! # Bounds
 //! At most [`MAX_DIRS`] directories' scans are held at once, each with at most
-//! `statahead_max` entries; stale directories are forgotten when a new one is counted.
+//! `statahead_max` entries and all together with at most [`HELD_PER_MAX`] times that;
+//! stale directories are forgotten when a new one is counted.
 
 use crate::Client;
 use crate::params::Param;
@@ -35,7 +36,9 @@ use weft_proto::mdt::{Attr, Credentials, FileKind};
 /// scan of it.
 pub const TRIGGER: u32 = 8;
 /// Directories whose scans are held (running, or fresh) at once.
-pub const MAX_DIRS: usize = 8;
+pub const MAX_DIRS: usize = 64;
+/// Entries held over all directories, in units of `statahead_max`.
+pub const HELD_PER_MAX: usize = 4;
 /// Directories whose lookups are counted at once.
 const MAX_TRACKED: usize = 1024;
 /// Entries asked for per readdir page.
@@ -122,6 +125,11 @@ impl Statahead {
         let now = Instant::now();
         if !dirs.contains_key(&parent) {
             // Forget directories whose lookups and scans are all stale.
+            for d in dirs.values_mut() {
+                if let Some(s) = d.scan.as_mut().filter(|s| !s.usable(changes, max_age)) {
+                    s.entries = HashMap::new();
+                }
+            }
             dirs.retain(|_, d| {
                 now.duration_since(d.window) < max_age
                     || d.scan.as_ref().is_some_and(|s| s.usable(changes, max_age))
@@ -172,6 +180,12 @@ impl Statahead {
         max_entries: usize,
     ) -> bool {
         let mut dirs = lock(&self.dirs);
+        let held: usize = dirs
+            .values()
+            .filter_map(|d| d.scan.as_ref())
+            .map(|s| s.entries.len())
+            .sum();
+        let mut room = (max_entries.saturating_mul(HELD_PER_MAX)).saturating_sub(held);
         let Some(scan) = dirs.get_mut(&parent).and_then(|d| d.scan.as_mut()) else {
             return false;
         };
@@ -183,10 +197,11 @@ impl Statahead {
             if attr.kind == FileKind::Regular && attr.open_count > 0 {
                 continue;
             }
-            if scan.entries.len() >= max_entries {
+            if scan.entries.len() >= max_entries || room == 0 {
                 return false;
             }
             scan.entries.insert(e.name, (attr, asked));
+            room -= 1;
             self.entries.fetch_add(1, Ordering::Relaxed);
         }
         true
@@ -387,8 +402,16 @@ mod tests {
             "went on past the limit"
         );
         assert_eq!(s.stats().entries, 4);
+        // All directories together hold at most HELD_PER_MAX times the limit.
+        let other = fid(5);
+        assert!((0..TRIGGER).any(|_| s.note(other, 0, AGE)));
+        // A limit of 4 / HELD_PER_MAX leaves no room: DIR holds 4 already.
+        let max = 4 / HELD_PER_MAX;
+        let page = vec![entry("g", FileKind::Regular, 0)];
+        assert!(!s.fill(other, page, Instant::now(), 0, max));
+        assert_eq!(s.stats().entries, 4);
         // Running scans are kept: no directory beyond MAX_DIRS starts one.
-        let mut started_dirs = 1;
+        let mut started_dirs = 2;
         for d in 1..=(2 * MAX_DIRS as u64) {
             let dir = fid(d as u32 + 10);
             if (0..TRIGGER).any(|_| s.note(dir, 0, AGE)) {
