@@ -66,9 +66,12 @@ pub struct Statahead {
 
 /// One directory: lookups counted toward a scan, and what the last scan brought.
 struct DirAhead {
-    /// Lookups that went to the MDT since `window`.
+    /// Lookups that went to the MDT since `window`, with the client's change count at
+    /// `window` unchanged: a scan of a directory this client is changing would be void
+    /// before it is used.
     lookups: u32,
     window: Instant,
+    window_changes: u64,
     /// The current scan, if one was started.
     scan: Option<Scan>,
 }
@@ -145,17 +148,21 @@ impl Statahead {
         let d = dirs.entry(parent).or_insert(DirAhead {
             lookups: 0,
             window: now,
+            window_changes: changes,
             scan: None,
         });
-        if now.duration_since(d.window) >= max_age {
+        if now.duration_since(d.window) >= max_age || d.window_changes != changes {
             d.lookups = 0;
             d.window = now;
+            d.window_changes = changes;
         }
         d.lookups += 1;
+        // One scan per directory per `max_age`, even if a change voided it: a directory
+        // being changed through this client would otherwise be read again and again.
         let busy = d
             .scan
             .as_ref()
-            .is_some_and(|s| s.running || s.usable(changes, max_age));
+            .is_some_and(|s| s.running || s.started.elapsed() < max_age);
         if d.lookups < TRIGGER || busy || scanned >= MAX_DIRS {
             return false;
         }
@@ -170,7 +177,8 @@ impl Statahead {
         true
     }
 
-    /// Adds a page of entries to `parent`'s scan; whether the scan should go on.
+    /// Adds a page of entries to `parent`'s scan, unless the client's change count is no
+    /// longer `changes`; whether the scan should go on.
     fn fill(
         &self,
         parent: Fid,
@@ -259,9 +267,11 @@ impl Client {
                     }
                 };
                 let next = entries.last().map(|e| e.cookie);
+                // A change since the scan began voids it: `fill` stops the reading.
+                let now = client.cluster().namespace_changes();
                 let more = client
                     .statahead
-                    .fill(parent, entries, asked, changes, max_entries);
+                    .fill(parent, entries, asked, now, max_entries);
                 match next {
                     Some(c) if more && !eof => after = c,
                     _ => break,
@@ -337,9 +347,25 @@ mod tests {
             assert!(!s.note(DIR, 0, AGE), "a second scan while one runs");
         }
         s.finish(DIR);
-        // A finished scan stays fresh for `max_age`: no new one.
+        // A finished scan stays fresh for `max_age`: no new one, not even when a change
+        // voided it (a directory being changed is not read over and over).
         assert!(!(0..2 * TRIGGER).any(|_| s.note(DIR, 0, AGE)));
+        assert!(!(0..2 * TRIGGER).any(|_| s.note(DIR, 1, AGE)));
         assert_eq!(s.stats().scans, 1);
+        // Once `max_age` has passed, lookups start another.
+        std::thread::sleep(Duration::from_millis(5));
+        let short = Duration::from_millis(1);
+        assert!((0..TRIGGER).any(|_| s.note(DIR, 1, short)));
+        assert_eq!(s.stats().scans, 2);
+    }
+
+    #[test]
+    fn no_scan_starts_while_the_client_changes_things_between_lookups() {
+        let s = Statahead::default();
+        // An unlink storm: every lookup is followed by a change.
+        assert!(!(0..10 * TRIGGER as u64).any(|c| s.note(DIR, c, AGE)));
+        assert_eq!(s.stats().scans, 0);
+        started(&s, 1000);
     }
 
     #[test]
