@@ -20,11 +20,16 @@
 //! requests are answered on the reading thread when that needs no waiting: a write that
 //! extends what its handle buffers (`File::try_write_buffered`: one copy, no thread
 //! switch), a sequential read of pages read ahead (`File::try_read_cached`: a slice of the
-//! cached page), and the `security.capability` lookup the kernel makes before every
-//! `write(2)` while its absence is remembered ([`nocaps`]).
+//! cached page), the `security.capability` lookup the kernel makes before every
+//! `write(2)` while its absence is remembered ([`nocaps`]), and a lookup of a name a
+//! statahead scan holds ([`weft_client::statahead`]).
+//!
+//! Directories: an open directory keeps the last page fetched from the MDT for the
+//! kernel's small readdir requests and fetches the next page ahead while they take it.
 //!
 //! Caches: names and attributes are trusted for `entry_timeout`/`attr_timeout` (1 s by
-//! default). The kernel page cache is kept across opens (`FOPEN_KEEP_CACHE`) only when the
+//! default); statahead answers within the same bound of its reading, and not at all
+//! without `default_permissions` (it skips the MDT's search-permission check). The kernel page cache is kept across opens (`FOPEN_KEEP_CACHE`) only when the
 //! MDT's data version still equals the one the pages were read at; a file this mount wrote
 //! is reread after close. The kernel's writeback cache is off unless `-o writeback_cache`:
 //! it assumes one kernel sees every change. `-o direct_io` bypasses the page cache and lets
