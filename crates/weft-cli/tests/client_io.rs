@@ -116,14 +116,36 @@ async fn truncate_down_and_up() {
         700_000
     );
     // O_TRUNC at open empties the objects too.
+    let punches = || {
+        (0..2)
+            .flat_map(|i| c.cluster().ost(i).unwrap().stats())
+            .filter(|s| s.name == "punch")
+            .map(|s| s.count)
+            .sum::<u64>()
+    };
+    let before = punches();
     let g = c
         .open_in(Fid::ROOT, b"t", OpenOptions::create(0o644), None, &root())
         .await
         .unwrap();
+    assert!(!g.created(), "an existing file was opened");
+    assert!(
+        punches() > before,
+        "O_TRUNC of a file with data punched nothing"
+    );
     g.write_at(10, b"x").await.unwrap();
     g.close().await.unwrap();
     let bytes = c.read_file("/t", &root()).await.unwrap();
     assert_eq!(&bytes[..], b"\0\0\0\0\0\0\0\0\0\0x");
+    // A file this open creates has no objects: O_TRUNC sends no punch.
+    let before = punches();
+    let n = c
+        .open_in(Fid::ROOT, b"new", OpenOptions::create(0o644), None, &root())
+        .await
+        .unwrap();
+    assert!(n.created());
+    assert_eq!(punches(), before);
+    n.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -794,7 +794,19 @@ impl Client {
                 let handle = c
                     .handle
                     .ok_or_else(|| ClientError::Invalid("create returned no handle".into()))?;
-                self.finish_open(mdt, handle, c.attr, c.layout, opts).await
+                // A new file has no objects yet (an OST makes one at its first write):
+                // O_TRUNC has nothing to cut, and no punch is sent.
+                let opts = OpenOptions {
+                    truncate: opts.truncate && !c.created,
+                    ..opts
+                };
+                let mut file = self
+                    .finish_open(mdt, handle, c.attr, c.layout, opts)
+                    .await?;
+                if c.created {
+                    file.set_created();
+                }
+                Ok(file)
             }
             // The name exists and O_EXCL was not asked: open what is there.
             Err(e) if e.errno() == Errno::Exist && !opts.exclusive => {

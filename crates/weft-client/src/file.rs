@@ -112,6 +112,8 @@ pub struct File {
     /// The attributes the MDT returned at open (with the size from the OSTs if the file
     /// was open elsewhere).
     opened: Attr,
+    /// This open created the file.
+    created: bool,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -159,8 +161,20 @@ impl File {
             access,
             append,
             opened: attr.clone(),
+            created: false,
             state: tokio::sync::Mutex::new(state),
         }
+    }
+
+    /// Marks the file as created by this open.
+    pub(crate) fn set_created(&mut self) {
+        self.created = true;
+    }
+
+    /// Whether this open created the file (it then has no data and no extended
+    /// attributes yet).
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     /// The attributes as of the open: what a caller needs right after creating or opening

@@ -21,6 +21,9 @@ pub struct Created {
     pub layout: Option<Layout>,
     /// The open handle, when the create also opened.
     pub handle: Option<u64>,
+    /// False when the name held a regular file that was opened instead (`O_CREAT`
+    /// without `O_EXCL`).
+    pub created: bool,
 }
 
 /// What a lookup found.
@@ -425,7 +428,7 @@ impl MdtClient {
             open,
             cred: cred.clone(),
         };
-        expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle } => Created { attr, layout, handle })
+        expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle, created } => Created { attr, layout, handle, created })
     }
 
     /// Creates a directory.

@@ -531,6 +531,11 @@ impl Shared {
         let file = self.client.open_in(pfid, &name, opts, None, &cred).await?;
         let attr = file.attr_at_open().clone();
         let entry = self.entry(attr, Some(parent)).await;
+        if file.created() {
+            // A new file has no extended attributes: the kernel's `security.capability`
+            // lookup before each write needs no round trip.
+            self.no_caps.absent(entry.ino);
+        }
         let fh = self.register(entry.ino, file, access);
         // A new (or truncated) file: nothing cached in the kernel yet.
         let _ = self

@@ -184,6 +184,8 @@ struct Created {
     fid: Fid,
     ino: Inode,
     handle: Option<u64>,
+    /// False when an existing file was opened instead.
+    made: bool,
 }
 
 impl Engine {
@@ -193,6 +195,7 @@ impl Engine {
             attr: c.ino.attr(c.fid, open),
             layout: c.ino.layout,
             handle: c.handle,
+            created: c.made,
         }
     }
 
@@ -346,6 +349,7 @@ impl Engine {
                 fid: de.fid,
                 ino,
                 handle,
+                made: false,
             }));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -386,7 +390,12 @@ impl Engine {
             Some(flags) => Some(self.open_inode(tx, fx, conn, fid, &mut ino, flags, cred, false)?),
             None => None,
         };
-        Ok(self.created_reply(Created { fid, ino, handle }))
+        Ok(self.created_reply(Created {
+            fid,
+            ino,
+            handle,
+            made: true,
+        }))
     }
 
     pub(crate) fn mkdir(

@@ -109,12 +109,14 @@ pub(crate) fn reconstruct(
             attr,
             layout,
             handle: Some(_),
+            created,
         } => {
             let handle = reopen(engine, tx, fx, conn, attr.fid, access)?;
             Ok(MdtReply::Created {
                 attr,
                 layout,
                 handle: Some(handle),
+                created,
             })
         }
         MdtReply::Opened { attr, layout, .. } => {

@@ -754,11 +754,14 @@ pub enum MdtReply {
     DirParent { parent: Fid, attr: Attr },
     /// A step of a longer operation: `done` when nothing is left to do.
     Progress { done: bool },
-    /// A created inode, its layout, and an open handle when the create asked to open.
+    /// A created inode, its layout, and an open handle when the create asked to open;
+    /// `created` is false when the name held a regular file already and the create
+    /// (without `O_EXCL`) opened it instead.
     Created {
         attr: Attr,
         layout: Option<Layout>,
         handle: Option<u64>,
+        created: bool,
     },
     /// A symlink target.
     Link(Vec<u8>),
