@@ -77,6 +77,28 @@ pub fn file_attr(ino: u64, a: &Attr) -> FileAttr {
     }
 }
 
+/// Attributes for the `.` and `..` entries of a readdirplus reply, which the kernel skips
+/// without reading them: a directory with inode number `ino` and nothing else.
+pub fn unread_dir_attr(ino: u64) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::Directory,
+        perm: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1201,7 +1201,8 @@ impl Filesystem for WeftFs {
                 return reply.error(fuser::Errno::EBADF);
             };
             let (attr_ttl, entry_ttl) = (shared.opts.attr_timeout, shared.opts.entry_timeout);
-            // `.` and `..` carry attributes too, but the kernel takes no reference on them.
+            // `.` and `..` carry attributes too, but the kernel neither reads them nor takes
+            // a reference on them (`fuse_direntplus_link` skips both names): no getattr.
             for (off, name, ino) in [
                 (DOT_OFFSET, ".", Some(dir.ino)),
                 (DOTDOT_OFFSET, "..", shared.inodes.parent(dir.ino)),
@@ -1210,14 +1211,7 @@ impl Filesystem for WeftFs {
                     continue;
                 }
                 let ino = ino.unwrap_or(dir.ino);
-                let Some(fid) = shared.inodes.fid(ino) else {
-                    return reply.error(fuser::Errno::ESTALE);
-                };
-                let attr = match shared.client.getattr(fid).await {
-                    Ok(a) => a,
-                    Err(e) => return reply.error(Failed::from(e).0),
-                };
-                let fa = file_attr(ino, &attr);
+                let fa = crate::attr::unread_dir_attr(ino);
                 if reply.add(INodeNo(ino), off, name, &Duration::ZERO, &fa, Generation(0)) {
                     return reply.ok();
                 }
