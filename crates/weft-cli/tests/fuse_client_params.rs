@@ -396,3 +396,65 @@ async fn stats_of_a_directory_come_from_statahead_and_stay_true() {
     );
     assert_eq!(statahead_stats(&reader.mnt).0, hits2);
 }
+
+/// Requests of operation `op` the mount at `mnt` sent to its MDTs (`mdc.*.stats`).
+fn mdc_count(mnt: &std::path::Path, op: &str) -> u64 {
+    let inst = instance_of(mnt);
+    let (ok, out, err) = weft(&["get_param", &format!("mdc.*-mdc-{inst}.stats")]);
+    assert!(ok, "{err}");
+    out.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(op)).then(|| w.next()?.parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// A listing through readdirplus costs readdir round trips only: the kernel skips the
+/// attributes of `.` and `..`, so none are fetched for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_asks_the_mdt_for_pages_only() {
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let writer = FuseMount::start(&tc, "");
+    fs::create_dir(writer.path("l")).unwrap();
+    for n in ["a", "b", "c"] {
+        fs::write(writer.path(&format!("l/{n}")), n).unwrap();
+    }
+    let reader = FuseMount::start(&tc, "");
+    fs::metadata(reader.path("l")).unwrap();
+    let (getattrs, readdirs) = (
+        mdc_count(&reader.mnt, "getattr"),
+        mdc_count(&reader.mnt, "readdir"),
+    );
+    let mut names: Vec<String> = fs::read_dir(reader.path("l"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(
+        mdc_count(&reader.mnt, "getattr"),
+        getattrs,
+        "getattrs for a listing"
+    );
+    assert!(mdc_count(&reader.mnt, "readdir") > readdirs);
+    // `.` and `..` are listed, with their inode numbers.
+    use std::os::unix::fs::MetadataExt;
+    let out = std::process::Command::new("ls")
+        .args(["-ai"])
+        .arg(reader.path("l"))
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ino_of = |name: &str| {
+        listing
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .find(|c| c.get(1) == Some(&name))
+            .and_then(|c| c[0].parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {listing}"))
+    };
+    assert_eq!(ino_of("."), fs::metadata(reader.path("l")).unwrap().ino());
+    assert_eq!(ino_of(".."), fs::metadata(&reader.mnt).unwrap().ino());
+}
