@@ -141,10 +141,6 @@ impl Statahead {
                 return false;
             }
         }
-        let scanned = dirs
-            .values()
-            .filter(|d| d.scan.as_ref().is_some_and(|s| s.usable(changes, max_age)))
-            .count();
         let d = dirs.entry(parent).or_insert(DirAhead {
             lookups: 0,
             window: now,
@@ -163,9 +159,19 @@ impl Statahead {
             .scan
             .as_ref()
             .is_some_and(|s| s.running || s.started.elapsed() < max_age);
-        if d.lookups < TRIGGER || busy || scanned >= MAX_DIRS {
+        if d.lookups < TRIGGER || busy {
             return false;
         }
+        let scanned = dirs
+            .values()
+            .filter(|d| d.scan.as_ref().is_some_and(|s| s.usable(changes, max_age)))
+            .count();
+        if scanned >= MAX_DIRS {
+            return false;
+        }
+        let Some(d) = dirs.get_mut(&parent) else {
+            return false;
+        };
         d.lookups = 0;
         d.scan = Some(Scan {
             started: now,

@@ -340,9 +340,9 @@ impl Shared {
         }
     }
 
-    /// `name` in `parent` from a statahead scan. Only attributes this mount needs not
-    /// adjust come from there (see [`Shared::local_view`]): a scan keeps no regular file
-    /// that is open, and one this mount opens or writes voids the scan.
+    /// `name` in `parent` from a statahead scan. What comes from there never needs
+    /// [`Shared::local_view`]'s adjustment: a scan keeps no open regular file, and this
+    /// mount opening one for writing, or writing, voids the scan.
     fn looked_ahead(&self, parent: u64, name: &[u8]) -> Option<Attr> {
         let age = self.statahead_age();
         if age.is_zero() {
