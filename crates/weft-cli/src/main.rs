@@ -145,9 +145,10 @@ fn init_logging() {
         .init();
 }
 
-/// Raises the soft limit of open files to the hard one: an OSS keeps up to
-/// `fdcache::DEFAULT_CAPACITY` buffered and some direct descriptors per OST open, and a
-/// mount or MDS holds a connection per target; the usual soft limit of 1024 is too few.
+/// Raises the soft limit of open files to the hard one, for the commands that run servers
+/// or a mount: an OSS keeps up to `fdcache::DEFAULT_CAPACITY` buffered and some direct
+/// descriptors per OST open, and a mount or MDS holds a connection per target; the usual
+/// soft limit of 1024 is too few.
 fn raise_open_file_limit() {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
@@ -174,7 +175,12 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
-    raise_open_file_limit();
+    if matches!(
+        cli.command,
+        Command::Mgs(_) | Command::Mds(_) | Command::Oss(_) | Command::Up(_) | Command::Mount(_)
+    ) {
+        raise_open_file_limit();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

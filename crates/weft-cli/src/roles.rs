@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 use weft_client::{Cluster, ClusterOptions};
 use weft_ost::Ost;
+use weft_ost::direct::CacheLimits;
 use weft_proto::{TargetId, TargetKind};
 use weft_rpc::{Router, Server, ServerOptions};
 
@@ -94,10 +95,10 @@ pub fn spawn_heartbeats(
 }
 
 /// The server parameters that can be set at run time (`set_param -P`), by their last name.
-const SERVER_PARAMS: &[&str] = &[
+const SERVER_PARAMS: [&str; 3] = [
     "job_cleanup_interval",
-    "readcache_max_io_mb",
-    "writethrough_max_io_mb",
+    CacheLimits::NAMES[0],
+    CacheLimits::NAMES[1],
 ];
 
 /// Applies the MGS's stored settings that name a parameter of one of `targets`
@@ -136,14 +137,11 @@ fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)], osts: &[
                 }
                 _ => Err("not 1..604800 seconds".to_string()),
             },
-            _ => {
-                let write = *last == "writethrough_max_io_mb";
-                parsed.map_err(|e| e.to_string()).and_then(|mb| {
-                    osts.iter()
-                        .filter(|o| mine.contains(&TargetId::ost(o.index())))
-                        .try_for_each(|o| o.cache_limits().set(write, mb))
-                })
-            }
+            cache_limit => parsed.map_err(|e| e.to_string()).and_then(|mb| {
+                osts.iter()
+                    .filter(|o| mine.contains(&TargetId::ost(o.index())))
+                    .try_for_each(|o| o.cache_limits().set_named(cache_limit, mb))
+            }),
         };
         match applied {
             Ok(()) => tracing::info!(%name, %value, "applied a stored parameter"),

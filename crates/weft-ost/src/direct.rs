@@ -168,6 +168,23 @@ impl Default for CacheLimits {
 }
 
 impl CacheLimits {
+    /// The parameter names (`obdfilter.*.NAME`): the read limit's, then the write limit's.
+    pub const NAMES: [&'static str; 2] = ["readcache_max_io_mb", "writethrough_max_io_mb"];
+
+    /// Each limit with its parameter name.
+    pub fn named(&self) -> [(&'static str, u64); 2] {
+        let (read, write) = self.get();
+        [(Self::NAMES[0], read), (Self::NAMES[1], write)]
+    }
+
+    /// Sets the limit called `name` (one of [`CacheLimits::NAMES`]).
+    pub fn set_named(&self, name: &str, mb: u64) -> Result<(), String> {
+        match Self::NAMES.iter().position(|n| *n == name) {
+            Some(i) => self.set(i == 1, mb),
+            None => Err(format!("no OST cache limit is called {name}")),
+        }
+    }
+
     /// Reads of more bytes than this bypass the page cache.
     pub(crate) fn read_max_io(&self) -> usize {
         (self.read_mb.load(Ordering::Relaxed) as usize) << 20

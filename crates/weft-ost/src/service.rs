@@ -58,9 +58,9 @@ impl Handler for OstHandler {
             counter("direct_reads", s.direct_reads),
             counter("direct_writes", s.direct_writes),
         ];
-        let (read_mb, write_mb) = self.ost.cache_limits().get();
-        out.push(counter("readcache_max_io_mb", read_mb));
-        out.push(counter("writethrough_max_io_mb", write_mb));
+        for (name, mb) in self.ost.cache_limits().named() {
+            out.push(counter(name, mb));
+        }
         for b in &s.brw {
             out.push(counter(&format!("brw.read.{}", b.max_bytes), b.reads));
             out.push(counter(&format!("brw.write.{}", b.max_bytes), b.writes));
