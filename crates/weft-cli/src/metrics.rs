@@ -131,35 +131,22 @@ impl Metrics {
                 sample(out, name, &target_label(*t), get(s) as f64);
             }
         }
-        header(
-            out,
-            "weft_mdt_commits_total",
-            "counter",
-            "Write transactions committed (one fsync each).",
-        );
-        for (t, s) in &stats {
-            sample(
-                out,
+        let counters: [Gauge; 7] = [
+            (
                 "weft_mdt_commits_total",
-                &target_label(*t),
-                s.commits as f64,
-            );
-        }
-        header(
-            out,
-            "weft_mdt_write_ops_total",
-            "counter",
-            "Operations applied by the commit thread.",
-        );
-        for (t, s) in &stats {
-            sample(
-                out,
+                "Write transactions committed (one fsync each).",
+                |s| s.commits,
+            ),
+            (
                 "weft_mdt_write_ops_total",
-                &target_label(*t),
-                s.write_ops as f64,
-            );
-        }
-        let lock_counters: [Gauge; 4] = [
+                "Operations applied by the commit thread.",
+                |s| s.write_ops,
+            ),
+            (
+                "weft_mdt_fast_ops_total",
+                "Opens and closes answered without the commit thread.",
+                |s| s.fast_ops,
+            ),
             ("weft_mdt_lock_grants_total", "File locks granted.", |s| {
                 s.lock_grants
             }),
@@ -179,7 +166,7 @@ impl Metrics {
                 |s| s.lock_deadlocks,
             ),
         ];
-        for (name, help, get) in lock_counters {
+        for (name, help, get) in counters {
             header(out, name, "counter", help);
             for (t, s) in &stats {
                 sample(out, name, &target_label(*t), get(s) as f64);

@@ -786,6 +786,20 @@ impl File {
         self.merge_size(&mut st).await
     }
 
+    /// Whether [`flush`](Self::flush) would find nothing to do and succeed: no buffered
+    /// bytes, no flush in flight, no write error waiting, nothing to record on the MDT and
+    /// the handle still open. False when that cannot be told without waiting (another
+    /// call holds the handle's state), so a caller may skip `flush` only on `true`.
+    pub fn nothing_to_flush(&self) -> bool {
+        self.state.try_lock().is_ok_and(|st| {
+            !st.closed
+                && st.dirty.is_empty()
+                && st.flushing.is_none()
+                && st.error.is_none()
+                && !st.modified
+        })
+    }
+
     /// Records what this handle wrote on the MDT (size, times, data version), once per
     /// batch of writes: a later close does not stamp the times again, so times set
     /// explicitly after a flush (`cp -p`, `touch -d`) stay.

@@ -647,9 +647,14 @@ impl Shared {
     /// A failure is logged, not returned: it does not make the close fail, and it means
     /// the connection to the MDT broke, which released the locks there anyway.
     async fn release_locks(&self, ino: u64, owner: LockOwner) {
-        if !self.locks.take(ino, owner.0) {
-            return;
+        if self.locks.take(ino, owner.0) {
+            self.release_remote_locks(ino, owner).await;
         }
+    }
+
+    /// Releases on the MDT the POSIX locks `owner` may hold on `ino` (already forgotten
+    /// here with `locks.take`).
+    async fn release_remote_locks(&self, ino: u64, owner: LockOwner) {
         let Some(fid) = self.inodes.fid(ino) else {
             return;
         };
@@ -1061,10 +1066,22 @@ impl Filesystem for WeftFs {
         // and write errors must reach the closing process, so buffered data goes out now;
         // durability is fsync's business. Closing any descriptor of a file also drops the
         // process's POSIX locks on it; the kernel leaves that to us when locks are remote.
+        let may_hold_locks = self.shared.locks.take(ino.0, lock_owner.0);
+        if !may_hold_locks {
+            // Most closes have nothing to do (a file only read, or written and flushed
+            // already): answered here, without a task and its thread wake-ups.
+            if let Ok(f) = self.shared.file(fh)
+                && (!f.writable || f.file.nothing_to_flush())
+            {
+                return reply.ok();
+            }
+        }
         self.spawn_as(
             self.shared.handle_jobid(fh),
-            |s| async move {
-                s.release_locks(ino.0, lock_owner).await;
+            move |s| async move {
+                if may_hold_locks {
+                    s.release_remote_locks(ino.0, lock_owner).await;
+                }
                 let f = s.file(fh)?;
                 if f.writable {
                     f.file.flush().await?;

@@ -203,6 +203,9 @@ fn run_batch(
             }
         }
     }
+    // Committed (or undone): opens and closes outside this thread may trust the inodes
+    // this batch touched again.
+    lock(&engine.handles).end_batch();
     engine.counters.ops.fetch_add(n, Ordering::Relaxed);
     for (reply, outcome) in outcomes {
         if let Some(reply) = reply {

@@ -81,6 +81,8 @@ pub struct Counters {
     pub commits: AtomicU64,
     /// Operations answered by the commit thread.
     pub ops: AtomicU64,
+    /// Opens and closes answered without the commit thread (see `fast.rs`).
+    pub fast_ops: AtomicU64,
     /// FIDs allocatable without asking the MGS (saturating).
     pub fids_left: AtomicU64,
 }

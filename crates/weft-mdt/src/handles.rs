@@ -4,11 +4,17 @@
 //! a random base per process, so a handle id of a previous run is never taken for one of
 //! this run: a client holding one gets EBADF and opens its file again.
 //!
-//! Only the commit thread changes the table (opens, closes and unlinks are serialized there,
-//! so an unlink always sees every open that precedes it); readers take the lock briefly to
-//! report open counts.
+//! The commit thread changes the table (opens, closes and unlinks are serialized there, so
+//! an unlink always sees every open that precedes it); readers take the lock briefly to
+//! report open counts. Opens that change nothing stored, and closes that record nothing,
+//! may skip the commit thread (`Mdt::open_fast`, `Mdt::close_fast`): every inode whose
+//! handles the commit thread looks at or changes is *touched* until its batch has
+//! committed, and a fast open or close of a touched inode, or one that overlapped the end
+//! of a batch, goes through the commit thread after all. So a fast open either precedes an
+//! unlink's look at the handles (which then sees it and keeps the inode as an orphan) or
+//! read the inode from a snapshot taken after the unlink committed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use uuid::Uuid;
 use weft_proto::Fid;
 use weft_proto::mdt::AccessMode;
@@ -37,6 +43,10 @@ pub struct Handles {
     /// count as open until taken back or dropped.
     parked: HashMap<u64, (Uuid, u64, Handle)>,
     parks: u64,
+    /// Inodes whose handles the batch being applied looked at or changed.
+    touched: HashSet<Fid>,
+    /// Batches ended (committed or failed): see [`Handles::end_batch`].
+    batches: u64,
 }
 
 /// How to undo a change when the transaction it belonged to fails to commit.
@@ -69,7 +79,55 @@ impl Handles {
         id
     }
 
+    /// Registers a handle opened outside the commit thread on an inode read from a snapshot
+    /// taken after [`batches`](Self::batches) was `seen`; `None` (nothing registered) if a
+    /// batch ended since or the batch being applied touched the inode: the open must then
+    /// go through the commit thread.
+    pub fn open_untouched(&mut self, conn: u64, handle: Handle, seen: u64) -> Option<u64> {
+        if self.batches != seen || self.touched.contains(&handle.fid) {
+            return None;
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        self.add(conn, id, handle);
+        Some(id)
+    }
+
+    /// Removes handle `id` of `conn` outside the commit thread, given whether its inode was
+    /// still linked in a snapshot taken after [`batches`](Self::batches) was `seen`: only if
+    /// nothing stored changes (it pins no old layout, and it is not the last handle of an
+    /// unlinked inode) and, as for [`open_untouched`](Self::open_untouched), no batch ended
+    /// since nor touched the inode. `None`: the close must go through the commit thread.
+    pub fn close_untouched(&mut self, conn: u64, id: u64, linked: bool, seen: u64) -> Option<()> {
+        let h = self.by_key.get(&(conn, id))?;
+        if self.batches != seen
+            || self.touched.contains(&h.fid)
+            || h.pins.is_some()
+            || (!linked && self.counts.get(&h.fid).copied().unwrap_or(0) <= 1)
+        {
+            return None;
+        }
+        self.remove(conn, id).map(|_| ())
+    }
+
+    /// How many batches have ended.
+    pub fn batches(&self) -> u64 {
+        self.batches
+    }
+
+    /// The commit thread's batch has committed (or failed and been undone): its inodes are
+    /// no longer touched.
+    pub fn end_batch(&mut self) {
+        self.touched.clear();
+        self.batches += 1;
+    }
+
     fn insert(&mut self, conn: u64, id: u64, handle: Handle) {
+        self.touched.insert(handle.fid);
+        self.add(conn, id, handle);
+    }
+
+    fn add(&mut self, conn: u64, id: u64, handle: Handle) {
         self.by_key.insert((conn, id), handle);
         self.by_conn.entry(conn).or_default().insert(id);
         *self.counts.entry(handle.fid).or_insert(0) += 1;
@@ -90,6 +148,8 @@ impl Handles {
     /// Makes every handle open on `fid` that pins nothing yet pin `pinned` (a layout swap
     /// moved the layout those handles read to `pinned`); returns the undo records.
     pub fn pin_readers(&mut self, fid: Fid, pinned: Fid) -> Vec<Undo> {
+        self.touched.insert(fid);
+        self.touched.insert(pinned);
         let keys: Vec<(u64, u64)> = self
             .by_key
             .iter()
@@ -123,7 +183,8 @@ impl Handles {
 
     /// Whether any handle, parked ones included (their client may take them back and
     /// write), has `fid` open for writing.
-    pub fn has_writer(&self, fid: Fid) -> bool {
+    pub fn has_writer(&mut self, fid: Fid) -> bool {
+        self.touched.insert(fid);
         self.by_key
             .values()
             .chain(self.parked.values().map(|(_, _, h)| h))
@@ -137,6 +198,12 @@ impl Handles {
 
     /// Removes a handle of connection `conn`.
     pub fn close(&mut self, conn: u64, id: u64) -> Option<Handle> {
+        let h = self.remove(conn, id)?;
+        self.touched.insert(h.fid);
+        Some(h)
+    }
+
+    fn remove(&mut self, conn: u64, id: u64) -> Option<Handle> {
         let h = self.by_key.remove(&(conn, id))?;
         if let Some(ids) = self.by_conn.get_mut(&conn) {
             ids.remove(&id);
@@ -210,8 +277,15 @@ impl Handles {
             .unwrap_or_default()
     }
 
-    /// How many handles keep `fid` open.
-    pub fn count(&self, fid: Fid) -> u32 {
+    /// How many handles keep `fid` open, for the commit thread (which may act on the
+    /// answer: the inode counts as touched).
+    pub fn count(&mut self, fid: Fid) -> u32 {
+        self.touched.insert(fid);
+        self.open_count(fid)
+    }
+
+    /// How many handles keep `fid` open, for a report.
+    pub fn open_count(&self, fid: Fid) -> u32 {
         self.counts.get(&fid).copied().unwrap_or(0)
     }
 
@@ -260,6 +334,61 @@ mod tests {
             fid: fid(oid),
             access,
             pins: None,
+        }
+    }
+
+    #[test]
+    fn fast_opens_and_closes_give_way_to_the_commit_thread() {
+        let read = |oid| handle(oid, AccessMode::Read);
+        let mut h = Handles::default();
+        let seen = h.batches();
+        let a = h.open_untouched(1, read(7), seen).unwrap();
+        assert_eq!(h.open_count(fid(7)), 1);
+
+        // The commit thread looks at the inode's handles (an unlink choosing between
+        // destroying it and keeping an orphan): until its batch ends, fast opens and
+        // closes of that inode go through the commit thread, others do not.
+        assert_eq!(h.count(fid(7)), 1);
+        assert_eq!(h.open_untouched(1, read(7), seen), None);
+        assert_eq!(h.close_untouched(1, a, true, seen), None);
+        let other = h.open_untouched(1, read(8), seen).unwrap();
+        assert_eq!(h.close_untouched(1, other, true, seen), Some(()));
+
+        // A batch ended after the snapshot was read: the snapshot may predate it.
+        h.end_batch();
+        assert_eq!(h.open_untouched(1, read(7), seen), None);
+        let seen = h.batches();
+
+        // The last close of an unlinked inode destroys it: not a fast close.
+        assert_eq!(h.close_untouched(1, a, false, seen), None);
+        let b = h.open_untouched(1, read(7), seen).unwrap();
+        assert_eq!(h.close_untouched(1, a, false, seen), Some(()));
+        assert_eq!(h.close_untouched(1, b, false, seen), None);
+        assert_eq!(h.close_untouched(2, b, true, seen), None, "not conn 2's");
+        assert_eq!(h.close_untouched(1, b, true, seen), Some(()));
+        assert_eq!(h.len(), 0);
+
+        // A handle pinning an old layout (after a swap) closes through the commit thread.
+        let c = h.open_untouched(1, read(7), seen).unwrap();
+        h.pin_readers(fid(7), fid(99));
+        h.end_batch();
+        assert_eq!(h.close_untouched(1, c, true, h.batches()), None);
+        // What else the commit thread does with the inode's handles counts as a look.
+        for change in [
+            |h: &mut Handles| {
+                h.open(3, handle(7, AccessMode::Read));
+            },
+            |h: &mut Handles| {
+                h.has_writer(fid(7));
+            },
+            |h: &mut Handles| {
+                h.close(1, h.of_conn(1)[0]);
+            },
+        ] {
+            h.end_batch();
+            let seen = h.batches();
+            change(&mut h);
+            assert_eq!(h.open_untouched(1, read(7), seen), None);
         }
     }
 

@@ -68,6 +68,7 @@ mod dir_moves;
 mod drivers;
 mod engine;
 pub mod error;
+mod fast;
 mod fsck;
 mod handles;
 mod layouts;

@@ -82,6 +82,9 @@ pub struct MdtStats {
     pub commits: u64,
     /// Operations handled by the commit thread since start.
     pub write_ops: u64,
+    /// Opens and closes answered without the commit thread since start (they changed
+    /// nothing stored).
+    pub fast_ops: u64,
     /// File locks held now (records after merging).
     pub locks_held: u64,
     /// Blocking lock requests waiting now.
@@ -419,6 +422,12 @@ impl Mdt {
             };
             return self.locks.execute(&caller, req).await;
         }
+        if !self.shutting_down()
+            && let Some(r) = crate::fast::try_run(&self.db, &self.handles, conn_id, &req)
+        {
+            self.counters.fast_ops.fetch_add(1, Ordering::Relaxed);
+            return r.map_err(fail_to_wire);
+        }
         match req {
             MdtRequest::Lookup { .. }
             | MdtRequest::GetAttr { .. }
@@ -525,6 +534,7 @@ impl Mdt {
             open_handles: lock(&self.handles).len() as u64,
             commits: self.counters.commits.load(Ordering::Relaxed),
             write_ops: self.counters.ops.load(Ordering::Relaxed),
+            fast_ops: self.counters.fast_ops.load(Ordering::Relaxed),
             locks_held: locks.held,
             lock_waiters: locks.waiting,
             lock_grants: locks.grants,

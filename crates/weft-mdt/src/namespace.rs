@@ -252,23 +252,7 @@ impl Engine {
         cred: &Credentials,
         check_access: bool,
     ) -> Result<u64, Fail> {
-        if ino.kind == FileKind::Symlink {
-            return Err(fail(Errno::Loop, "cannot open a symlink"));
-        }
-        if ino.is_dir() && (flags.access != AccessMode::Read || flags.truncate) {
-            return Err(fail(Errno::IsDir, "directories open read-only"));
-        }
-        if check_access {
-            let mut mask = match flags.access {
-                AccessMode::Read => MAY_READ,
-                AccessMode::Write => MAY_WRITE,
-                AccessMode::ReadWrite => MAY_READ | MAY_WRITE,
-            };
-            if flags.truncate {
-                mask |= MAY_WRITE;
-            }
-            perm::check(ino, cred, mask)?;
-        }
+        check_open(ino, flags, cred, check_access)?;
         // Mutations start here.
         if flags.truncate && ino.kind == FileKind::Regular && ino.size != 0 {
             let now = Timestamp::now();
@@ -1262,4 +1246,32 @@ fn merge_size(ino: &mut Inode, size: Option<u64>, blocks: Option<u64>, modified:
         ino.data_version += 1;
     }
     changed
+}
+
+/// What an open of `ino` with `flags` must pass before it changes anything: not a symlink,
+/// directories read-only, and (with `check_access`) the caller's permissions.
+pub(crate) fn check_open(
+    ino: &Inode,
+    flags: OpenFlags,
+    cred: &Credentials,
+    check_access: bool,
+) -> Result<(), Fail> {
+    if ino.kind == FileKind::Symlink {
+        return Err(fail(Errno::Loop, "cannot open a symlink"));
+    }
+    if ino.is_dir() && (flags.access != AccessMode::Read || flags.truncate) {
+        return Err(fail(Errno::IsDir, "directories open read-only"));
+    }
+    if check_access {
+        let mut mask = match flags.access {
+            AccessMode::Read => MAY_READ,
+            AccessMode::Write => MAY_WRITE,
+            AccessMode::ReadWrite => MAY_READ | MAY_WRITE,
+        };
+        if flags.truncate {
+            mask |= MAY_WRITE;
+        }
+        perm::check(ino, cred, mask)?;
+    }
+    Ok(())
 }

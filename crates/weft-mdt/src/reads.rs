@@ -37,7 +37,7 @@ pub(crate) fn run(
     let inodes = r
         .open_table(store::INODES)
         .map_err(crate::error::StoreError::from)?;
-    let open_count = |fid: Fid| lock(handles).count(fid);
+    let open_count = |fid: Fid| lock(handles).open_count(fid);
     match req {
         MdtRequest::Lookup { parent, name, cred } => {
             let dirents = r
@@ -278,7 +278,7 @@ pub(crate) fn readdir(
     for (hash, name, de) in page {
         let attr = if plus {
             store::get_inode(inodes, de.fid)?
-                .map(|ino| ino.attr(de.fid, lock(handles).count(de.fid)))
+                .map(|ino| ino.attr(de.fid, lock(handles).open_count(de.fid)))
         } else {
             None
         };

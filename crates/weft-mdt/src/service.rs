@@ -85,6 +85,7 @@ impl Handler for MdtHandler {
             ("open_handles", s.open_handles),
             ("commits", s.commits),
             ("write_ops", s.write_ops),
+            ("fast_ops", s.fast_ops),
             ("locks_held", s.locks_held),
             ("lock_waiters", s.lock_waiters),
             ("lock_grants", s.lock_grants),

@@ -103,6 +103,64 @@ async fn unlinked_open_file_stays_readable_until_close() {
     h.mdt.shutdown().await;
 }
 
+/// Opens and closes that skip the commit thread race unlinks correctly: an open that
+/// succeeded keeps its inode alive (an orphan) until it closes, its close destroys it, and
+/// an open that lost the race fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_opens_racing_unlinks_keep_what_they_opened() {
+    let h = Arc::new(H::new().await);
+    h.mdt.start_background();
+    let (mut opened, mut refused) = (0, 0);
+    for i in 0..200 {
+        let name = format!("f{i}");
+        let f = h.create(Fid::ROOT, &name).await;
+        let (h1, h2) = (h.clone(), h.clone());
+        let open = tokio::spawn(async move {
+            let flags = OpenFlags {
+                access: AccessMode::Read,
+                truncate: false,
+            };
+            let req = MdtRequest::Open {
+                fid: f,
+                flags,
+                cred: root(),
+            };
+            h1.run_on(9, req).await
+        });
+        let unlink = tokio::spawn(async move { h2.unlink_as(Fid::ROOT, &name, &root()).await });
+        unlink.await.unwrap().unwrap();
+        match open.await.unwrap() {
+            Ok(MdtReply::Opened { handle, .. }) => {
+                opened += 1;
+                let a = h.getattr(f).await.unwrap();
+                assert_eq!((a.nlink, a.open_count), (0, 1), "open {i} keeps its inode");
+                let close = MdtRequest::Close {
+                    handle,
+                    size: None,
+                    blocks: None,
+                    modified: false,
+                };
+                h.run_on(9, close).await.unwrap();
+                assert_eq!(errno(h.getattr(f).await), Errno::Stale, "closed {i}");
+            }
+            Ok(other) => panic!("open replied {other:?}"),
+            Err(e) => {
+                assert_eq!(e.errno, Errno::Stale, "open {i}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(opened + refused, 200);
+    assert!(opened > 0, "some opens came first");
+    assert!(
+        h.mdt.stats().fast_ops > 0,
+        "some opens skipped the commit thread"
+    );
+    assert_eq!(h.mdt.stats().orphans, 0);
+    assert_eq!(h.mdt.stats().open_handles, 0);
+    h.mdt.shutdown().await;
+}
+
 /// Open replay: after a restart, an orphan of the previous run is kept for the grace
 /// period; a client that opens it again keeps it (and its old handle id is refused, never
 /// taken for another file), the others are destroyed when the grace period ends.
