@@ -457,4 +457,19 @@ async fn a_listing_asks_the_mdt_for_pages_only() {
     };
     assert_eq!(ino_of("."), fs::metadata(reader.path("l")).unwrap().ino());
     assert_eq!(ino_of(".."), fs::metadata(&reader.mnt).unwrap().ino());
+
+    // A long listing: the kernel asks with attributes first and without them after
+    // (`readdirplus_auto`). The page read with attributes, and the one fetched ahead
+    // with them, serve the plain requests: one MDT round trip per page of 1024 entries.
+    fs::create_dir(writer.path("big")).unwrap();
+    for i in 0..1500 {
+        fs::File::create(writer.path(&format!("big/{i}"))).unwrap();
+    }
+    let before = mdc_count(&reader.mnt, "readdir");
+    assert_eq!(fs::read_dir(reader.path("big")).unwrap().count(), 1500);
+    assert_eq!(
+        mdc_count(&reader.mnt, "readdir") - before,
+        2,
+        "MDT pages for 1500 entries"
+    );
 }

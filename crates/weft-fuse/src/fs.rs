@@ -68,6 +68,7 @@ struct OpenDir {
 struct DirPage {
     /// The cookie the page was fetched after (`None` before the first fetch).
     after: Option<u64>,
+    /// Whether the entries carry attributes (fetched for a readdirplus).
     plus: bool,
     entries: Arc<Vec<DirEntry>>,
     eof: bool,
@@ -567,8 +568,11 @@ impl Shared {
     ) -> FsResult<(Arc<Vec<DirEntry>>, usize)> {
         let mut page = dir.page.lock().await;
         let after = if offset <= DOTDOT_OFFSET { 0 } else { offset };
-        // Served from the page held if it covers `after`.
-        if page.plus == plus {
+        // Served from the page held if it covers `after`. A page read with attributes
+        // serves a plain readdir too: the kernel (`readdirplus_auto`) asks with
+        // attributes at the start of a listing and without them after, unless something
+        // looked names up in between (`ls -l`).
+        if page.plus || !plus {
             let start = if page.after == Some(after) {
                 Some(0)
             } else {
@@ -587,14 +591,20 @@ impl Shared {
         let ahead = page
             .ahead
             .take()
-            .filter(|a| a.after == after && a.plus == plus);
-        let (entries, eof) = match ahead {
+            .filter(|a| a.after == after && (a.plus || !plus));
+        let (entries, eof, fetched_plus) = match ahead {
             Some(mut a) => match (&mut a.task).await {
-                Ok(Ok(p)) => p,
+                Ok(Ok((entries, eof))) => (entries, eof, a.plus),
                 // A failed fetch ahead is made again, so its error is this request's own.
-                _ => fetch().await?,
+                _ => {
+                    let (entries, eof) = fetch().await?;
+                    (entries, eof, plus)
+                }
             },
-            None => fetch().await?,
+            None => {
+                let (entries, eof) = fetch().await?;
+                (entries, eof, plus)
+            }
         };
         let entries = Arc::new(entries);
         let ahead = match entries.last() {
@@ -613,7 +623,7 @@ impl Shared {
         };
         *page = DirPage {
             after: Some(after),
-            plus,
+            plus: fetched_plus,
             entries: entries.clone(),
             eof,
             ahead,
