@@ -473,3 +473,44 @@ async fn a_listing_asks_the_mdt_for_pages_only() {
         "MDT pages for 1500 entries"
     );
 }
+
+/// The kernel asks for a directory's attributes again after every create or unlink in it
+/// (it drops them, and needs them for the next path walk): the mount answers with those
+/// the MDT returned with the change, without a round trip, and they are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_changed_through_the_mount_is_stated_without_a_round_trip() {
+    use std::os::unix::fs::MetadataExt;
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let other = FuseMount::start(&tc, "");
+    fs::create_dir(m.path("d")).unwrap();
+    fs::create_dir(m.path("d/sub")).unwrap();
+    // (A mkdir does not return its directory.)
+    fs::metadata(m.path("d")).unwrap();
+    let getattrs = mdc_count(&m.mnt, "getattr");
+    for i in 0..20 {
+        fs::File::create(m.path(&format!("d/f{i}"))).unwrap();
+    }
+    for i in 0..10 {
+        fs::remove_file(m.path(&format!("d/f{i}"))).unwrap();
+    }
+    let here = fs::metadata(m.path("d")).unwrap();
+    assert_eq!(
+        mdc_count(&m.mnt, "getattr"),
+        getattrs,
+        "getattrs for 30 changes in one directory"
+    );
+    let there = fs::metadata(other.path("d")).unwrap();
+    let seen = |a: &fs::Metadata| {
+        (
+            a.mtime(),
+            a.mtime_nsec(),
+            a.ctime(),
+            a.ctime_nsec(),
+            a.nlink(),
+        )
+    };
+    assert_eq!(seen(&here), seen(&there));
+    assert_eq!(here.nlink(), 3);
+    assert_eq!(fs::read_dir(m.path("d")).unwrap().count(), 11);
+}

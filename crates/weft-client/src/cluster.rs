@@ -1,12 +1,12 @@
 //! A client's view of the file system: the configuration from the MGS, kept current by its
 //! callbacks, and one lazily connected client per target.
 
+use crate::changes::Changes;
 use crate::error::ClientError;
 use crate::mdt::MdtClient;
 use crate::mgs::MgsClient;
 use crate::ost::OstClient;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -57,7 +57,7 @@ pub struct Cluster {
     mdts: RwLock<HashMap<u32, Arc<MdtClient>>>,
     /// Requests sent to any MDT that may change names or attributes, counted at their
     /// start and at their end ([`Cluster::namespace_changes`]).
-    changes: Arc<AtomicU64>,
+    changes: Arc<Changes>,
     osts: RwLock<HashMap<u32, Arc<OstClient>>>,
 }
 
@@ -249,7 +249,13 @@ impl Cluster {
     /// names or attributes on any MDT: what was read while it stood still is as current
     /// as the MDTs' answers were.
     pub fn namespace_changes(&self) -> u64 {
-        self.changes.load(Ordering::Acquire)
+        self.changes.count()
+    }
+
+    /// What this client changed: the count above, and the attributes of the directories
+    /// its changes were made in (see [`Changes::take_dir`]).
+    pub fn changes(&self) -> &Changes {
+        &self.changes
     }
 
     /// The client of MDT `index`.

@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod cache;
+pub mod changes;
 pub mod client;
 pub mod cluster;
 mod dirs;

@@ -1,9 +1,9 @@
 //! Typed access to one MDT.
 
+use crate::changes::Changes;
 use crate::error::ClientError;
 use bytes::Bytes;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
     AccessMode, Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags,
@@ -130,8 +130,9 @@ pub struct MdtClient {
     numbering: std::sync::Mutex<Numbering>,
     /// Bumped when a request that may change the namespace or attributes is sent and
     /// again when it ends (shared by every MDT of the client): what was read before
-    /// cannot be trusted past it (statahead).
-    changes: Arc<AtomicU64>,
+    /// cannot be trusted past it (statahead). Keeps the attributes of the directories
+    /// changes are made in.
+    changes: Arc<Changes>,
 }
 
 /// Whether a request may change what lookups and getattrs return. Opens for reading and
@@ -146,16 +147,6 @@ fn may_change_attrs(req: &MdtRequest) -> bool {
             ..
         } => size.is_some() || blocks.is_some() || *modified,
         r => !is_read(r),
-    }
-}
-
-/// Bumps the change count when dropped: a request that changes state counts at its start
-/// and at its end, whichever way it ends.
-struct ChangeEnd<'a>(&'a AtomicU64);
-
-impl Drop for ChangeEnd<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -174,7 +165,7 @@ macro_rules! expect_reply {
 impl MdtClient {
     /// Wraps a (reconnecting) connection to MDT `index`; requests that may change state
     /// bump `changes` (see [`MdtClient::call`]).
-    pub fn new(index: u32, conn: Reconnecting, changes: Arc<AtomicU64>) -> Self {
+    pub fn new(index: u32, conn: Reconnecting, changes: Arc<Changes>) -> Self {
         Self {
             index,
             conn,
@@ -221,10 +212,7 @@ impl MdtClient {
     /// counts as read before it.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
         let start = std::time::Instant::now();
-        let _change = may_change_attrs(&req).then(|| {
-            self.changes.fetch_add(1, Ordering::AcqRel);
-            ChangeEnd(&self.changes)
-        });
+        let change = may_change_attrs(&req).then(|| self.changes.begin());
         let r = if is_read(&req) || is_lock(&req) {
             self.call_resending(&req, start).await
         } else {
@@ -234,6 +222,11 @@ impl MdtClient {
         };
         self.stats
             .record(req.op_name(), start.elapsed(), r.is_err(), 0);
+        if let (Some(change), Ok(reply)) = (&change, &r)
+            && let Some(dir) = reply.changed_dir()
+        {
+            change.made_in(dir);
+        }
         r
     }
 
@@ -428,7 +421,7 @@ impl MdtClient {
             open,
             cred: cred.clone(),
         };
-        expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle, created } => Created { attr, layout, handle, created })
+        expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle, created, .. } => Created { attr, layout, handle, created })
     }
 
     /// Creates a directory.
@@ -499,7 +492,7 @@ impl MdtClient {
             name: name.to_vec(),
             cred: cred.clone(),
         };
-        expect_reply!(self, req, "unlink", MdtReply::Ok => ())
+        expect_reply!(self, req, "unlink", MdtReply::Ok | MdtReply::Removed { .. } => ())
     }
 
     /// Removes an empty directory.
@@ -514,7 +507,7 @@ impl MdtClient {
             name: name.to_vec(),
             cred: cred.clone(),
         };
-        expect_reply!(self, req, "rmdir", MdtReply::Ok => ())
+        expect_reply!(self, req, "rmdir", MdtReply::Ok | MdtReply::Removed { .. } => ())
     }
 
     /// Renames (or exchanges) names.

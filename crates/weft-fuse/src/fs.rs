@@ -361,6 +361,21 @@ impl Shared {
         }
     }
 
+    /// Directory `ino`'s attributes as a create or unlink this mount just made in it left
+    /// them (see [`weft_client::changes`]): the kernel drops a directory's attributes
+    /// after every change in it and asks again at the next path walk.
+    fn changed_dir(&self, ino: u64) -> Option<Attr> {
+        let ttl = self.opts.attr_timeout;
+        if ttl.is_zero() {
+            return None;
+        }
+        let fid = self.inodes.fid(ino)?;
+        let changes = self.client.cluster().changes();
+        changes
+            .take_dir(fid, ttl)
+            .filter(|a| a.kind == FileKind::Directory)
+    }
+
     async fn getattr(&self, ino: u64, fid: Fid) -> FsResult<Attr> {
         let attr = self.client.getattr(fid).await?;
         Ok(self.local_view(ino, attr).await)
@@ -735,6 +750,9 @@ impl Filesystem for WeftFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(a) = self.shared.changed_dir(ino.0) {
+            return reply.attr(&self.shared.opts.attr_timeout, &file_attr(ino.0, &a));
+        }
         self.spawn(
             req,
             |s| async move {

@@ -180,22 +180,28 @@ fn kill_suid(mode: u32) -> u32 {
 }
 
 /// The reply to a create: attributes, layout and maybe a handle.
-struct Created {
+struct Created<'a> {
     fid: Fid,
     ino: Inode,
     handle: Option<u64>,
     /// False when an existing file was opened instead.
     made: bool,
+    /// The directory holding the name, as the create left it.
+    parent: (Fid, &'a Inode),
 }
 
 impl Engine {
-    fn created_reply(&self, c: Created) -> MdtReply {
+    fn created_reply(&self, c: Created<'_>) -> MdtReply {
         let open = self.handles().count(c.fid);
+        let (parent, dir) = c.parent;
         MdtReply::Created {
             attr: c.ino.attr(c.fid, open),
             layout: c.ino.layout,
             handle: c.handle,
             created: c.made,
+            parent: Some(Box::new(
+                dir.attr(parent, self.handles().open_count(parent)),
+            )),
         }
     }
 
@@ -334,6 +340,7 @@ impl Engine {
                 ino,
                 handle,
                 made: false,
+                parent: (parent, &dir),
             }));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -379,6 +386,7 @@ impl Engine {
             ino,
             handle,
             made: true,
+            parent: (parent, &dir),
         }))
     }
 
@@ -609,7 +617,9 @@ impl Engine {
         } else {
             self.put_inode(tx, fx, de.fid, &victim)?;
         }
-        Ok(MdtReply::Ok)
+        Ok(MdtReply::Removed {
+            parent: dir.attr(parent, self.handles().open_count(parent)),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -110,6 +110,7 @@ pub(crate) fn reconstruct(
             layout,
             handle: Some(_),
             created,
+            parent,
         } => {
             let handle = reopen(engine, tx, fx, conn, attr.fid, access)?;
             Ok(MdtReply::Created {
@@ -117,6 +118,7 @@ pub(crate) fn reconstruct(
                 layout,
                 handle: Some(handle),
                 created,
+                parent,
             })
         }
         MdtReply::Opened { attr, layout, .. } => {

@@ -756,12 +756,14 @@ pub enum MdtReply {
     Progress { done: bool },
     /// A created inode, its layout, and an open handle when the create asked to open;
     /// `created` is false when the name held a regular file already and the create
-    /// (without `O_EXCL`) opened it instead.
+    /// (without `O_EXCL`) opened it instead. `parent`: the directory's attributes as the
+    /// create left them (the kernel asks for them right after a create).
     Created {
         attr: Attr,
         layout: Option<Layout>,
         handle: Option<u64>,
         created: bool,
+        parent: Option<Box<Attr>>,
     },
     /// A symlink target.
     Link(Vec<u8>),
@@ -787,6 +789,20 @@ pub enum MdtReply {
     Scanned { entries: Vec<ScanEntry>, eof: bool },
     /// The conflicting lock `GetLock` found, or `None` when the lock could be taken.
     Lock(Option<LockHolder>),
+    /// A name removed (unlink, rmdir), with the directory's attributes as the removal
+    /// left them (the kernel asks for them right after).
+    Removed { parent: Attr },
+}
+
+impl MdtReply {
+    /// The attributes of the directory a change was made in, if the reply carries them.
+    pub fn changed_dir(&self) -> Option<&Attr> {
+        match self {
+            MdtReply::Created { parent, .. } => parent.as_deref(),
+            MdtReply::Removed { parent } => Some(parent),
+            _ => None,
+        }
+    }
 }
 
 /// What [`MdtRequest::RenameLock`] does with the rename lock.

@@ -902,3 +902,37 @@ async fn statfs_reports_inodes_and_blocks() {
     let st = h.mdt.stats();
     assert_eq!((st.dirs, st.files), (1, 1));
 }
+
+/// A create and an unlink return their directory's attributes as they left them (the
+/// client answers the kernel's next GETATTR of the directory with them).
+#[tokio::test]
+async fn creates_and_unlinks_return_their_directory_as_they_left_it() {
+    let h = H::new().await;
+    let d = h.mkdir(Fid::ROOT, "d").await;
+    let create = MdtRequest::Create {
+        parent: d,
+        name: "f".into(),
+        mode: 0o100644,
+        rdev: 0,
+        exclusive: false,
+        layout: None,
+        open: None,
+        cred: root(),
+    };
+    for made in [true, false] {
+        let MdtReply::Created {
+            parent, created, ..
+        } = h.run(create.clone()).await.unwrap()
+        else {
+            panic!("create answered something else")
+        };
+        assert_eq!(created, made);
+        assert_eq!(parent.as_deref(), Some(&h.getattr(d).await.unwrap()));
+    }
+    let before = h.getattr(d).await.unwrap();
+    let MdtReply::Removed { parent } = h.unlink_as(d, "f", &root()).await.unwrap() else {
+        panic!("unlink answered something else")
+    };
+    assert_eq!(parent, h.getattr(d).await.unwrap());
+    assert!(parent.mtime >= before.mtime && parent.ctime >= before.ctime);
+}
