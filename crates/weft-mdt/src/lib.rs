@@ -21,9 +21,10 @@
 //!
 //! # Group commit
 //! Reads (lookup, getattr, readdir, xattrs, readlink, getlayout, statfs) run in redb read
-//! transactions on blocking threads, concurrently. Everything that changes state, plus open
-//! and close (which must be ordered with unlinks), goes through one channel to one commit
-//! thread (module `commit`). It takes every queued operation, applies them one after another in
+//! transactions, concurrently. Everything that changes state, plus opens and closes that do
+//! (`O_TRUNC`, a size to record), goes through one channel to one commit thread (module
+//! `commit`); other opens and closes only change the in-memory handle table and are done on
+//! the request path, ordered with unlinks by the table itself (module `fast`). It takes every queued operation, applies them one after another in
 //! a single write transaction (each validates before it mutates, so a refused operation
 //! leaves nothing behind), commits once with `Durability::Immediate` (fsync) and then
 //! answers them all: acknowledged means durable, and N concurrent creates cost one fsync.
