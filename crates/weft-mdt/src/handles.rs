@@ -7,12 +7,12 @@
 //! The commit thread changes the table (opens, closes and unlinks are serialized there, so
 //! an unlink always sees every open that precedes it); readers take the lock briefly to
 //! report open counts. Opens that change nothing stored, and closes that record nothing,
-//! may skip the commit thread (`Mdt::open_fast`, `Mdt::close_fast`): every inode whose
-//! handles the commit thread looks at or changes is *touched* until its batch has
-//! committed, and a fast open or close of a touched inode, or one that overlapped the end
-//! of a batch, goes through the commit thread after all. So a fast open either precedes an
-//! unlink's look at the handles (which then sees it and keeps the inode as an orphan) or
-//! read the inode from a snapshot taken after the unlink committed.
+//! may skip the commit thread (`crate::fast`): every inode whose handles the commit thread
+//! looks at or changes is *touched* until its batch has committed, and a fast open or close
+//! of a touched inode, or one that overlapped the end of a batch, goes through the commit
+//! thread after all. So a fast open either precedes an unlink's look at the handles (which
+//! then sees it and keeps the inode as an orphan) or read the inode from a snapshot taken
+//! after the unlink committed.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use uuid::Uuid;
