@@ -607,19 +607,17 @@ impl Shared {
             .ahead
             .take()
             .filter(|a| a.after == after && (a.plus || !plus));
-        let (entries, eof, fetched_plus) = match ahead {
+        let fetched_ahead = match ahead {
             Some(mut a) => match (&mut a.task).await {
-                Ok(Ok((entries, eof))) => (entries, eof, a.plus),
+                Ok(Ok(p)) => Some((p, a.plus)),
                 // A failed fetch ahead is made again, so its error is this request's own.
-                _ => {
-                    let (entries, eof) = fetch().await?;
-                    (entries, eof, plus)
-                }
+                _ => None,
             },
-            None => {
-                let (entries, eof) = fetch().await?;
-                (entries, eof, plus)
-            }
+            None => None,
+        };
+        let ((entries, eof), fetched_plus) = match fetched_ahead {
+            Some(p) => p,
+            None => (fetch().await?, plus),
         };
         let entries = Arc::new(entries);
         let ahead = match entries.last() {
