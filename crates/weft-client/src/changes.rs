@@ -101,32 +101,13 @@ impl Changes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_attrs::{attr, fid};
     use weft_proto::mdt::FileKind;
 
     fn dir(oid: u32, nlink: u32) -> Attr {
-        let t = weft_proto::time::Timestamp::default();
         Attr {
-            fid: Fid {
-                seq: 0x200,
-                oid,
-                ver: 0,
-            },
-            kind: FileKind::Directory,
-            mode: 0o755,
             nlink,
-            uid: 0,
-            gid: 0,
-            size: 4096,
-            blocks: 8,
-            atime: t,
-            mtime: t,
-            ctime: t,
-            rdev: 0,
-            data_version: 0,
-            hsm_flags: 0,
-            archive_id: 0,
-            project_id: 0,
-            open_count: 0,
+            ..attr(fid(oid), FileKind::Directory)
         }
     }
 

@@ -23,6 +23,8 @@ pub mod mgs;
 pub mod ost;
 pub mod params;
 pub mod statahead;
+#[cfg(test)]
+mod test_attrs;
 
 pub use client::{Client, ClientOptions, OpenOptions};
 pub use cluster::{Cluster, ClusterOptions};

@@ -296,41 +296,18 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_attrs::{attr, fid};
     use weft_proto::mdt::DirEntry;
 
-    fn fid(oid: u32) -> Fid {
-        Fid {
-            seq: 0x200000400,
-            oid,
-            ver: 0,
-        }
-    }
-
     fn entry(name: &str, kind: FileKind, open_count: u32) -> DirEntry {
-        let t = weft_proto::time::Timestamp::default();
         DirEntry {
             name: name.as_bytes().to_vec(),
             fid: fid(1),
             kind,
             cookie: 1,
             attr: Some(Attr {
-                fid: fid(1),
-                kind,
-                mode: 0o644,
-                nlink: 1,
-                uid: 0,
-                gid: 0,
-                size: 0,
-                blocks: 0,
-                atime: t,
-                mtime: t,
-                ctime: t,
-                rdev: 0,
-                data_version: 0,
-                hsm_flags: 0,
-                archive_id: 0,
-                project_id: 0,
                 open_count,
+                ..attr(fid(1), kind)
             }),
         }
     }
