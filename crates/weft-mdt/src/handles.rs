@@ -73,10 +73,14 @@ impl Handles {
 
     /// Registers a handle and returns its id.
     pub fn open(&mut self, conn: u64, handle: Handle) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
+        let id = self.new_id();
         self.insert(conn, id, handle);
         id
+    }
+
+    fn new_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
     }
 
     /// Registers a handle opened outside the commit thread on an inode read from a snapshot
@@ -87,8 +91,7 @@ impl Handles {
         if self.batches != seen || self.touched.contains(&handle.fid) {
             return None;
         }
-        self.next_id += 1;
-        let id = self.next_id;
+        let id = self.new_id();
         self.add(conn, id, handle);
         Some(id)
     }
@@ -99,11 +102,11 @@ impl Handles {
     /// unlinked inode) and, as for [`open_untouched`](Self::open_untouched), no batch ended
     /// since nor touched the inode. `None`: the close must go through the commit thread.
     pub fn close_untouched(&mut self, conn: u64, id: u64, linked: bool, seen: u64) -> Option<()> {
-        let h = self.by_key.get(&(conn, id))?;
+        let h = *self.by_key.get(&(conn, id))?;
         if self.batches != seen
             || self.touched.contains(&h.fid)
             || h.pins.is_some()
-            || (!linked && self.counts.get(&h.fid).copied().unwrap_or(0) <= 1)
+            || (!linked && self.open_count(h.fid) <= 1)
         {
             return None;
         }
