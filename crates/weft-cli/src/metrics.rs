@@ -131,11 +131,16 @@ impl Metrics {
                 sample(out, name, &target_label(*t), get(s) as f64);
             }
         }
-        let counters: [Gauge; 7] = [
+        let counters: [Gauge; 8] = [
             (
                 "weft_mdt_commits_total",
-                "Write transactions committed (one fsync each).",
+                "Write transactions committed.",
                 |s| s.commits,
+            ),
+            (
+                "weft_mdt_durable_commits_total",
+                "Commits made durable with an fsync.",
+                |s| s.durable_commits,
             ),
             (
                 "weft_mdt_write_ops_total",

@@ -134,6 +134,89 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
     assert!(!fids.contains(&newer.attr.fid));
 }
 
+/// The MDS answers namespace changes before its disk holds them (the redo log keeps them):
+/// a SIGKILL loses none of them, and a client's sync makes them durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_answered_before_they_were_durable_survive_an_mds_kill() {
+    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    // No periodic durable commit during the test: the changes below are in the log only.
+    tc.mds.add_args(&["--commit-interval-ms", "3600000"]);
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    let redo = tc.dir.path().join("mdt0").join(weft_mdt::redo::REDO_FILE);
+    let log_len = || std::fs::metadata(&redo).unwrap().len();
+    let client = tc.client().await.unwrap();
+    let cred = Credentials::root();
+    let mdt = eventually(|| async { client.mdt(0) }).await;
+    let dir = eventually(|| mdt.mkdir(Fid::ROOT, b"d", 0o755, &cred)).await;
+    mdt.sync().await.unwrap();
+    assert_eq!(log_len(), 0, "a sync empties the redo log");
+
+    // Fewer changes than make a durable commit on their own.
+    let mut fids = Vec::new();
+    for i in 0..20 {
+        let name = format!("f{i}");
+        let c = mdt
+            .create(
+                dir.fid,
+                name.as_bytes(),
+                0o100644,
+                0,
+                true,
+                None,
+                None,
+                &cred,
+            )
+            .await
+            .unwrap();
+        fids.push(c.attr.fid);
+    }
+    mdt.setxattr(fids[3], b"user.k", b"v", XattrMode::Any, &cred)
+        .await
+        .unwrap();
+    mdt.rename(dir.fid, b"f5", dir.fid, b"g5", Default::default(), &cred)
+        .await
+        .unwrap();
+    mdt.unlink(dir.fid, b"f7", &cred).await.unwrap();
+    mdt.link(fids[8], dir.fid, b"h8", &cred).await.unwrap();
+    assert!(log_len() > 0, "the changes are in the redo log");
+
+    tc.mds.kill().unwrap();
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+
+    let entries = eventually(|| mdt.readdir_all(dir.fid, &cred)).await;
+    let mut names: Vec<String> = entries
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = (0..20)
+        .filter(|i| *i != 5 && *i != 7)
+        .map(|i| format!("f{i}"))
+        .chain(["g5".to_string(), "h8".to_string()])
+        .collect();
+    want.sort();
+    assert_eq!(names, want);
+    for (i, fid) in fids.iter().enumerate().filter(|(i, _)| *i != 5 && *i != 7) {
+        let found = mdt.lookup(dir.fid, format!("f{i}").as_bytes(), &cred).await;
+        assert_eq!(found.unwrap().fid, *fid);
+    }
+    assert_eq!(
+        mdt.lookup(dir.fid, b"g5", &cred).await.unwrap().fid,
+        fids[5]
+    );
+    assert_eq!(mdt.getattr(fids[8]).await.unwrap().nlink, 2);
+    assert_eq!(mdt.getxattr(fids[3], b"user.k", &cred).await.unwrap(), b"v");
+    assert!(tc.mds.log().contains("replayed the redo log"));
+    // New FIDs never meet the ones handed out before the kill.
+    let after = mdt
+        .create(dir.fid, b"after", 0o100644, 0, true, None, None, &cred)
+        .await
+        .unwrap();
+    assert!(!fids.contains(&after.attr.fid));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_of_unlinked_files_are_destroyed_even_when_the_ost_was_down() {
     let mut tc = TestCluster::start(bin(), 2).await.unwrap();

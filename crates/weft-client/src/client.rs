@@ -623,6 +623,18 @@ impl Client {
         self.mdt(fid)?.removexattr(fid, name, cred).await
     }
 
+    /// Makes every namespace and attribute change this client made durable on the MDTs
+    /// (they answer changes before their disks hold them, like a local file system):
+    /// `fsync(2)` of a file or a directory. Costs nothing when nothing changed since the
+    /// last sync.
+    pub async fn sync_metadata(&self) -> Result<(), ClientError> {
+        let (mdts, _) = self.cluster.open_targets();
+        for r in futures::future::join_all(mdts.iter().map(|m| m.sync())).await {
+            r?;
+        }
+        Ok(())
+    }
+
     /// File system usage as `statfs` reports it: blocks from every OST, inodes from the MDTs.
     pub async fn statfs(&self) -> Result<StatFs, ClientError> {
         let config = self.cluster.config();

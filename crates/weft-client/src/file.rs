@@ -835,7 +835,8 @@ impl File {
         st.blocks.clear();
     }
 
-    /// Writes buffered data, makes it durable on the OSTs and records the size on the MDT.
+    /// Writes buffered data, makes it durable on the OSTs, records the size on the MDT
+    /// and makes that (and this client's other metadata changes) durable there.
     pub async fn fsync(&self) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
@@ -847,7 +848,8 @@ impl File {
         for r in futures::future::join_all(syncs).await {
             r?;
         }
-        self.merge_size(&mut st).await
+        self.merge_size(&mut st).await?;
+        self.client.sync_metadata().await
     }
 
     /// Sets the file's size: drops buffered data past it, punches every object to its share

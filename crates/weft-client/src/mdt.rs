@@ -67,6 +67,8 @@ fn is_read(req: &MdtRequest) -> bool {
             | MdtRequest::GetDirDefault { .. }
             | MdtRequest::FsckInodes { .. }
             | MdtRequest::FsckEntries { .. }
+            // Making changes durable twice is making them durable.
+            | MdtRequest::Sync
             // Instantiating leaves instantiated components alone: a resend changes nothing.
             | MdtRequest::Instantiate { .. }
             | MdtRequest::GetLock { .. }
@@ -133,6 +135,8 @@ pub struct MdtClient {
     /// cannot be trusted past it (statahead). Keeps the attributes of the directories
     /// changes are made in.
     changes: Arc<Changes>,
+    /// A request that changes state was sent since the last [`MdtClient::sync`].
+    unsynced: std::sync::atomic::AtomicBool,
 }
 
 /// Whether a request may change what lookups and getattrs return. Opens for reading and
@@ -172,6 +176,7 @@ impl MdtClient {
             stats: weft_rpc::OpStatsTable::default(),
             numbering: std::sync::Mutex::default(),
             changes,
+            unsynced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -216,6 +221,8 @@ impl MdtClient {
         let r = if is_read(&req) || is_lock(&req) {
             self.call_resending(&req, start).await
         } else {
+            self.unsynced
+                .store(true, std::sync::atomic::Ordering::Release);
             let (seq, acked) = self.number();
             let _answered = Answered(&self.numbering, seq);
             weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await
@@ -631,6 +638,20 @@ impl MdtClient {
             cred: cred.clone(),
         };
         expect_reply!(self, req, "removexattr", MdtReply::Ok => ())
+    }
+
+    /// Makes every change this client made on the MDT durable (the MDT answers changes
+    /// before its disk holds them); nothing to do if it made none since the last sync.
+    pub async fn sync(&self) -> Result<(), ClientError> {
+        use std::sync::atomic::Ordering;
+        if !self.unsynced.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let r = expect_reply!(self, MdtRequest::Sync, "sync", MdtReply::Ok => ());
+        if r.is_err() {
+            self.unsynced.store(true, Ordering::Release);
+        }
+        r
     }
 
     /// The MDT's usage.

@@ -1306,14 +1306,19 @@ impl Filesystem for WeftFs {
 
     fn fsyncdir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Namespace changes are durable on the MDT when they are answered.
-        reply.ok();
+        // The MDTs answer changes before they are durable: make this client's durable.
+        self.spawn(
+            req,
+            |s| async move { Ok(s.client.sync_metadata().await?) },
+            reply,
+            |r, (), _| r.ok(),
+        );
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

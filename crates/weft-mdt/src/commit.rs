@@ -1,15 +1,20 @@
 //! Group commit: one thread applies every pending write operation in one redb write
-//! transaction, commits once with a durable fsync, then answers all of them.
+//! transaction, commits once, then answers all of them.
 //!
-//! A batch is whatever queued up while the previous commit was syncing (up to
-//! `max_batch`), so under load one fsync carries many operations and with a single client
-//! the latency is one fsync. An operation that fails validation has written nothing and is
-//! answered with its errno while the rest of the batch commits. A store failure aborts the
-//! batch: every operation in it gets EIO and handle changes are reverted.
+//! A batch is whatever queued up while the previous commit ran (up to `max_batch`). A
+//! batch of changes that stay on this MDT is committed without an fsync, its changes
+//! written to the redo log first (see [`crate::redo`]); every [`MAX_DEFERRED`] such
+//! commits, every [`crate::redo::COMMIT_INTERVAL`], on a client's `Sync` and for any batch
+//! that tells another server about its changes, the commit is durable (fsync) and the log
+//! is emptied. Objects are destroyed on OSTs only once the unlink that freed them is
+//! durable. An operation that fails validation has written nothing and is answered with its
+//! errno while the rest of the batch commits. A store failure aborts the batch: every
+//! operation in it gets EIO and handle changes are reverted.
 
 use crate::dir_moves::DirMove;
 use crate::engine::{Effects, Engine, Tx, lock};
 use crate::error::{Fail, StoreError, store_to_wire};
+use crate::redo::{self, MAX_DEFERRED};
 use crate::remote::Intent;
 use crate::store;
 use redb::Durability;
@@ -45,16 +50,46 @@ pub(crate) enum WriteOp {
     /// A client's rename that moves a directory to another parent, with what the request
     /// path learned under the rename lock (see [`crate::dir_moves`]).
     MoveDir(MdtRequest, Origin, Box<DirMove>),
+    /// Make every commit so far durable (a client's `fsync`, the commit interval).
+    Sync,
 }
 
 impl WriteOp {
-    /// Whether losing this operation in a crash costs nothing but doing it again: removing
-    /// destroy-log records whose objects are gone (the destroys are idempotent and are
-    /// simply sent again). A batch of only such operations is committed without an fsync;
-    /// the next durable commit makes it durable. Without this, every unlink of a file with
-    /// objects cost two fsyncs: its own and, moments later, its destroy record's removal.
-    fn is_lazy(&self) -> bool {
-        matches!(self, WriteOp::DestroyDone(_))
+    /// Whether the operation may be committed without an fsync, the redo log keeping it
+    /// until the next durable commit: what changes only this MDT's namespace. Requests of
+    /// other servers, the last step of a cross-MDT operation and directory moves are made
+    /// durable before they are answered, since another server acts on the answer; so is a
+    /// batch in which a client request starts a cross-MDT operation (checked after it ran).
+    fn may_defer(&self) -> bool {
+        match self {
+            WriteOp::Req(req, _) => matches!(
+                req,
+                MdtRequest::Create { .. }
+                    | MdtRequest::Mkdir { .. }
+                    | MdtRequest::Symlink { .. }
+                    | MdtRequest::Link { .. }
+                    | MdtRequest::Unlink { .. }
+                    | MdtRequest::Rmdir { .. }
+                    | MdtRequest::Rename { .. }
+                    | MdtRequest::SetAttr { .. }
+                    | MdtRequest::SetXattr { .. }
+                    | MdtRequest::RemoveXattr { .. }
+                    | MdtRequest::Open { .. }
+                    | MdtRequest::Close { .. }
+                    | MdtRequest::SizeMerge { .. }
+                    | MdtRequest::Instantiate { .. }
+                    | MdtRequest::SetLayout { .. }
+                    | MdtRequest::SetDirDefault { .. }
+            ),
+            WriteOp::DropConn
+            | WriteOp::ParkConn(_)
+            | WriteOp::DropParked(..)
+            | WriteOp::GrantSeq(_)
+            | WriteOp::HasFids
+            | WriteOp::DestroyDone(_)
+            | WriteOp::ReapOrphans => true,
+            WriteOp::FinishIntent(..) | WriteOp::MoveDir(..) | WriteOp::Sync => false,
+        }
     }
 
     /// The operation again with what a directory move needs (a rename handed back with
@@ -109,11 +144,6 @@ pub(crate) enum Msg {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// Consecutive commits without an fsync after which a lazy batch is made durable anyway,
-/// so that a long run of them (a big `rm -r` on an otherwise idle MDT) does not leave
-/// redb unable to reuse the pages they freed.
-const MAX_LAZY_STREAK: u32 = 64;
-
 /// Tuning of the commit loop.
 pub(crate) struct CommitConfig {
     pub max_batch: usize,
@@ -127,8 +157,7 @@ pub(crate) fn run(
     destroy_wake: Arc<Notify>,
 ) -> Option<oneshot::Sender<()>> {
     let mut shutdown = None;
-    // Commits in a row made without an fsync (see `WriteOp::is_lazy`).
-    let mut lazy_streak = 0u32;
+    let mut state = Deferred::default();
     while shutdown.is_none() {
         let Some(first) = rx.blocking_recv() else {
             break;
@@ -146,7 +175,7 @@ pub(crate) fn run(
             }
         }
         if !batch.is_empty() {
-            run_batch(&mut engine, batch, &destroy_wake, &mut lazy_streak);
+            run_batch(&mut engine, batch, &destroy_wake, &mut state);
         }
     }
     // Drain what raced with shutdown so no caller waits forever.
@@ -156,53 +185,81 @@ pub(crate) fn run(
         rest.push(p);
     }
     if !rest.is_empty() {
-        run_batch(&mut engine, rest, &destroy_wake, &mut lazy_streak);
+        run_batch(&mut engine, rest, &destroy_wake, &mut state);
     }
-    if lazy_streak > 0 {
+    if state.commits > 0 {
         // Leave nothing for the next start to redo.
-        if let Err(e) = durable_empty_commit(&engine) {
-            tracing::warn!(error = %e, "final MDT commit failed; the next start redoes some destroys");
+        if let Err(e) = make_durable(&mut engine, &mut state, &destroy_wake) {
+            tracing::warn!(error = %e, "final MDT commit failed; the next start replays the redo log");
         }
     }
     drop(engine);
     shutdown
 }
 
+/// Commits made without an fsync since the last durable one.
+#[derive(Default)]
+struct Deferred {
+    commits: u32,
+    /// One of them logged objects to destroy.
+    destroys: bool,
+}
+
+/// How a batch's transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Committed {
+    /// Nothing was written: nothing committed.
+    Nothing,
+    /// Committed without an fsync, its frame in the redo log.
+    Deferred,
+    /// Committed with an fsync: everything before it is durable too.
+    Durable,
+}
+
 fn run_batch(
     engine: &mut Engine,
     batch: Vec<Pending>,
     destroy_wake: &Notify,
-    lazy_streak: &mut u32,
+    state: &mut Deferred,
 ) {
     let n = batch.len() as u64;
-    let lazy = *lazy_streak < MAX_LAZY_STREAK && batch.iter().all(|p| p.op.is_lazy());
-    let (outcomes, fx, result) = apply_batch(engine, batch, lazy);
+    let sync = batch.iter().any(|p| matches!(p.op, WriteOp::Sync));
+    let may_defer = !sync && state.commits < MAX_DEFERRED && batch.iter().all(|p| p.op.may_defer());
+    let (outcomes, fx, result) = apply_batch(engine, batch, may_defer);
     let mut outcomes = outcomes;
-    match result {
-        Ok(()) => {
-            if fx.wrote {
-                engine.counters.commits.fetch_add(1, Ordering::Relaxed);
-                *lazy_streak = if lazy { *lazy_streak + 1 } else { 0 };
-            }
-            engine.publish();
-            if fx.destroys {
-                destroy_wake.notify_one();
-            }
+    let result = result.and_then(|committed| {
+        if committed != Committed::Nothing {
+            engine.counters.commits.fetch_add(1, Ordering::Relaxed);
         }
-        Err(e) => {
-            tracing::error!(error = %e, "MDT commit failed; batch answered with EIO");
-            lock(&engine.handles).undo(fx.undo);
-            if let Ok(Some(meta)) = reload_meta(engine) {
-                engine.meta = meta;
-            }
-            let err = store_to_wire(&e);
-            for (_, o) in outcomes.iter_mut() {
-                if matches!(o, Outcome::Done(Ok(_)) | Outcome::CrossMdt(_)) {
-                    *o = Outcome::Done(Err(err.clone()));
-                }
+        state.destroys |= fx.destroys;
+        match committed {
+            Committed::Deferred => state.commits += 1,
+            Committed::Durable => durable(engine, state, destroy_wake),
+            Committed::Nothing => {}
+        }
+        engine.publish();
+        if sync && state.commits > 0 {
+            make_durable(engine, state, destroy_wake)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        tracing::error!(error = %e, "MDT commit failed; batch answered with EIO");
+        lock(&engine.handles).undo(fx.undo);
+        if let Ok(Some(meta)) = reload_meta(engine) {
+            engine.meta = meta;
+        }
+        let err = store_to_wire(&e);
+        for (_, o) in outcomes.iter_mut() {
+            if matches!(o, Outcome::Done(Ok(_)) | Outcome::CrossMdt(_)) {
+                *o = Outcome::Done(Err(err.clone()));
             }
         }
     }
+    engine
+        .counters
+        .deferred
+        .store(u64::from(state.commits), Ordering::Relaxed);
     // Committed (or undone): opens and closes outside this thread may trust the inodes
     // this batch touched again.
     lock(&engine.handles).end_batch();
@@ -215,14 +272,44 @@ fn run_batch(
     }
 }
 
+/// After a durable commit: the redo log is emptied and the objects of every unlink so far
+/// may be destroyed.
+fn durable(engine: &mut Engine, state: &mut Deferred, destroy_wake: &Notify) {
+    engine.redo.clear();
+    state.commits = 0;
+    engine
+        .counters
+        .durable_commits
+        .fetch_add(1, Ordering::Relaxed);
+    engine
+        .counters
+        .durable_destroys
+        .store(engine.meta.next_destroy, Ordering::Release);
+    if std::mem::take(&mut state.destroys) {
+        destroy_wake.notify_one();
+    }
+}
+
+/// Makes every commit so far durable with an empty durable commit.
+fn make_durable(
+    engine: &mut Engine,
+    state: &mut Deferred,
+    destroy_wake: &Notify,
+) -> Result<(), StoreError> {
+    durable_empty_commit(engine)?;
+    durable(engine, state, destroy_wake);
+    Ok(())
+}
+
 type Answered = Vec<(Option<oneshot::Sender<Outcome>>, Outcome)>;
 
-/// Applies a batch in one transaction and commits it: durably (fsync) unless `lazy`.
+/// Applies a batch in one transaction and commits it: without an fsync if `may_defer` and
+/// nothing in it starts a cross-MDT operation, durably otherwise.
 fn apply_batch(
     engine: &mut Engine,
     batch: Vec<Pending>,
-    lazy: bool,
-) -> (Answered, Effects, Result<(), StoreError>) {
+    may_defer: bool,
+) -> (Answered, Effects, Result<Committed, StoreError>) {
     let mut fx = Effects::default();
     let mut out: Answered = Vec::with_capacity(batch.len());
     let txn = match engine.db.begin_write() {
@@ -238,68 +325,92 @@ fn apply_batch(
     };
     let meta_before = engine.meta.clone();
     let mut failure: Option<StoreError> = None;
-    {
-        let mut tx = match Tx::open(&txn) {
-            Ok(tx) => tx,
-            Err(e) => {
+    let mut tx = match Tx::open(&txn) {
+        Ok(tx) => tx,
+        Err(e) => {
+            let w = store_to_wire(&e);
+            for p in batch {
+                out.push((p.reply, Outcome::Done(Err(w.clone()))));
+            }
+            return (out, fx, Err(e));
+        }
+    };
+    for p in batch {
+        if let Some(e) = &failure {
+            out.push((p.reply, Outcome::Done(Err(store_to_wire(e)))));
+            continue;
+        }
+        let outcome = match apply(engine, &mut tx, &mut fx, p.conn, &p.op) {
+            Ok(reply) => Outcome::Done(Ok(reply)),
+            Err(Fail::Wire(e)) => Outcome::Done(Err(e)),
+            Err(Fail::NeedSeq) => Outcome::NeedSeq(p.op),
+            Err(Fail::CrossMdt(intent)) => Outcome::CrossMdt(intent),
+            Err(Fail::NeedDirMove { dir, dst_parent }) => Outcome::NeedDirMove {
+                op: p.op,
+                dir,
+                dst_parent,
+            },
+            Err(Fail::Store(e)) => {
                 let w = store_to_wire(&e);
-                for p in batch {
-                    out.push((p.reply, Outcome::Done(Err(w.clone()))));
-                }
-                return (out, fx, Err(e));
+                failure = Some(e);
+                Outcome::Done(Err(w))
             }
         };
-        for p in batch {
-            if let Some(e) = &failure {
-                out.push((p.reply, Outcome::Done(Err(store_to_wire(e)))));
-                continue;
-            }
-            let outcome = match apply(engine, &mut tx, &mut fx, p.conn, &p.op) {
-                Ok(reply) => Outcome::Done(Ok(reply)),
-                Err(Fail::Wire(e)) => Outcome::Done(Err(e)),
-                Err(Fail::NeedSeq) => Outcome::NeedSeq(p.op),
-                Err(Fail::CrossMdt(intent)) => Outcome::CrossMdt(intent),
-                Err(Fail::NeedDirMove { dir, dst_parent }) => Outcome::NeedDirMove {
-                    op: p.op,
-                    dir,
-                    dst_parent,
-                },
-                Err(Fail::Store(e)) => {
-                    let w = store_to_wire(&e);
-                    failure = Some(e);
-                    Outcome::Done(Err(w))
-                }
-            };
-            out.push((p.reply, outcome));
-        }
+        out.push((p.reply, outcome));
     }
     if let Some(e) = failure {
+        drop(tx);
         drop(txn);
         engine.meta = meta_before;
         return (out, fx, Err(e));
     }
     if !fx.wrote && engine.meta == meta_before {
-        // Nothing changed (reads ordered with writes, failed validations): no fsync needed.
-        drop(txn);
-        return (out, fx, Ok(()));
+        // Nothing changed (reads ordered with writes, failed validations): nothing to commit.
+        return (out, fx, Ok(Committed::Nothing));
     }
     fx.wrote = true;
-    let result = (|| -> Result<(), StoreError> {
-        let mut txn = txn;
-        {
-            let mut meta = txn.open_table(store::META)?;
-            let v = store::encode(&engine.meta)?;
-            meta.insert(store::META_KEY, v.as_slice())?;
-        }
-        txn.set_durability(if lazy {
-            Durability::None
-        } else {
-            Durability::Immediate
-        })?;
-        txn.commit()?;
-        Ok(())
+    // The other MDT of a cross-MDT operation acts on its prepared step: durable first.
+    let defer = may_defer && !out.iter().any(|(_, o)| matches!(o, Outcome::CrossMdt(_)));
+    let lsn = engine.redo.next_lsn();
+    let frame = (|| {
+        let v = store::encode(&engine.meta)?;
+        tx.meta.insert(store::META_KEY, v.as_slice())?;
+        redo::set_lsn(&mut tx.meta, lsn)?;
+        Ok::<_, StoreError>(tx.take_frame(lsn))
     })();
+    drop(tx);
+    let result = frame.and_then(|frame| commit(engine, txn, lsn, frame.filter(|_| defer)));
     (out, fx, result)
+}
+
+/// Commits `txn` (commit `lsn`): without an fsync if it has a redo-log `frame`, which is
+/// appended to the log before anything is answered; durably otherwise.
+fn commit(
+    engine: &mut Engine,
+    mut txn: redb::WriteTransaction,
+    lsn: u64,
+    frame: Option<Vec<u8>>,
+) -> Result<Committed, StoreError> {
+    txn.set_durability(if frame.is_some() {
+        Durability::None
+    } else {
+        Durability::Immediate
+    })?;
+    txn.commit()?;
+    let Some(frame) = frame else {
+        engine.redo.committed(lsn);
+        return Ok(Committed::Durable);
+    };
+    match engine.redo.append(lsn, &frame) {
+        Ok(()) => Ok(Committed::Deferred),
+        Err(e) => {
+            // The change is in redb's memory but not in the log: make it durable instead.
+            tracing::warn!(error = %e, "writing the redo log failed; committing with an fsync");
+            engine.redo.committed(lsn);
+            durable_empty_commit(engine)?;
+            Ok(Committed::Durable)
+        }
+    }
 }
 
 /// Makes every earlier commit durable.
@@ -367,6 +478,8 @@ fn apply(
             Ok(MdtReply::Ok)
         }
         WriteOp::FinishIntent(intent, outcome) => engine.finish_intent(tx, fx, intent, outcome),
+        // `run_batch` makes the batch durable.
+        WriteOp::Sync => Ok(MdtReply::Ok),
         WriteOp::DestroyDone(seqs) => (|| {
             for s in seqs {
                 tx.destroy.remove(s.to_be_bytes().as_slice())?;
@@ -637,8 +750,7 @@ fn apply_req(
         | MdtRequest::GetLock { .. }
         | MdtRequest::SetLock { .. }
         | MdtRequest::CancelLockWait { .. }
-        | MdtRequest::ReleaseLocks { .. } => {
-            Err(crate::error::fail(Errno::Proto, "not a write operation"))
-        }
+        | MdtRequest::ReleaseLocks { .. }
+        | MdtRequest::Sync => Err(crate::error::fail(Errno::Proto, "not a write operation")),
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! Records are written in the same transaction as the namespace change that orphaned the
 //! objects, so nothing leaks across crashes: after a restart the worker simply replays
-//! every record left (destroys are idempotent). An OST that fails is retried with
+//! every record left (destroys are idempotent). A record is acted on only once that
+//! transaction is durable (see `commit.rs`), so no crash brings back a file whose objects
+//! are gone. An OST that fails is retried with
 //! exponential backoff, per OST, without holding up the others.
 
 use crate::commit::WriteOp;
@@ -47,15 +49,23 @@ struct Backoff {
     delay: Duration,
 }
 
-/// Loads up to [`RECORDS_PER_ROUND`] records with sequence at least `from`.
+/// Loads up to [`RECORDS_PER_ROUND`] records with sequence at least `from` and below
+/// `durable` (records of later unlinks are not durable yet: a power failure could bring
+/// their files back).
 pub(crate) fn load_records(
     db: &redb::Database,
     from: u64,
+    durable: u64,
 ) -> Result<Vec<(u64, DestroyRecord)>, StoreError> {
     let r = db.begin_read()?;
     let t = r.open_table(store::DESTROY_LOG)?;
     let mut out = Vec::new();
-    for item in t.range::<&[u8]>(from.to_be_bytes().as_slice()..)? {
+    if from >= durable {
+        return Ok(out);
+    }
+    let range = from.to_be_bytes();
+    let end = durable.to_be_bytes();
+    for item in t.range::<&[u8]>(range.as_slice()..end.as_slice())? {
         let (k, v) = item?;
         let mut b = [0u8; 8];
         if k.value().len() == 8 {
@@ -81,16 +91,18 @@ pub(crate) async fn run(mdt: Weak<Mdt>, wake: Arc<Notify>, cfg: DestroyConfig) {
         let Some(m) = mdt.upgrade() else { return };
         let db = m.db();
         let from = cursor;
-        let records = match tokio::task::spawn_blocking(move || load_records(&db, from)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "reading the destroy log failed");
-                drop(m);
-                tokio::time::sleep(cfg.retry_max).await;
-                continue;
-            }
-            Err(_) => return,
-        };
+        let durable = m.durable_destroys();
+        let records =
+            match tokio::task::spawn_blocking(move || load_records(&db, from, durable)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "reading the destroy log failed");
+                    drop(m);
+                    tokio::time::sleep(cfg.retry_max).await;
+                    continue;
+                }
+                Err(_) => return,
+            };
         cursor = match records.last() {
             Some((seq, _)) if records.len() >= RECORDS_PER_ROUND => seq.saturating_add(1),
             _ => 0,

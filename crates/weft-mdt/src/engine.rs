@@ -12,15 +12,15 @@ use crate::error::{Fail, StoreError};
 use crate::handles::{Handles, Undo};
 use crate::placement::Placement;
 use crate::store::{self, DestroyRecord, Inode, Meta, Readable};
-use redb::{Database, Table, WriteTransaction};
+use redb::{Database, WriteTransaction};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use weft_proto::{Errno, Fid, FidSeqRange, ObjectId};
 
-/// A byte-keyed table open in the batch's write transaction.
-pub(crate) type WTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+pub(crate) use crate::redo::WTable;
 
-/// The tables of one write transaction, opened once per batch.
+/// The tables of one write transaction, opened once per batch. Every change made through
+/// them is recorded for the redo log (see [`crate::redo`]).
 pub(crate) struct Tx<'t> {
     pub inodes: WTable<'t>,
     pub dirents: WTable<'t>,
@@ -35,25 +35,52 @@ pub(crate) struct Tx<'t> {
     pub dir_defaults: WTable<'t>,
     pub rename_lock: WTable<'t>,
     pub frozen: WTable<'t>,
+    pub meta: WTable<'t>,
 }
 
 impl<'t> Tx<'t> {
     pub fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
+        // Ids as in `redo::TABLES`.
         Ok(Self {
-            inodes: txn.open_table(store::INODES)?,
-            dirents: txn.open_table(store::DIRENTS)?,
-            xattrs: txn.open_table(store::XATTRS)?,
-            orphans: txn.open_table(store::ORPHANS)?,
-            destroy: txn.open_table(store::DESTROY_LOG)?,
-            replies: txn.open_table(store::REPLIES)?,
-            intents: txn.open_table(store::INTENTS)?,
-            remote_ops: txn.open_table(store::REMOTE_OPS)?,
-            remote_dirs: txn.open_table(store::REMOTE_DIRS)?,
-            dir_stripes: txn.open_table(store::DIR_STRIPES)?,
-            dir_defaults: txn.open_table(store::DIR_DEFAULTS)?,
-            rename_lock: txn.open_table(store::RENAME_LOCK)?,
-            frozen: txn.open_table(store::FROZEN)?,
+            inodes: WTable::open(txn, 0)?,
+            dirents: WTable::open(txn, 1)?,
+            xattrs: WTable::open(txn, 2)?,
+            orphans: WTable::open(txn, 3)?,
+            destroy: WTable::open(txn, 4)?,
+            replies: WTable::open(txn, 5)?,
+            intents: WTable::open(txn, 6)?,
+            remote_ops: WTable::open(txn, 7)?,
+            remote_dirs: WTable::open(txn, 8)?,
+            dir_stripes: WTable::open(txn, 9)?,
+            dir_defaults: WTable::open(txn, 10)?,
+            rename_lock: WTable::open(txn, 11)?,
+            frozen: WTable::open(txn, 12)?,
+            meta: WTable::open(txn, 13)?,
         })
+    }
+
+    /// The redo-log frame body of everything changed so far, for commit `lsn` (`None` if
+    /// nothing was).
+    pub fn take_frame(&mut self, lsn: u64) -> Option<Vec<u8>> {
+        crate::redo::frame_body(
+            lsn,
+            [
+                &mut self.inodes,
+                &mut self.dirents,
+                &mut self.xattrs,
+                &mut self.orphans,
+                &mut self.destroy,
+                &mut self.replies,
+                &mut self.intents,
+                &mut self.remote_ops,
+                &mut self.remote_dirs,
+                &mut self.dir_stripes,
+                &mut self.dir_defaults,
+                &mut self.rename_lock,
+                &mut self.frozen,
+                &mut self.meta,
+            ],
+        )
     }
 }
 
@@ -79,6 +106,13 @@ pub struct Counters {
     pub destroys_logged: AtomicU64,
     /// Write transactions committed.
     pub commits: AtomicU64,
+    /// Of those, the durable ones (fsync): the others' changes were in the redo log until
+    /// the next one.
+    pub durable_commits: AtomicU64,
+    /// Commits not yet durable.
+    pub deferred: AtomicU64,
+    /// Destroy-log records with a lower sequence are durable: their objects may go.
+    pub durable_destroys: AtomicU64,
     /// Operations answered by the commit thread.
     pub ops: AtomicU64,
     /// Opens and closes answered without the commit thread (see `fast.rs`).
@@ -96,6 +130,7 @@ pub(crate) struct Engine {
     pub handles: Arc<Mutex<Handles>>,
     pub seq_width: u64,
     pub counters: Arc<Counters>,
+    pub redo: crate::redo::RedoLog,
 }
 
 /// The most links a non-directory may have (ext4's `EXT4_LINK_MAX`).
@@ -133,6 +168,13 @@ impl Engine {
             oid,
             ver: 0,
         })
+    }
+
+    /// Stops handing out FIDs of the current sequence: the next comes from a new one.
+    pub fn abandon_seq(&mut self) {
+        if self.meta.cur_seq != 0 {
+            self.meta.next_oid = self.seq_width + 1;
+        }
     }
 
     /// Adds sequences granted by the MGS.

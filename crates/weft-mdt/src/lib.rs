@@ -82,6 +82,7 @@ mod namespace;
 pub mod perm;
 pub mod placement;
 mod reads;
+pub mod redo;
 mod remote;
 mod remote_links;
 pub mod replies;

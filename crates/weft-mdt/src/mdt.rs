@@ -11,6 +11,7 @@ use crate::locks::{Caller, LockLimits, LockTable};
 use crate::namespace::DIR_SIZE;
 use crate::placement::Placement;
 use crate::reads;
+use crate::redo::RedoLog;
 use crate::remote::{Intent, IntentKind};
 use crate::store::{self, FORMAT_VERSION, Inode, Meta};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
@@ -49,6 +50,9 @@ pub struct MdtOptions {
     /// and use them again before they are closed (unlinked files they hold are destroyed
     /// then).
     pub handle_grace: Duration,
+    /// Longest time a change committed without an fsync waits for one (see
+    /// [`crate::redo`]); a client's `fsync` does not wait for it.
+    pub commit_interval: Duration,
 }
 
 impl Default for MdtOptions {
@@ -61,6 +65,7 @@ impl Default for MdtOptions {
             destroy: DestroyConfig::default(),
             locks: LockLimits::default(),
             handle_grace: Duration::from_secs(60),
+            commit_interval: crate::redo::COMMIT_INTERVAL,
         }
     }
 }
@@ -80,6 +85,9 @@ pub struct MdtStats {
     pub open_handles: u64,
     /// Write transactions committed since start.
     pub commits: u64,
+    /// Of those, the ones made durable with an fsync (the others were held by the redo
+    /// log until the next one), plus empty commits that made earlier ones durable.
+    pub durable_commits: u64,
     /// Operations handled by the commit thread since start.
     pub write_ops: u64,
     /// Opens and closes answered without the commit thread since start (they changed
@@ -119,6 +127,7 @@ pub struct Mdt {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     locks: Arc<LockTable>,
     handle_grace: Duration,
+    commit_interval: Duration,
     /// Random per process start: tells this run's rename-lock operations from an earlier
     /// run's (see [`crate::dir_moves`]).
     run: u64,
@@ -159,9 +168,9 @@ impl Mdt {
         if opts.fsname.is_empty() || opts.fsname.len() > 255 {
             return Err(MdtError::Options("fsname must be 1 to 255 bytes".into()));
         }
-        if opts.seq_width == 0 || opts.max_batch == 0 {
+        if opts.seq_width == 0 || opts.max_batch == 0 || opts.commit_interval.is_zero() {
             return Err(MdtError::Options(
-                "seq_width and max_batch must be positive".into(),
+                "seq_width, max_batch and commit_interval must be positive".into(),
             ));
         }
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -170,6 +179,11 @@ impl Mdt {
         let shown = dir.display().to_string();
 
         let txn = db.begin_write().map_err(StoreError::from)?;
+        // Commits a crash of the process left in the redo log only (see `redo`).
+        let (redo, replayed) = RedoLog::recover(dir, &txn)?;
+        if replayed > 0 {
+            tracing::info!(commits = replayed, "replayed the redo log");
+        }
         let existing = {
             let t = txn.open_table(store::META).map_err(StoreError::from)?;
             store::get_meta(&t)?
@@ -230,7 +244,14 @@ impl Mdt {
             handles: handles.clone(),
             seq_width: u64::from(opts.seq_width),
             counters: counters.clone(),
+            redo,
         };
+        if !fresh {
+            // FIDs handed out after the last durable commit are lost with it if the
+            // machine lost power, and clients may have written objects for them: never
+            // hand out FIDs of this sequence again.
+            engine.abandon_seq();
+        }
         {
             let mut tx = Tx::open(&txn)?;
             let mut fx = Effects::default();
@@ -258,6 +279,10 @@ impl Mdt {
         txn.set_durability(Durability::Immediate)
             .map_err(StoreError::from)?;
         txn.commit().map_err(StoreError::from)?;
+        engine.redo.clear();
+        counters
+            .durable_destroys
+            .store(engine.meta.next_destroy, Ordering::Release);
         engine.publish();
 
         let uuid = engine.meta.uuid;
@@ -292,6 +317,7 @@ impl Mdt {
             tasks: Mutex::new(Vec::new()),
             locks: Arc::new(LockTable::new(opts.locks)),
             handle_grace: opts.handle_grace,
+            commit_interval: opts.commit_interval,
             run: crate::remote::new_op_id(),
             drivers: Default::default(),
         }))
@@ -315,6 +341,11 @@ impl Mdt {
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Destroy-log records below this sequence are durable (see [`crate::destroy`]).
+    pub(crate) fn durable_destroys(&self) -> u64 {
+        self.counters.durable_destroys.load(Ordering::Acquire)
     }
 
     pub(crate) fn db(&self) -> Arc<Database> {
@@ -367,6 +398,22 @@ impl Mdt {
             }
         });
         lock(&self.tasks).push(seq);
+        // Changes committed without an fsync are made durable within the interval.
+        let (me, every) = (Arc::downgrade(self), self.commit_interval);
+        let interval = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(mdt) = me.upgrade() else { return };
+                if mdt.counters.deferred.load(Ordering::Relaxed) > 0
+                    && let Err(e) = mdt.submit_internal(WriteOp::Sync).await
+                {
+                    tracing::warn!(error = %e, "periodic durable commit failed");
+                }
+            }
+        });
+        lock(&self.tasks).push(interval);
     }
 
     /// Stops background tasks and the commit thread after it has committed and answered
@@ -451,6 +498,7 @@ impl Mdt {
                 self.blocking(move || crate::fsck::entries(&db, after.as_deref(), max))
                     .await
             }
+            MdtRequest::Sync => self.write(conn_id, WriteOp::Sync).await,
             _ => self.write(conn_id, WriteOp::Req(req, origin)).await,
         }
     }
@@ -535,6 +583,7 @@ impl Mdt {
             commits: self.counters.commits.load(Ordering::Relaxed),
             write_ops: self.counters.ops.load(Ordering::Relaxed),
             fast_ops: self.counters.fast_ops.load(Ordering::Relaxed),
+            durable_commits: self.counters.durable_commits.load(Ordering::Relaxed),
             locks_held: locks.held,
             lock_waiters: locks.waiting,
             lock_grants: locks.grants,

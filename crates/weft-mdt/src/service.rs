@@ -84,6 +84,7 @@ impl Handler for MdtHandler {
             ("pending_destroys", s.pending_destroys),
             ("open_handles", s.open_handles),
             ("commits", s.commits),
+            ("durable_commits", s.durable_commits),
             ("write_ops", s.write_ops),
             ("fast_ops", s.fast_ops),
             ("locks_held", s.locks_held),

@@ -718,6 +718,10 @@ pub enum MdtRequest {
         kind: LockKind,
         owner: u64,
     },
+    /// Makes every change the MDT has answered durable (`fsync(2)` of a file or a
+    /// directory): the MDT acknowledges changes before its disk holds them, like a local
+    /// file system. Answered `Ok`.
+    Sync,
 }
 
 /// A metadata target's answer.
@@ -934,6 +938,7 @@ impl Message for MdtRequest {
             MdtRequest::FreezeDir { .. } => 252,
             MdtRequest::InsertEntries { .. } => 253,
             MdtRequest::DropMigrated { .. } => 254,
+            MdtRequest::Sync => 255,
         }
     }
 
@@ -991,6 +996,7 @@ impl Message for MdtRequest {
             MdtRequest::FreezeDir { .. } => "freeze_dir",
             MdtRequest::InsertEntries { .. } => "insert_entries",
             MdtRequest::DropMigrated { .. } => "drop_migrated",
+            MdtRequest::Sync => "sync",
         }
     }
 }

@@ -91,6 +91,11 @@ impl ServerProcess {
         self.env.push((key.to_string(), value.to_string()));
     }
 
+    /// Adds command-line arguments for the next starts ([`ServerProcess::restart`]).
+    pub fn add_args(&mut self, args: &[&str]) {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+    }
+
     /// Removes an environment variable set with [`ServerProcess::set_env`] (or at start)
     /// from the next starts.
     pub fn remove_env(&mut self, key: &str) {

@@ -34,6 +34,12 @@ pub struct MdsArgs {
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
+    /// Longest time, in milliseconds, an acknowledged change waits for an fsync on the
+    /// MDTs (like ext4's `commit=`): a power failure loses at most that much; a crash of
+    /// the process loses nothing (redo log), and a client's fsync does not wait for it.
+    #[arg(long, default_value_t = weft_mdt::redo::COMMIT_INTERVAL.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub commit_interval_ms: u64,
 }
 
 /// Opens each MDT, adds it to `router`, registers it with the MGS at `address` and starts
@@ -43,6 +49,7 @@ pub async fn start(
     router: &Router,
     mdts: &[IndexedDir],
     address: &str,
+    commit_interval: Duration,
 ) -> Result<Vec<Arc<Mdt>>> {
     let mut out = Vec::new();
     for m in mdts {
@@ -53,6 +60,7 @@ pub async fn start(
         let opts = MdtOptions {
             index: m.index,
             fsname: cluster.fsname().to_string(),
+            commit_interval,
             ..Default::default()
         };
         let mdt = Mdt::open(&m.dir, opts, view)
@@ -85,7 +93,8 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| server.local_addr().to_string());
-    let mdts = start(&cluster, &router, &args.mdts, &address).await?;
+    let interval = Duration::from_millis(args.commit_interval_ms);
+    let mdts = start(&cluster, &router, &args.mdts, &address, interval).await?;
     let ids = mdts
         .iter()
         .map(|m| (TargetId::mdt(m.index()), m.uuid()))

@@ -70,7 +70,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
         })
         .collect();
     let osts = super::oss::start(&cluster, &router, &osts, &address).await?;
-    let mdts = super::mds::start(&cluster, &router, &mdts, &address).await?;
+    let interval = weft_mdt::redo::COMMIT_INTERVAL;
+    let mdts = super::mds::start(&cluster, &router, &mdts, &address, interval).await?;
     let mut ids: Vec<_> = osts
         .iter()
         .map(|o| (TargetId::ost(o.index()), o.uuid()))

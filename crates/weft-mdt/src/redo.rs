@@ -1,0 +1,481 @@
+//! The redo log: what commits made without an fsync changed, written before they are
+//! answered, so that a crash of the MDT process loses nothing it acknowledged.
+//!
+//! # Why
+//! An fsync costs this MDT's disk about as much as the rest of a create put together.
+//! Like a local file system (ext4 commits its journal every few seconds, and `fsync`
+//! forces it), the commit thread commits ordinary namespace changes to redb with
+//! `Durability::None`, which only redb's memory holds, and makes them durable in one fsync
+//! later: after [`MAX_DEFERRED`] such commits, every [`COMMIT_INTERVAL`], when a client
+//! asks (`MdtRequest::Sync`, sent by `fsync(2)` and `fsync` of a directory) and before
+//! anything leaves the MDT that depends on them (a cross-MDT step, object destroys).
+//!
+//! # What it holds
+//! Every such commit appends one frame with the exact key/value writes and removals its
+//! transaction made in each table (this module's [`WTable`] records them), with the
+//! commit's log sequence number (LSN), before any of its replies is sent. The write is a
+//! plain `write(2)`: the page cache keeps it across a crash of the process. Each commit
+//! also stores its LSN in the meta table, so the last durable commit says which frames it
+//! already contains; after a durable commit the log is emptied.
+//!
+//! # Recovery
+//! At open, redb is back at its last durable commit; the frames with a greater LSN are
+//! applied again, in order, in the startup transaction. A frame cut short or failing its
+//! checksum ends the log (what follows it was never made durable: a power failure loses
+//! at most the changes since the last durable commit, like a local file system).
+//!
+//! Frame: `len: u32 LE`, `crc32c(body): u32 LE`, body = `lsn: u64 LE`, then per table
+//! with changes `table id: u8`, `len: u32 LE`, changes; a change is `1`, key length
+//! (`u32 LE`), key, value length, value (insert) or `0`, key length, key (remove).
+
+use crate::error::StoreError;
+use crate::store::{self, Def};
+use redb::{AccessGuard, ReadableTable, ReadableTableMetadata, StorageError, Table, TableStats};
+use redb::{Range, WriteTransaction};
+use std::borrow::Borrow;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The log's file name in the target's data directory.
+pub const REDO_FILE: &str = "mdt.redo";
+
+/// Commits in a row made without an fsync after which the next one is made durable.
+pub(crate) const MAX_DEFERRED: u32 = 64;
+
+/// Longest time a commit made without an fsync waits for one.
+pub const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The key in [`store::META`] of the LSN of the last commit (8 bytes, big-endian).
+const LSN_KEY: &[u8] = b"redo_lsn";
+
+/// The tables a [`WTable`] can record changes of, by their id in the log. Ids are on
+/// disk: only ever append.
+pub(crate) const TABLES: [Def; 14] = [
+    store::INODES,
+    store::DIRENTS,
+    store::XATTRS,
+    store::ORPHANS,
+    store::DESTROY_LOG,
+    store::REPLIES,
+    store::INTENTS,
+    store::REMOTE_OPS,
+    store::REMOTE_DIRS,
+    store::DIR_STRIPES,
+    store::DIR_DEFAULTS,
+    store::RENAME_LOCK,
+    store::FROZEN,
+    store::META,
+];
+
+const PUT: u8 = 1;
+const REMOVE: u8 = 0;
+const HEADER: usize = 8;
+
+type Bytes = &'static [u8];
+
+/// A byte-keyed table open in the batch's write transaction that records every insert
+/// and removal, for the redo log. Reads go through [`ReadableTable`] as on a redb table.
+pub(crate) struct WTable<'t> {
+    table: Table<'t, Bytes, Bytes>,
+    id: u8,
+    changes: Vec<u8>,
+}
+
+impl<'t> WTable<'t> {
+    /// Opens table `id` of [`TABLES`] in `txn`.
+    pub fn open(txn: &'t WriteTransaction, id: u8) -> Result<Self, StoreError> {
+        let def = TABLES.get(usize::from(id)).ok_or(StoreError::Corrupt {
+            table: "(redo)",
+            message: format!("no table with id {id}"),
+        })?;
+        Ok(Self {
+            table: txn.open_table(*def)?,
+            id,
+            changes: Vec::new(),
+        })
+    }
+
+    /// Inserts or replaces `key`, returning the old value.
+    pub fn insert(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<AccessGuard<'_, Bytes>>, StorageError> {
+        self.changes.push(PUT);
+        put_bytes(&mut self.changes, key);
+        put_bytes(&mut self.changes, value);
+        self.table.insert(key, value)
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &[u8]) -> Result<Option<AccessGuard<'_, Bytes>>, StorageError> {
+        self.changes.push(REMOVE);
+        put_bytes(&mut self.changes, key);
+        self.table.remove(key)
+    }
+
+    /// Appends this table's recorded changes to a frame body and forgets them.
+    fn drain_into(&mut self, body: &mut Vec<u8>) {
+        if self.changes.is_empty() {
+            return;
+        }
+        body.push(self.id);
+        put_bytes(body, &self.changes);
+        self.changes.clear();
+    }
+
+    /// Applies recorded changes (a frame's part for this table).
+    fn apply(&mut self, mut changes: &[u8]) -> Result<(), StoreError> {
+        while let Some((&op, rest)) = changes.split_first() {
+            let (key, rest) = take_bytes(rest)?;
+            changes = match op {
+                PUT => {
+                    let (value, rest) = take_bytes(rest)?;
+                    self.insert(key, value)?;
+                    rest
+                }
+                REMOVE => {
+                    self.remove(key)?;
+                    rest
+                }
+                _ => return Err(corrupt(format!("unknown change kind {op}"))),
+            };
+        }
+        Ok(())
+    }
+}
+
+impl ReadableTableMetadata for WTable<'_> {
+    fn stats(&self) -> redb::Result<TableStats> {
+        self.table.stats()
+    }
+
+    fn len(&self) -> redb::Result<u64> {
+        self.table.len()
+    }
+}
+
+impl ReadableTable<Bytes, Bytes> for WTable<'_> {
+    fn get<'a>(&self, key: impl Borrow<&'a [u8]>) -> redb::Result<Option<AccessGuard<'_, Bytes>>> {
+        self.table.get(key)
+    }
+
+    fn range<'a, KR>(
+        &self,
+        range: impl RangeBounds<KR> + 'a,
+    ) -> redb::Result<Range<'_, Bytes, Bytes>>
+    where
+        KR: Borrow<&'a [u8]> + 'a,
+    {
+        self.table.range(range)
+    }
+
+    fn first(&self) -> redb::Result<Option<(AccessGuard<'_, Bytes>, AccessGuard<'_, Bytes>)>> {
+        self.table.first()
+    }
+
+    fn last(&self) -> redb::Result<Option<(AccessGuard<'_, Bytes>, AccessGuard<'_, Bytes>)>> {
+        self.table.last()
+    }
+}
+
+/// Collects the recorded changes of `tables` into one frame body for `lsn` (`None` if
+/// nothing changed), forgetting them.
+pub(crate) fn frame_body<'a, 't: 'a>(
+    lsn: u64,
+    tables: impl IntoIterator<Item = &'a mut WTable<'t>>,
+) -> Option<Vec<u8>> {
+    let mut body = lsn.to_le_bytes().to_vec();
+    for t in tables {
+        t.drain_into(&mut body);
+    }
+    (body.len() > HEADER).then_some(body)
+}
+
+/// Records `lsn` as the LSN of the transaction being built.
+pub(crate) fn set_lsn(meta: &mut WTable<'_>, lsn: u64) -> Result<(), StorageError> {
+    meta.insert(LSN_KEY, &lsn.to_be_bytes()).map(|_| ())
+}
+
+/// The redo log file and the LSN of the last commit.
+pub(crate) struct RedoLog {
+    file: File,
+    path: PathBuf,
+    /// The LSN of the last commit (durable or not).
+    lsn: u64,
+    /// Frames written since the log was last emptied.
+    frames: u64,
+}
+
+impl RedoLog {
+    /// Opens (creating) the log in `dir` and applies, in `txn`, every frame newer than the
+    /// store. Returns the log and how many frames were applied. The caller commits `txn`
+    /// durably and then calls [`RedoLog::clear`].
+    pub fn recover(dir: &Path, txn: &WriteTransaction) -> Result<(Self, u64), StoreError> {
+        let path = dir.join(REDO_FILE);
+        let io = |e: std::io::Error| StoreError::Db(format!("{}: {e}", path.display()));
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let mut lsn = {
+            let meta = WTable::open(txn, meta_id())?;
+            read_lsn(&meta)?
+        };
+        let mut applied = 0;
+        let mut rest = bytes.as_slice();
+        while let Some((body, next)) = next_frame(rest) {
+            rest = next;
+            let (frame_lsn, mut parts) = body.split_at(HEADER);
+            let frame_lsn = u64::from_le_bytes(frame_lsn.try_into().unwrap_or_default());
+            if frame_lsn <= lsn {
+                continue;
+            }
+            while let Some((&id, tail)) = parts.split_first() {
+                let (changes, tail) = take_bytes(tail)?;
+                WTable::open(txn, id)?.apply(changes)?;
+                parts = tail;
+            }
+            lsn = frame_lsn;
+            applied += 1;
+        }
+        if !rest.is_empty() {
+            tracing::warn!(
+                path = %path.display(),
+                bytes = rest.len(),
+                "the redo log ends with a frame cut short or damaged; it was never made durable and is dropped"
+            );
+        }
+        let mut meta = WTable::open(txn, meta_id())?;
+        set_lsn(&mut meta, lsn)?;
+        let log = Self {
+            file,
+            path,
+            lsn,
+            frames: bytes.len().min(1) as u64,
+        };
+        Ok((log, applied))
+    }
+
+    /// The LSN for the next commit.
+    pub fn next_lsn(&self) -> u64 {
+        self.lsn + 1
+    }
+
+    /// Appends a commit's frame (from [`frame_body`]) and takes its LSN as the last.
+    pub fn append(&mut self, lsn: u64, body: &[u8]) -> std::io::Result<()> {
+        let len = u32::try_from(body.len())
+            .map_err(|_| std::io::Error::other("a redo frame over 4 GiB"))?;
+        let mut frame = Vec::with_capacity(body.len() + 8);
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+        frame.extend_from_slice(body);
+        self.file.write_all(&frame)?;
+        self.lsn = lsn;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Takes `lsn` as the last commit's (one that wrote no frame: durable, or empty).
+    pub fn committed(&mut self, lsn: u64) {
+        self.lsn = self.lsn.max(lsn);
+    }
+
+    /// Empties the log: a durable commit now holds everything in it.
+    pub fn clear(&mut self) {
+        if self.frames == 0 {
+            return;
+        }
+        match self.file.set_len(0) {
+            Ok(()) => self.frames = 0,
+            // Harmless: its frames are older than the store's LSN and are skipped.
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "emptying the redo log failed")
+            }
+        }
+    }
+}
+
+fn meta_id() -> u8 {
+    (TABLES.len() - 1) as u8
+}
+
+fn read_lsn(meta: &WTable<'_>) -> Result<u64, StoreError> {
+    let Some(v) = meta.get(LSN_KEY)? else {
+        return Ok(0);
+    };
+    let b: [u8; 8] = v
+        .value()
+        .try_into()
+        .map_err(|_| corrupt("the redo LSN is not 8 bytes".into()))?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// The next whole frame's body with a good checksum, and what follows it.
+fn next_frame(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
+    let body = bytes.get(8..8usize.checked_add(len)?)?;
+    (body.len() >= HEADER && crc32c::crc32c(body) == crc).then(|| (body, &bytes[8 + len..]))
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    // Keys and values are bounded by redb (and frames by `append`) well below 4 GiB.
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn take_bytes(b: &[u8]) -> Result<(&[u8], &[u8]), StoreError> {
+    let short = || corrupt("a change is cut short".into());
+    let len = u32::from_le_bytes(
+        b.get(0..4)
+            .ok_or_else(short)?
+            .try_into()
+            .map_err(|_| short())?,
+    );
+    let end = 4usize.checked_add(len as usize).ok_or_else(short)?;
+    Ok((b.get(4..end).ok_or_else(short)?, &b[end..]))
+}
+
+fn corrupt(message: String) -> StoreError {
+    StoreError::Corrupt {
+        table: "(redo log)",
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redb::{Database, ReadableDatabase};
+
+    fn db(dir: &Path) -> Database {
+        Database::create(dir.join("t.redb")).unwrap()
+    }
+
+    /// Commits one change to INODES without an fsync and logs it, as the commit thread does.
+    fn deferred_put(db: &Database, log: &mut RedoLog, key: &[u8], value: &[u8]) {
+        let mut txn = db.begin_write().unwrap();
+        let lsn = log.next_lsn();
+        let body = {
+            let mut t = WTable::open(&txn, 0).unwrap();
+            let mut meta = WTable::open(&txn, meta_id()).unwrap();
+            t.insert(key, value).unwrap();
+            set_lsn(&mut meta, lsn).unwrap();
+            frame_body(lsn, [&mut t, &mut meta]).unwrap()
+        };
+        txn.set_durability(redb::Durability::None).unwrap();
+        txn.commit().unwrap();
+        log.append(lsn, &body).unwrap();
+    }
+
+    fn recover(db: &Database, dir: &Path) -> (RedoLog, u64) {
+        let txn = db.begin_write().unwrap();
+        let r = RedoLog::recover(dir, &txn).unwrap();
+        txn.commit().unwrap();
+        r
+    }
+
+    fn inode(db: &Database, key: &[u8]) -> Option<Vec<u8>> {
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(store::INODES).unwrap();
+        t.get(key).unwrap().map(|v| v.value().to_vec())
+    }
+
+    #[test]
+    fn frames_newer_than_the_store_are_applied_in_order_and_a_damaged_tail_is_dropped() {
+        let src = tempfile::tempdir().unwrap();
+        let (mut log, _) = recover(&db(src.path()), src.path());
+        let first = db(src.path());
+        deferred_put(&first, &mut log, b"a", b"1");
+        deferred_put(&first, &mut log, b"b", b"2");
+        deferred_put(&first, &mut log, b"a", b"3");
+        deferred_put(&first, &mut log, b"c", b"4");
+        drop(first);
+        let bytes = std::fs::read(src.path().join(REDO_FILE)).unwrap();
+
+        // A fresh store (the last durable commit held none of it) given the log: all of it.
+        let whole = tempfile::tempdir().unwrap();
+        std::fs::write(whole.path().join(REDO_FILE), &bytes).unwrap();
+        let d = db(whole.path());
+        let (log, applied) = recover(&d, whole.path());
+        assert_eq!(applied, 4);
+        assert_eq!(log.next_lsn(), 5);
+        assert_eq!(inode(&d, b"a").as_deref(), Some(&b"3"[..]));
+        assert_eq!(inode(&d, b"c").as_deref(), Some(&b"4"[..]));
+
+        // The last frame cut short, then one byte of the third flipped: each ends the log
+        // there, keeping a prefix of the commits.
+        let cut = tempfile::tempdir().unwrap();
+        std::fs::write(cut.path().join(REDO_FILE), &bytes[..bytes.len() - 3]).unwrap();
+        let d = db(cut.path());
+        assert_eq!(recover(&d, cut.path()).1, 3);
+        assert_eq!(inode(&d, b"a").as_deref(), Some(&b"3"[..]));
+        assert_eq!(inode(&d, b"c"), None);
+        let frame_len = bytes.len() / 4;
+        let mut flipped = bytes.clone();
+        flipped[2 * frame_len + 10] ^= 0x40;
+        let bad = tempfile::tempdir().unwrap();
+        std::fs::write(bad.path().join(REDO_FILE), &flipped).unwrap();
+        let d = db(bad.path());
+        assert_eq!(recover(&d, bad.path()).1, 2);
+        assert_eq!(inode(&d, b"a").as_deref(), Some(&b"1"[..]));
+        assert_eq!(inode(&d, b"b").as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn frames_the_store_holds_already_are_skipped_and_clear_empties_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = db(dir.path());
+        let (mut log, _) = recover(&d, dir.path());
+        deferred_put(&d, &mut log, b"a", b"1");
+        // A durable commit of the same store now holds frame 1 (LSN 1 in meta)...
+        let mut txn = d.begin_write().unwrap();
+        txn.set_durability(redb::Durability::Immediate).unwrap();
+        txn.commit().unwrap();
+        // ...and a change made after it, outside the log, must not be undone by replay.
+        let txn = d.begin_write().unwrap();
+        txn.open_table(store::INODES)
+            .unwrap()
+            .insert(&b"a"[..], &b"later"[..])
+            .unwrap();
+        txn.commit().unwrap();
+        let (mut log, applied) = recover(&d, dir.path());
+        assert_eq!(applied, 0);
+        assert_eq!(inode(&d, b"a").as_deref(), Some(&b"later"[..]));
+        assert!(std::fs::metadata(dir.path().join(REDO_FILE)).unwrap().len() > 0);
+        log.clear();
+        assert_eq!(
+            std::fs::metadata(dir.path().join(REDO_FILE)).unwrap().len(),
+            0
+        );
+    }
+
+    #[test]
+    fn garbage_in_the_log_is_refused_or_dropped_never_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        // A length far beyond the file: not a frame.
+        let mut junk = u32::MAX.to_le_bytes().to_vec();
+        junk.extend_from_slice(&[0u8; 20]);
+        std::fs::write(dir.path().join(REDO_FILE), &junk).unwrap();
+        let d = db(dir.path());
+        assert_eq!(recover(&d, dir.path()).1, 0);
+        // A frame with a good checksum naming an unknown table (a newer build): refused.
+        let mut body = 7u64.to_le_bytes().to_vec();
+        body.push(200);
+        put_bytes(&mut body, b"");
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        frame.extend_from_slice(&body);
+        std::fs::write(dir.path().join(REDO_FILE), &frame).unwrap();
+        let txn = d.begin_write().unwrap();
+        assert!(RedoLog::recover(dir.path(), &txn).is_err());
+    }
+}
