@@ -2,7 +2,7 @@
 //! read path or the commit thread, background work and shutdown.
 
 use crate::cluster::{ClusterView, PeerError};
-use crate::commit::{self, CommitConfig, Msg, Origin, Outcome, Pending, WriteOp};
+use crate::commit::{self, CommitConfig, Committer, Msg, Origin, Outcome, Pending, WriteOp};
 use crate::destroy::{self, DestroyConfig};
 use crate::engine::{Counters, Effects, Engine, Tx, lock};
 use crate::error::{Fail, MdtError, StoreError, store_to_wire};
@@ -121,6 +121,8 @@ pub struct Mdt {
     counters: Arc<Counters>,
     sender: Mutex<Option<mpsc::UnboundedSender<Msg>>>,
     thread: Mutex<Option<CommitThread>>,
+    /// The commit thread's state, which requests may commit through themselves.
+    committer: Arc<Committer>,
     seq_lock: tokio::sync::Mutex<()>,
     destroy_wake: Arc<Notify>,
     destroy_cfg: DestroyConfig,
@@ -288,14 +290,15 @@ impl Mdt {
         let uuid = engine.meta.uuid;
         let (sender, rx) = mpsc::unbounded_channel();
         let destroy_wake = Arc::new(Notify::new());
-        let wake = destroy_wake.clone();
+        let committer = Committer::new(engine, destroy_wake.clone());
+        let for_thread = committer.clone();
         let cfg = CommitConfig {
             max_batch: opts.max_batch,
         };
         let thread = std::thread::Builder::new()
             .name(format!("mdt{}-commit", opts.index))
             .spawn(move || {
-                if let Some(ack) = commit::run(engine, rx, cfg, wake) {
+                if let Some(ack) = commit::run(for_thread, rx, cfg) {
                     let _ = ack.send(());
                 }
             })
@@ -310,6 +313,7 @@ impl Mdt {
             handles,
             counters,
             sender: Mutex::new(Some(sender)),
+            committer,
             thread: Mutex::new(Some(thread)),
             seq_lock: tokio::sync::Mutex::new(()),
             destroy_wake,
@@ -637,13 +641,14 @@ impl Mdt {
     pub(crate) async fn submit(&self, conn: u64, op: WriteOp) -> WireResult<Outcome> {
         let (reply, rx) = oneshot::channel();
         let sender = lock(&self.sender).clone().ok_or_else(Self::shut)?;
-        sender
-            .send(Msg::Op(Pending {
-                conn,
-                op,
-                reply: Some(reply),
-            }))
-            .map_err(|_| Self::shut())?;
+        let p = Pending {
+            conn,
+            op,
+            reply: Some(reply),
+        };
+        if let Some(p) = self.committer.try_inline(p) {
+            sender.send(Msg::Op(p)).map_err(|_| Self::shut())?;
+        }
         rx.await.map_err(|_| Self::shut())
     }
 
