@@ -22,13 +22,20 @@
 //! # Group commit
 //! Reads (lookup, getattr, readdir, xattrs, readlink, getlayout, statfs) run in redb read
 //! transactions, concurrently. Everything that changes state, plus opens and closes that do
-//! (`O_TRUNC`, a size to record), goes through one channel to one commit thread (module
-//! `commit`); other opens and closes only change the in-memory handle table and are done on
-//! the request path, ordered with unlinks by the table itself (module `fast`). It takes every queued operation, applies them one after another in
-//! a single write transaction (each validates before it mutates, so a refused operation
-//! leaves nothing behind), commits once with `Durability::Immediate` (fsync) and then
-//! answers them all: acknowledged means durable, and N concurrent creates cost one fsync.
+//! (`O_TRUNC`, a size to record), is applied in a write transaction by the commit thread
+//! (module `commit`), which takes every queued operation and applies them one after another
+//! (each validates before it mutates, so a refused operation leaves nothing behind); a
+//! change that finds nobody committing is applied the same way by the request itself.
+//! Other opens and closes only change the in-memory handle table and are done on the
+//! request path, ordered with unlinks by the table itself (module `fast`).
 //!
+//! # Durability
+//! Changes that stay on this MDT are committed without an fsync and appended to the redo
+//! log ([`redo`]) before they are answered; a durable commit every 64 of them, every
+//! commit interval, on a client's `Sync` and at shutdown empties the log. A process crash
+//! loses nothing answered; a power failure at most the changes since the last durable
+//! commit. Cross-MDT steps are durable before they are answered.
+
 //! # FIDs
 //! New FIDs come from sequences granted by the MGS ([`ClusterView::alloc_seq`]); the
 //! current sequence, next object id and unused grants live in the meta record. When an
