@@ -514,3 +514,38 @@ async fn a_directory_changed_through_the_mount_is_stated_without_a_round_trip() 
     assert_eq!(here.nlink(), 3);
     assert_eq!(fs::read_dir(m.path("d")).unwrap().count(), 11);
 }
+
+/// The MDT answers namespace changes before its disk holds them; `fsync(2)` of a directory
+/// and of a file through the mount make them durable (the MDT's redo log empties), and
+/// an fsync with nothing changed since costs no MDT request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsync_through_the_mount_makes_namespace_changes_durable() {
+    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    // No periodic durable commit during the test.
+    tc.mds.add_args(&["--commit-interval-ms", "3600000"]);
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let redo = tc.dir.path().join("mdt0").join(weft_mdt::redo::REDO_FILE);
+    let log_len = || fs::metadata(&redo).unwrap().len();
+    fs::create_dir(m.path("d")).unwrap();
+    for i in 0..5 {
+        fs::write(m.path(&format!("d/f{i}")), b"x").unwrap();
+    }
+    assert!(log_len() > 0, "the changes wait in the redo log");
+    fs::File::open(m.path("d")).unwrap().sync_all().unwrap();
+    assert_eq!(log_len(), 0, "fsync of the directory made them durable");
+
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .open(m.path("d/g"))
+        .unwrap();
+    assert!(log_len() > 0);
+    f.sync_all().unwrap();
+    assert_eq!(log_len(), 0, "fsync of the file made its create durable");
+    let syncs = mdc_count(&m.mnt, "sync");
+    f.sync_all().unwrap();
+    fs::File::open(m.path("d")).unwrap().sync_all().unwrap();
+    assert_eq!(mdc_count(&m.mnt, "sync"), syncs, "nothing changed since");
+}

@@ -225,7 +225,11 @@ impl MdtClient {
                 .store(true, std::sync::atomic::Ordering::Release);
             let (seq, acked) = self.number();
             let _answered = Answered(&self.numbering, seq);
-            weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await
+            let r = weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await;
+            // Again once done: a sync that ran while it was in flight may not cover it.
+            self.unsynced
+                .store(true, std::sync::atomic::Ordering::Release);
+            r
         };
         self.stats
             .record(req.op_name(), start.elapsed(), r.is_err(), 0);
