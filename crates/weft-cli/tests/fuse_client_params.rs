@@ -537,7 +537,7 @@ async fn fsync_through_the_mount_makes_namespace_changes_durable() {
     assert_eq!(log_len(), 0, "fsync of the directory made them durable");
 
     let f = fs::OpenOptions::new()
-        .create(true)
+        .create_new(true)
         .write(true)
         .open(m.path("d/g"))
         .unwrap();
