@@ -521,10 +521,7 @@ async fn a_directory_changed_through_the_mount_is_stated_without_a_round_trip() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fsync_through_the_mount_makes_namespace_changes_durable() {
     let mut tc = TestCluster::start(bin(), 1).await.unwrap();
-    // No periodic durable commit during the test.
-    tc.mds.add_args(&["--commit-interval-ms", "3600000"]);
-    tc.mds.restart().unwrap();
-    tc.wait_ready().await.unwrap();
+    tc.hold_mds_commits().await.unwrap();
     let m = FuseMount::start(&tc, "");
     let redo = tc.dir.path().join("mdt0").join(weft_mdt::redo::REDO_FILE);
     let log_len = || fs::metadata(&redo).unwrap().len();

@@ -139,10 +139,7 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_answered_before_they_were_durable_survive_an_mds_kill() {
     let mut tc = TestCluster::start(bin(), 1).await.unwrap();
-    // No periodic durable commit during the test: the changes below are in the log only.
-    tc.mds.add_args(&["--commit-interval-ms", "3600000"]);
-    tc.mds.restart().unwrap();
-    tc.wait_ready().await.unwrap();
+    tc.hold_mds_commits().await.unwrap();
     let redo = tc.dir.path().join("mdt0").join(weft_mdt::redo::REDO_FILE);
     let log_len = || std::fs::metadata(&redo).unwrap().len();
     let client = tc.client().await.unwrap();

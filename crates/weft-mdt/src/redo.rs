@@ -360,20 +360,31 @@ mod tests {
         Database::create(dir.join("t.redb")).unwrap()
     }
 
-    /// Commits one change to INODES without an fsync and logs it, as the commit thread does.
-    fn deferred_put(db: &Database, log: &mut RedoLog, key: &[u8], value: &[u8]) {
+    /// Commits puts (`Some`) and removals (`None`) in INODES without an fsync and logs
+    /// them, as the commit thread does.
+    fn deferred_commit(db: &Database, log: &mut RedoLog, changes: &[(&[u8], Option<&[u8]>)]) {
         let mut txn = db.begin_write().unwrap();
         let lsn = log.next_lsn();
         let body = {
             let mut t = WTable::open(&txn, 0).unwrap();
             let mut meta = WTable::open(&txn, meta_id()).unwrap();
-            t.insert(key, value).unwrap();
+            for (k, v) in changes {
+                match v {
+                    Some(v) => t.insert(k, v).map(|_| ()),
+                    None => t.remove(k).map(|_| ()),
+                }
+                .unwrap();
+            }
             set_lsn(&mut meta, lsn).unwrap();
             frame_body(lsn, [&mut t, &mut meta]).unwrap()
         };
         txn.set_durability(redb::Durability::None).unwrap();
         txn.commit().unwrap();
         log.append(lsn, &body).unwrap();
+    }
+
+    fn deferred_put(db: &Database, log: &mut RedoLog, key: &[u8], value: &[u8]) {
+        deferred_commit(db, log, &[(key, Some(value))]);
     }
 
     fn recover(db: &Database, dir: &Path) -> (RedoLog, u64) {
@@ -506,23 +517,11 @@ mod tests {
             // What the store holds after each commit (the first: before any).
             let mut states = vec![contents(&d)];
             for c in &commits {
-                let mut txn = d.begin_write().unwrap();
-                let lsn = log.next_lsn();
-                let body = {
-                    let mut t = WTable::open(&txn, 0).unwrap();
-                    let mut meta = WTable::open(&txn, meta_id()).unwrap();
-                    for (k, v) in c {
-                        match v {
-                            Some(v) => { t.insert(&[*k], v).unwrap(); }
-                            None => { t.remove(&[*k]).unwrap(); }
-                        }
-                    }
-                    set_lsn(&mut meta, lsn).unwrap();
-                    frame_body(lsn, [&mut t, &mut meta]).unwrap()
-                };
-                txn.set_durability(redb::Durability::None).unwrap();
-                txn.commit().unwrap();
-                log.append(lsn, &body).unwrap();
+                let changes: Vec<([u8; 1], Option<&[u8]>)> =
+                    c.iter().map(|(k, v)| ([*k], v.as_deref())).collect();
+                let changes: Vec<(&[u8], Option<&[u8]>)> =
+                    changes.iter().map(|(k, v)| (&k[..], *v)).collect();
+                deferred_commit(&d, &mut log, &changes);
                 states.push(contents(&d));
             }
             drop(d);

@@ -410,6 +410,15 @@ impl TestCluster {
         Ok(cluster)
     }
 
+    /// Restarts the MDS with no periodic durable commit (an hour's interval), for tests of
+    /// the MDT's redo log: namespace changes stay in it until a client syncs or 64 commits
+    /// pass.
+    pub async fn hold_mds_commits(&mut self) -> Result<()> {
+        self.mds.add_args(&["--commit-interval-ms", "3600000"]);
+        self.mds.restart()?;
+        self.wait_ready().await
+    }
+
     /// Starts `weft mds --mdt INDEX=DIR` as a process of its own, on its own port, and waits
     /// until MDT `index` is registered and active, has a FID sequence in the FID location
     /// database, knows every OST, and MDT0 can make a remote directory on it (a probe
