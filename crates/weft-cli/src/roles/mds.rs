@@ -34,12 +34,26 @@ pub struct MdsArgs {
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
+    #[command(flatten)]
+    pub commit: CommitArgs,
+}
+
+/// The MDTs' commit interval flag, shared by `weft mds` and `weft up`.
+#[derive(Args, Debug)]
+pub struct CommitArgs {
     /// Longest time, in milliseconds, an acknowledged change waits for an fsync on the
     /// MDTs (like ext4's `commit=`): a power failure loses at most that much; a crash of
     /// the process loses nothing (redo log), and a client's fsync does not wait for it.
     #[arg(long, default_value_t = weft_mdt::redo::COMMIT_INTERVAL.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub commit_interval_ms: u64,
+}
+
+impl CommitArgs {
+    /// The interval as a duration.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.commit_interval_ms)
+    }
 }
 
 /// Opens each MDT, adds it to `router`, registers it with the MGS at `address` and starts
@@ -93,8 +107,14 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| server.local_addr().to_string());
-    let interval = Duration::from_millis(args.commit_interval_ms);
-    let mdts = start(&cluster, &router, &args.mdts, &address, interval).await?;
+    let mdts = start(
+        &cluster,
+        &router,
+        &args.mdts,
+        &address,
+        args.commit.interval(),
+    )
+    .await?;
     let ids = mdts
         .iter()
         .map(|m| (TargetId::mdt(m.index()), m.uuid()))

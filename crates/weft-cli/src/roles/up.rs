@@ -38,6 +38,8 @@ pub struct UpArgs {
     /// File system name (used when the data directory is new; checked afterwards).
     #[arg(long, default_value = "weft")]
     pub fsname: String,
+    #[command(flatten)]
+    pub commit: super::mds::CommitArgs,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
@@ -70,7 +72,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         })
         .collect();
     let osts = super::oss::start(&cluster, &router, &osts, &address).await?;
-    let interval = weft_mdt::redo::COMMIT_INTERVAL;
+    let interval = args.commit.interval();
     let mdts = super::mds::start(&cluster, &router, &mdts, &address, interval).await?;
     let mut ids: Vec<_> = osts
         .iter()
