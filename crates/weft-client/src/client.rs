@@ -629,9 +629,7 @@ impl Client {
     /// last sync.
     pub async fn sync_metadata(&self) -> Result<(), ClientError> {
         let (mdts, _) = self.cluster.open_targets();
-        for r in futures::future::join_all(mdts.iter().map(|m| m.sync())).await {
-            r?;
-        }
+        futures::future::try_join_all(mdts.iter().map(|m| m.sync())).await?;
         Ok(())
     }
 

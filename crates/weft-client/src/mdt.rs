@@ -4,6 +4,7 @@ use crate::changes::Changes;
 use crate::error::ClientError;
 use bytes::Bytes;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
     AccessMode, Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags,
@@ -136,7 +137,7 @@ pub struct MdtClient {
     /// changes are made in.
     changes: Arc<Changes>,
     /// A request that changes state was sent since the last [`MdtClient::sync`].
-    unsynced: std::sync::atomic::AtomicBool,
+    unsynced: AtomicBool,
 }
 
 /// Whether a request may change what lookups and getattrs return. Opens for reading and
@@ -176,7 +177,7 @@ impl MdtClient {
             stats: weft_rpc::OpStatsTable::default(),
             numbering: std::sync::Mutex::default(),
             changes,
-            unsynced: std::sync::atomic::AtomicBool::new(false),
+            unsynced: AtomicBool::new(false),
         }
     }
 
@@ -221,14 +222,12 @@ impl MdtClient {
         let r = if is_read(&req) || is_lock(&req) {
             self.call_resending(&req, start).await
         } else {
-            self.unsynced
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.unsynced.store(true, Ordering::Release);
             let (seq, acked) = self.number();
             let _answered = Answered(&self.numbering, seq);
             let r = weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await;
             // Again once done: a sync that ran while it was in flight may not cover it.
-            self.unsynced
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.unsynced.store(true, Ordering::Release);
             r
         };
         self.stats
@@ -647,7 +646,6 @@ impl MdtClient {
     /// Makes every change this client made on the MDT durable (the MDT answers changes
     /// before its disk holds them); nothing to do if it made none since the last sync.
     pub async fn sync(&self) -> Result<(), ClientError> {
-        use std::sync::atomic::Ordering;
         if !self.unsynced.swap(false, Ordering::AcqRel) {
             return Ok(());
         }

@@ -426,10 +426,11 @@ fn apply_batch(
         let v = store::encode(&engine.meta)?;
         tx.meta.insert(store::META_KEY, v.as_slice())?;
         redo::set_lsn(&mut tx.meta, lsn)?;
-        Ok::<_, StoreError>(tx.take_frame(lsn))
+        // A durable commit needs no frame.
+        Ok::<_, StoreError>(if defer { tx.take_frame(lsn) } else { None })
     })();
     drop(tx);
-    let result = frame.and_then(|frame| commit(engine, txn, lsn, frame.filter(|_| defer)));
+    let result = frame.and_then(|frame| commit(engine, txn, lsn, frame));
     (out, fx, result)
 }
 

@@ -192,16 +192,17 @@ struct Created<'a> {
 
 impl Engine {
     fn created_reply(&self, c: Created<'_>) -> MdtReply {
-        let open = self.handles().count(c.fid);
         let (parent, dir) = c.parent;
+        let (open, dir_open) = {
+            let mut h = self.handles();
+            (h.count(c.fid), h.open_count(parent))
+        };
         MdtReply::Created {
             attr: c.ino.attr(c.fid, open),
             layout: c.ino.layout,
             handle: c.handle,
             created: c.made,
-            parent: Some(Box::new(
-                dir.attr(parent, self.handles().open_count(parent)),
-            )),
+            parent: Some(Box::new(dir.attr(parent, dir_open))),
         }
     }
 
