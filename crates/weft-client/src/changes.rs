@@ -6,9 +6,19 @@
 //! answer was (statahead). The directory attributes answer the kernel's GETATTR of a
 //! directory right after a create or unlink in it (the kernel drops the directory's
 //! attributes after every change there, and needs them again for the next path walk): one
-//! round trip fewer per file created or removed. They are used once, only while nothing
-//! else changed through this client since, and within the age the caller allows (the
-//! mount's attribute timeout: what a kernel-cached copy could be as old as).
+//! round trip fewer per file created or removed. They are used once, only while no other
+//! change of this client that could alter that directory's attributes started or ended
+//! since, and within the age the caller allows (the mount's attribute timeout: what a
+//! kernel-cached copy could be as old as).
+//!
+//! Which changes could alter a directory's attributes is tracked per [`Scope`]: a request
+//! names the inodes whose attributes it may change (a create, the directory it creates
+//! in; a setattr, its inode), and each such inode's slot of [`SLOTS`] counters moves at
+//! its start and end. Requests that may change an inode they do not name (an rmdir or a
+//! rename: the entry may be a directory) move one more counter that every kept directory
+//! depends on. So writers working in different directories do not void each other's
+//! directory attributes, as one global count would; two inodes sharing a slot only make
+//! the rule stricter.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,40 +30,118 @@ use weft_proto::mdt::Attr;
 /// Directories whose attributes are kept at most; more are simply not kept.
 const MAX_DIRS: usize = 256;
 
+/// Counters inodes are spread over by [`slot`]: enough that the directories a few
+/// hundred writers work in rarely share one (8 KiB per client).
+pub const SLOTS: usize = 1024;
+
+/// The inodes whose attributes one change may alter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// These inodes only (at most two: a link names the file and the new parent).
+    Inodes([Option<Fid>; 2]),
+    /// Possibly any inode.
+    All,
+}
+
+impl Scope {
+    /// One inode.
+    pub fn one(fid: Fid) -> Self {
+        Scope::Inodes([Some(fid), None])
+    }
+
+    /// No directory: a change of regular files only.
+    pub const NO_DIRECTORY: Scope = Scope::Inodes([None, None]);
+
+    /// The slots of the inodes it names, each once.
+    fn slots(&self) -> [Option<usize>; 2] {
+        match self {
+            Scope::All => [None, None],
+            Scope::Inodes([a, b]) => {
+                let (a, b) = (a.map(slot), b.map(slot));
+                [a, b.filter(|b| Some(*b) != a)]
+            }
+        }
+    }
+}
+
+/// The counter slot of `fid`: FIDs of one MDT differ in their low object-id bits, so
+/// every bit is mixed in (splitmix64's finalizer).
+fn slot(fid: Fid) -> usize {
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let h = mix(fid.seq ^ mix(u64::from(fid.oid) << 32 | u64::from(fid.ver)));
+    (h % SLOTS as u64) as usize
+}
+
 /// The change count and the directories' attributes (see the module docs).
-#[derive(Default)]
 pub struct Changes {
     count: AtomicU64,
+    /// Moves at the start and end of every change of [`Scope::All`].
+    any: AtomicU64,
+    slots: Box<[AtomicU64]>,
     dirs: Mutex<HashMap<Fid, ChangedDir>>,
 }
 
+impl Default for Changes {
+    fn default() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            any: AtomicU64::new(0),
+            slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            dirs: Mutex::default(),
+        }
+    }
+}
+
+/// Where a directory's counters stood: its slot's and [`Changes::any`]'s.
+type Stamp = (u64, u64);
+
 struct ChangedDir {
     attr: Attr,
-    /// The count at which they are current: the one right after their change ended.
-    stamp: u64,
+    /// The counters at which they are current: as they stood right after their change
+    /// ended.
+    stamp: Stamp,
     at: Instant,
 }
 
-/// A change in flight: bumps the count again when dropped, whichever way it ends.
+/// A change in flight: moves the counts again when dropped, whichever way it ends.
 pub(crate) struct Change<'a> {
     changes: &'a Changes,
-    /// The count right after this change's start.
-    began: u64,
+    any: bool,
+    /// The slots it moves, with each one's value right after this change's start.
+    slots: [Option<(usize, u64)>; 2],
+    /// [`Changes::any`] right after this change's start.
+    began_any: u64,
 }
 
 impl Drop for Change<'_> {
     fn drop(&mut self) {
-        self.changes.count.fetch_add(1, Ordering::AcqRel);
+        let c = self.changes;
+        c.count.fetch_add(1, Ordering::AcqRel);
+        if self.any {
+            c.any.fetch_add(1, Ordering::AcqRel);
+        }
+        for (i, _) in self.slots.iter().flatten() {
+            c.slots[*i].fetch_add(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Change<'_> {
     /// Keeps `dir`, the attributes of the directory this change was made in as the MDT
-    /// returned them, if no other change of this client started or ended meanwhile
-    /// (otherwise they may already be out of date, or about to be).
+    /// returned them, if the change named that directory and no other change of this
+    /// client that could alter it started or ended meanwhile (otherwise they may already
+    /// be out of date, or about to be).
     pub(crate) fn made_in(&self, dir: &Attr) {
+        let s = slot(dir.fid);
+        let Some((_, began)) = self.slots.iter().flatten().find(|(i, _)| *i == s) else {
+            return;
+        };
         let mut dirs = self.changes.lock();
-        if self.changes.count() != self.began {
+        if self.changes.stamp(s) != (*began, self.began_any) {
             return;
         }
         if dirs.len() >= MAX_DIRS {
@@ -63,7 +151,7 @@ impl Change<'_> {
             dir.fid,
             ChangedDir {
                 attr: dir.clone(),
-                stamp: self.began + 1,
+                stamp: (began + 1, self.began_any),
                 at: Instant::now(),
             },
         );
@@ -80,21 +168,38 @@ impl Changes {
         self.count.load(Ordering::Acquire)
     }
 
-    /// Starts a change.
-    pub(crate) fn begin(&self) -> Change<'_> {
-        let began = self.count.fetch_add(1, Ordering::AcqRel) + 1;
+    fn stamp(&self, slot: usize) -> Stamp {
+        (
+            self.slots[slot].load(Ordering::Acquire),
+            self.any.load(Ordering::Acquire),
+        )
+    }
+
+    /// Starts a change of the inodes in `scope`.
+    pub(crate) fn begin(&self, scope: Scope) -> Change<'_> {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        let any = scope == Scope::All;
+        if any {
+            self.any.fetch_add(1, Ordering::AcqRel);
+        }
+        let slots = scope
+            .slots()
+            .map(|s| s.map(|i| (i, self.slots[i].fetch_add(1, Ordering::AcqRel) + 1)));
         Change {
             changes: self,
-            began,
+            any,
+            slots,
+            began_any: self.any.load(Ordering::Acquire),
         }
     }
 
     /// The attributes of directory `fid` as this client's last change in it left them,
-    /// taken (so used once): only if nothing changed through this client since and they
-    /// are at most `max_age` old.
+    /// taken (so used once): only if no change of this client that could alter them
+    /// started or ended since, and they are at most `max_age` old.
     pub fn take_dir(&self, fid: Fid, max_age: Duration) -> Option<Attr> {
-        let d = self.lock().remove(&fid)?;
-        (d.stamp == self.count() && d.at.elapsed() <= max_age).then_some(d.attr)
+        let mut dirs = self.lock();
+        let d = dirs.remove(&fid)?;
+        (d.stamp == self.stamp(slot(fid)) && d.at.elapsed() <= max_age).then_some(d.attr)
     }
 }
 
@@ -111,13 +216,25 @@ mod tests {
         }
     }
 
+    /// A change in directory `oid`, as a create there is scoped.
+    fn in_dir(c: &Changes, oid: u32) -> Change<'_> {
+        c.begin(Scope::one(fid(oid)))
+    }
+
+    /// Two directories whose slots differ.
+    fn two_dirs() -> (u32, u32) {
+        let a = 1;
+        let b = (2..).find(|&b| slot(fid(b)) != slot(fid(a))).unwrap_or(2);
+        (a, b)
+    }
+
     const AGE: Duration = Duration::from_secs(60);
 
     #[test]
     fn a_directory_changed_alone_is_answered_once() {
         let c = Changes::default();
         {
-            let change = c.begin();
+            let change = in_dir(&c, 1);
             change.made_in(&dir(1, 3));
         }
         assert_eq!(c.take_dir(dir(1, 0).fid, AGE).map(|a| a.nlink), Some(3));
@@ -125,31 +242,90 @@ mod tests {
     }
 
     #[test]
-    fn any_other_change_voids_it() {
+    fn another_change_of_the_directory_voids_it() {
         let c = Changes::default();
-        // A later change, whatever it touched.
+        // A later change in the same directory.
         {
-            let change = c.begin();
+            let change = in_dir(&c, 1);
             change.made_in(&dir(1, 3));
         }
-        drop(c.begin());
+        drop(in_dir(&c, 1));
         assert_eq!(c.take_dir(dir(1, 0).fid, AGE), None);
 
-        // A change that overlapped it (started before it ended): not even kept.
-        let first = c.begin();
-        let second = c.begin();
+        // Two changes in one directory that overlapped: neither is kept.
+        let first = in_dir(&c, 2);
+        let second = in_dir(&c, 2);
         first.made_in(&dir(2, 3));
         drop(first);
-        second.made_in(&dir(3, 3));
+        second.made_in(&dir(2, 4));
         drop(second);
         assert_eq!(c.take_dir(dir(2, 0).fid, AGE), None);
+
+        // A change that may touch any inode (an rmdir, a rename) voids every directory,
+        // and keeps nothing itself.
+        {
+            let change = in_dir(&c, 3);
+            change.made_in(&dir(3, 3));
+        }
+        {
+            let change = c.begin(Scope::All);
+            change.made_in(&dir(4, 3));
+        }
         assert_eq!(c.take_dir(dir(3, 0).fid, AGE), None);
+        assert_eq!(c.take_dir(dir(4, 0).fid, AGE), None);
+
+        // A change that did not name the directory keeps nothing of it.
+        let elsewhere = (6..).find(|&o| slot(fid(o)) != slot(fid(5))).unwrap_or(6);
+        {
+            let change = c.begin(Scope::one(fid(elsewhere)));
+            change.made_in(&dir(5, 3));
+        }
+        assert_eq!(c.take_dir(dir(5, 0).fid, AGE), None);
 
         // Too old for the caller.
         {
-            let change = c.begin();
-            change.made_in(&dir(4, 3));
+            let change = in_dir(&c, 7);
+            change.made_in(&dir(7, 3));
         }
-        assert_eq!(c.take_dir(dir(4, 0).fid, Duration::ZERO), None);
+        assert_eq!(c.take_dir(dir(7, 0).fid, Duration::ZERO), None);
+    }
+
+    #[test]
+    fn changes_in_other_directories_leave_it_alone() {
+        let c = Changes::default();
+        let (a, b) = two_dirs();
+        // Writers in two directories, overlapping: each keeps its own directory's attributes.
+        let in_a = in_dir(&c, a);
+        let in_b = in_dir(&c, b);
+        in_a.made_in(&dir(a, 3));
+        in_b.made_in(&dir(b, 4));
+        drop(in_a);
+        drop(in_b);
+        drop(in_dir(&c, b));
+        assert_eq!(c.take_dir(dir(a, 0).fid, AGE).map(|x| x.nlink), Some(3));
+        assert_eq!(
+            c.take_dir(dir(b, 0).fid, AGE),
+            None,
+            "b changed again since"
+        );
+        // The global count still moves with every change (statahead's freshness rule).
+        assert_eq!(c.count(), 6);
+    }
+
+    #[test]
+    fn a_link_scopes_both_inodes() {
+        let (a, b) = two_dirs();
+        let s = Scope::Inodes([Some(fid(a)), Some(fid(b))]);
+        assert_eq!(s.slots(), [Some(slot(fid(a))), Some(slot(fid(b)))]);
+        assert_eq!(Scope::Inodes([Some(fid(a)), Some(fid(a))]).slots()[1], None);
+        assert_eq!(Scope::All.slots(), [None, None]);
+        assert!((0..10_000).all(|o| slot(fid(o)) < SLOTS));
+    }
+
+    #[test]
+    fn consecutive_directories_spread_over_the_slots() {
+        // Directories made one after another differ in their low object-id bits only.
+        let used: std::collections::HashSet<usize> = (2..22).map(|o| slot(fid(o))).collect();
+        assert!(used.len() >= 18, "20 directories in {} slots", used.len());
     }
 }

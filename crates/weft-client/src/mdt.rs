@@ -1,6 +1,6 @@
 //! Typed access to one MDT.
 
-use crate::changes::Changes;
+use crate::changes::{Changes, Scope};
 use crate::error::ClientError;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -155,6 +155,32 @@ fn may_change_attrs(req: &MdtRequest) -> bool {
     }
 }
 
+/// The inodes whose attributes a request that may change attributes may alter (see
+/// [`crate::changes`]): the ones it names, when every inode it changes is named (the
+/// entry a create makes or an unlink removes is never a directory whose attributes the
+/// client keeps); every inode otherwise.
+fn change_scope(req: &MdtRequest) -> Scope {
+    match req {
+        MdtRequest::Create { parent, .. }
+        | MdtRequest::Mkdir { parent, .. }
+        | MdtRequest::MkdirOn { parent, .. }
+        | MdtRequest::MkdirStriped { parent, .. }
+        | MdtRequest::Symlink { parent, .. }
+        | MdtRequest::Unlink { parent, .. } => Scope::one(*parent),
+        MdtRequest::Link {
+            fid, new_parent, ..
+        } => Scope::Inodes([Some(*fid), Some(*new_parent)]),
+        MdtRequest::SetAttr { fid, .. }
+        | MdtRequest::SetXattr { fid, .. }
+        | MdtRequest::RemoveXattr { fid, .. }
+        | MdtRequest::SetDirDefault { fid, .. }
+        | MdtRequest::Open { fid, .. } => Scope::one(*fid),
+        // Sent for regular files only (a `File`'s handle): no directory changes.
+        MdtRequest::Close { .. } | MdtRequest::SizeMerge { .. } => Scope::NO_DIRECTORY,
+        _ => Scope::All,
+    }
+}
+
 macro_rules! expect_reply {
     ($self:ident, $req:expr, $op:literal, $($pat:pat => $out:expr),+) => {
         match $self.call($req).await? {
@@ -218,7 +244,7 @@ impl MdtClient {
     /// counts as read before it.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
         let start = std::time::Instant::now();
-        let change = may_change_attrs(&req).then(|| self.changes.begin());
+        let change = may_change_attrs(&req).then(|| self.changes.begin(change_scope(&req)));
         let r = if is_read(&req) || is_lock(&req) {
             self.call_resending(&req, start).await
         } else {
