@@ -1042,7 +1042,8 @@ async fn a_directory_of_many_entries_lists_and_finds_every_one() {
             c.join().unwrap();
         }
         let created = started.elapsed();
-        // Every entry listed exactly once (readdirplus pages of 1024 MDT entries).
+        // Every entry listed exactly once (a small first page with attributes, then pages of
+        // 1024 fetched ahead without them).
         let started = Instant::now();
         let mut seen = vec![false; n];
         for e in fs::read_dir(&d).unwrap() {
@@ -1065,6 +1066,107 @@ async fn a_directory_of_many_entries_lists_and_finds_every_one() {
             "{n} entries: created in {created:.1?} ({:.0}/s), listed in {listed:.1?}",
             n as f64 / created.as_secs_f64()
         );
+    })
+    .await
+    .unwrap();
+}
+
+/// The names `readdir(3)` returns from `dir` until the end, `.` and `..` left out.
+fn read_rest(dir: *mut libc::DIR) -> Vec<String> {
+    read_some(dir, usize::MAX)
+}
+
+/// The next `n` names `readdir(3)` returns from `dir` (fewer at the end), `.` and `..`
+/// left out.
+fn read_some(dir: *mut libc::DIR, n: usize) -> Vec<String> {
+    let mut names = Vec::new();
+    while names.len() < n {
+        // SAFETY: `dir` is an open stream; the entry readdir returns stays valid until the
+        // next call on it, and its name is NUL-terminated.
+        let name = unsafe {
+            let e = libc::readdir(dir);
+            if e.is_null() {
+                break;
+            }
+            std::ffi::CStr::from_ptr((*e).d_name.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        if name != "." && name != ".." {
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seekdir_and_rewinddir_go_back_in_a_listing_fetched_ahead() {
+    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    tokio::task::spawn_blocking(move || {
+        let d = m.path("seek");
+        fs::create_dir(&d).unwrap();
+        let n = 5000;
+        for i in 0..n {
+            let p = cpath(&d.join(format!("e{i:05}")));
+            // SAFETY: a valid path; mknod of a regular file needs no device.
+            check(unsafe { libc::mknod(p.as_ptr(), libc::S_IFREG | 0o644, 0) }).unwrap();
+        }
+        let dp = cpath(&d);
+        // SAFETY: a valid path; the stream is closed below.
+        let dir = unsafe { libc::opendir(dp.as_ptr()) };
+        assert!(!dir.is_null());
+        // Positions taken inside the first page, at a page boundary's neighbourhood and
+        // deep in the pages fetched ahead.
+        let marks_at = [10, 63, 64, 65, 700, 1100, 2500, 4999];
+        let mut first = Vec::new();
+        let mut marks = Vec::new();
+        loop {
+            let k = first.len();
+            if marks_at.contains(&k) {
+                // SAFETY: `dir` is open.
+                marks.push((k, unsafe { libc::telldir(dir) }));
+            }
+            // SAFETY: as in `read_rest`, one entry at a time.
+            let e = unsafe { libc::readdir(dir) };
+            if e.is_null() {
+                break;
+            }
+            // SAFETY: the entry just returned, NUL-terminated.
+            let name = unsafe { std::ffi::CStr::from_ptr((*e).d_name.as_ptr()) };
+            let name = name.to_string_lossy().into_owned();
+            if name != "." && name != ".." {
+                first.push(name);
+            }
+        }
+        let distinct: BTreeSet<&String> = first.iter().collect();
+        assert_eq!((first.len(), distinct.len()), (n, n), "every entry once");
+        assert_eq!(marks.len(), marks_at.len());
+        // Back to each position, latest first: the listing goes on from there as before.
+        for (k, pos) in marks.iter().rev() {
+            // SAFETY: `dir` is open; `pos` came from telldir on it.
+            unsafe { libc::seekdir(dir, *pos) };
+            assert_eq!(read_rest(dir), first[*k..], "after seekdir to entry {k}");
+        }
+        // From the middle of a listing, while pages are being fetched ahead of it: back,
+        // and forward past them.
+        for (k, pos) in &marks {
+            // SAFETY: `dir` is open.
+            unsafe { libc::rewinddir(dir) };
+            assert_eq!(read_some(dir, 1100), first[..1100]);
+            // SAFETY: `dir` is open; `pos` came from telldir on it.
+            unsafe { libc::seekdir(dir, *pos) };
+            assert_eq!(
+                read_rest(dir),
+                first[*k..],
+                "after reading 1100, seekdir to {k}"
+            );
+        }
+        // SAFETY: `dir` is open.
+        unsafe { libc::rewinddir(dir) };
+        assert_eq!(read_rest(dir), first, "after rewinddir");
+        // SAFETY: opened above, closed once.
+        assert_eq!(unsafe { libc::closedir(dir) }, 0);
     })
     .await
     .unwrap();
