@@ -276,9 +276,10 @@ pub(crate) fn readdir(
     }
     let mut entries = Vec::with_capacity(page.len());
     for (hash, name, de) in page {
+        // Only attributes: the layouts after them in the record are not decoded.
         let attr = if plus {
-            store::get_inode(inodes, de.fid)?
-                .map(|ino| ino.attr(de.fid, lock(handles).open_count(de.fid)))
+            store::get_inode_attrs(inodes, de.fid)?
+                .map(|a| a.attr(de.fid, lock(handles).open_count(de.fid)))
         } else {
             None
         };
