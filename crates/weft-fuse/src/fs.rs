@@ -39,8 +39,7 @@ pub const MAX_WRITE: u32 = 1 << 20;
 /// costs the MDT an inode read: ~1.1 ms for 1024 on this VM) or without (~0.17 ms). The
 /// kernel takes about 1,000 plain entries per READDIR (32 KiB): pages of 4096 made it
 /// wait longer for the first of them than pages of 1024 fetched one after the other.
-const PLUS_PAGE: u32 = 1024;
-const PLAIN_PAGE: u32 = 1024;
+const DIR_PAGE: u32 = 1024;
 /// Entries of the first page of a listing the kernel asks for with attributes. The
 /// kernel makes a dentry and an inode of every entry of a READDIRPLUS (~4 µs each here)
 /// and asks without attributes after the first buffer, unless something looks names up
@@ -105,12 +104,11 @@ const PAGES_AHEAD: usize = 1;
 
 impl PagesAhead {
     fn start(client: Arc<Client>, fid: Fid, after: u64, plus: bool, cred: Credentials) -> Self {
-        let size = if plus { PLUS_PAGE } else { PLAIN_PAGE };
         let (tx, pages) = tokio::sync::mpsc::channel(PAGES_AHEAD);
         let task = tokio::spawn(async move {
             let mut next = after;
             loop {
-                let page = client.readdir(fid, next, size, plus, &cred).await;
+                let page = client.readdir(fid, next, DIR_PAGE, plus, &cred).await;
                 let more = match &page {
                     Ok((entries, false)) => entries.last().map(|e| e.cookie),
                     _ => None,
@@ -670,11 +668,7 @@ impl Shared {
         // it comes without them (if the kernel asks with them after all, it is fetched
         // again, once).
         let first = plus && after == 0;
-        let size = match (first, plus) {
-            (true, _) => FIRST_PLUS_PAGE,
-            (false, true) => PLUS_PAGE,
-            (false, false) => PLAIN_PAGE,
-        };
+        let size = if first { FIRST_PLUS_PAGE } else { DIR_PAGE };
         let ahead_plus = plus && !first;
         let fetch = || self.client.readdir(dir.fid, after, size, plus, cred);
         // Pages fetched ahead serve the request if it goes on where they start.
