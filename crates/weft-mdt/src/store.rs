@@ -70,6 +70,32 @@ pub const META_KEY: &[u8] = b"meta";
 pub trait Readable: ReadableTable<&'static [u8], &'static [u8]> {}
 impl<T: ReadableTable<&'static [u8], &'static [u8]>> Readable for T {}
 
+/// The [`Attr`] of a record with the attribute fields of an inode ([`Inode`] and
+/// [`InodeAttrs`] share them).
+macro_rules! attr_of {
+    ($record:expr, $fid:expr, $open_count:expr) => {
+        Attr {
+            fid: $fid,
+            kind: $record.kind,
+            mode: $record.mode,
+            nlink: $record.nlink,
+            uid: $record.uid,
+            gid: $record.gid,
+            size: $record.size,
+            blocks: $record.blocks,
+            atime: $record.atime,
+            mtime: $record.mtime,
+            ctime: $record.ctime,
+            rdev: $record.rdev,
+            data_version: $record.data_version,
+            hsm_flags: $record.hsm_flags,
+            archive_id: $record.archive_id,
+            project_id: $record.project_id,
+            open_count: $open_count,
+        }
+    };
+}
+
 /// An inode as stored. Its fields up to `project_id` are also read alone as
 /// [`InodeAttrs`]: they stay first, in this order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,25 +170,7 @@ pub struct InodeAttrs {
 impl InodeAttrs {
     /// The attributes a client sees (as [`Inode::attr`]).
     pub fn attr(&self, fid: Fid, open_count: u32) -> Attr {
-        Attr {
-            fid,
-            kind: self.kind,
-            mode: self.mode,
-            nlink: self.nlink,
-            uid: self.uid,
-            gid: self.gid,
-            size: self.size,
-            blocks: self.blocks,
-            atime: self.atime,
-            mtime: self.mtime,
-            ctime: self.ctime,
-            rdev: self.rdev,
-            data_version: self.data_version,
-            hsm_flags: self.hsm_flags,
-            archive_id: self.archive_id,
-            project_id: self.project_id,
-            open_count,
-        }
+        attr_of!(self, fid, open_count)
     }
 }
 
@@ -195,25 +203,7 @@ impl Inode {
 
     /// The attributes a client sees.
     pub fn attr(&self, fid: Fid, open_count: u32) -> Attr {
-        Attr {
-            fid,
-            kind: self.kind,
-            mode: self.mode,
-            nlink: self.nlink,
-            uid: self.uid,
-            gid: self.gid,
-            size: self.size,
-            blocks: self.blocks,
-            atime: self.atime,
-            mtime: self.mtime,
-            ctime: self.ctime,
-            rdev: self.rdev,
-            data_version: self.data_version,
-            hsm_flags: self.hsm_flags,
-            archive_id: self.archive_id,
-            project_id: self.project_id,
-            open_count,
-        }
+        attr_of!(self, fid, open_count)
     }
 
     /// Whether this is a directory.
