@@ -11,9 +11,9 @@
 //! since, and within the age the caller allows (the mount's attribute timeout: what a
 //! kernel-cached copy could be as old as).
 //!
-//! Which changes could alter a directory's attributes is tracked per [`Scope`]: a request
+//! Which changes could alter a directory's attributes is tracked per `Scope`: a request
 //! names the inodes whose attributes it may change (a create, the directory it creates
-//! in; a setattr, its inode), and each such inode's slot of [`SLOTS`] counters moves at
+//! in; a setattr, its inode), and each such inode's slot of `SLOTS` (1024) counters moves at
 //! its start and end. Requests that may change an inode they do not name (an rmdir or a
 //! rename: the entry may be a directory) move one more counter that every kept directory
 //! depends on. So writers working in different directories do not void each other's
@@ -32,11 +32,11 @@ const MAX_DIRS: usize = 256;
 
 /// Counters inodes are spread over by [`slot`]: enough that the directories a few
 /// hundred writers work in rarely share one (8 KiB per client).
-pub const SLOTS: usize = 1024;
+const SLOTS: usize = 1024;
 
 /// The inodes whose attributes one change may alter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// These inodes only (at most two: a link names the file and the new parent).
     Inodes([Option<Fid>; 2]),
     /// Possibly any inode.
@@ -45,12 +45,12 @@ pub enum Scope {
 
 impl Scope {
     /// One inode.
-    pub fn one(fid: Fid) -> Self {
+    pub(crate) fn one(fid: Fid) -> Self {
         Scope::Inodes([Some(fid), None])
     }
 
     /// No directory: a change of regular files only.
-    pub const NO_DIRECTORY: Scope = Scope::Inodes([None, None]);
+    pub(crate) const NO_DIRECTORY: Scope = Scope::Inodes([None, None]);
 
     /// The slots of the inodes it names, each once.
     fn slots(&self) -> [Option<usize>; 2] {
