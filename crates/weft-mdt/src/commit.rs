@@ -3,8 +3,8 @@
 //!
 //! A batch is whatever queued up while the previous commit ran (up to `max_batch`). A
 //! batch of changes that stay on this MDT is committed without an fsync, its changes
-//! written to the redo log first (see [`crate::redo`]); every [`MAX_DEFERRED`] such
-//! commits, every [`crate::redo::COMMIT_INTERVAL`], on a client's `Sync` and for any batch
+//! written to the redo log first (see [`crate::redo`]); every [`redo::MAX_DEFERRED`] such
+//! commits (or [`redo::MAX_LOG_BYTES`] of log), every [`crate::redo::COMMIT_INTERVAL`], on a client's `Sync` and for any batch
 //! that tells another server about its changes, the commit is durable (fsync) and the log
 //! is emptied. Objects are destroyed on OSTs only once the unlink that freed them is
 //! durable. An operation that fails validation has written nothing and is answered with its
@@ -14,7 +14,7 @@
 use crate::dir_moves::DirMove;
 use crate::engine::{Effects, Engine, Tx, lock};
 use crate::error::{Fail, StoreError, store_to_wire};
-use crate::redo::{self, MAX_DEFERRED};
+use crate::redo;
 use crate::remote::Intent;
 use crate::store;
 use redb::Durability;
@@ -191,7 +191,7 @@ impl Committer {
         let Ok(mut g) = self.state.try_lock() else {
             return Some(p);
         };
-        if g.deferred.commits + 1 >= MAX_DEFERRED {
+        if !g.engine.redo.has_room(g.deferred.commits + 1) {
             return Some(p);
         }
         let Committing { engine, deferred } = &mut *g;
@@ -274,7 +274,8 @@ fn run_batch(
 ) {
     let n = batch.len() as u64;
     let sync = batch.iter().any(|p| matches!(p.op, WriteOp::Sync));
-    let may_defer = !sync && state.commits < MAX_DEFERRED && batch.iter().all(|p| p.op.may_defer());
+    let may_defer =
+        !sync && engine.redo.has_room(state.commits) && batch.iter().all(|p| p.op.may_defer());
     let (outcomes, fx, result) = apply_batch(engine, batch, may_defer);
     let mut outcomes = outcomes;
     let result = result.and_then(|committed| {

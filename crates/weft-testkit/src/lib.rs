@@ -411,7 +411,7 @@ impl TestCluster {
     }
 
     /// Restarts the MDS with no periodic durable commit (an hour's interval), for tests of
-    /// the MDT's redo log: namespace changes stay in it until a client syncs or 64 commits
+    /// the MDT's redo log: namespace changes stay in it until a client syncs or 4096 commits
     /// pass.
     pub async fn hold_mds_commits(&mut self) -> Result<()> {
         self.mds.add_args(&["--commit-interval-ms", "3600000"]);
