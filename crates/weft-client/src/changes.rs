@@ -1,24 +1,32 @@
-//! What this client changes in the namespace: a count that moves at the start and at the
-//! end of every request that may change names or attributes, and the attributes of the
-//! directories its changes were made in, as the MDT returned them with the change.
+//! What this client changes in the namespace, tracked so that what it read before can be
+//! trusted after: counters that move at the start and at the end of every request that may
+//! change names or attributes, the entries (directory and name) those requests change,
+//! and the attributes of the directories its changes were made in, as the MDT returned
+//! them with the change.
 //!
-//! The count tells readers whether what they read is still as current as the MDT's
-//! answer was (statahead). The directory attributes answer the kernel's GETATTR of a
-//! directory right after a create or unlink in it (the kernel drops the directory's
-//! attributes after every change there, and needs them again for the next path walk): one
-//! round trip fewer per file created or removed. They are used once, only while no other
-//! change of this client that could alter that directory's attributes started or ended
-//! since, and within the age the caller allows (the mount's attribute timeout: what a
-//! kernel-cached copy could be as old as).
+//! The directory attributes answer the kernel's GETATTR of a directory right after a
+//! create or unlink in it (the kernel drops the directory's attributes after every change
+//! there, and needs them again for the next path walk): one round trip fewer per file
+//! created or removed. They are used once, only while no other change of this client that
+//! could alter that directory's attributes started or ended since, and within the age the
+//! caller allows (the mount's attribute timeout: what a kernel-cached copy could be as old
+//! as).
 //!
-//! Which changes could alter a directory's attributes is tracked per `Scope`: a request
-//! names the inodes whose attributes it may change (a create, the directory it creates
-//! in; a setattr, its inode), and each such inode's slot of `SLOTS` (1024) counters moves at
-//! its start and end. Requests that may change an inode they do not name (an rmdir or a
-//! rename: the entry may be a directory) move one more counter that every kept directory
+//! Which changes could alter an inode's attributes is tracked per `Scope`: a request names
+//! the inodes whose attributes it may change (a create, the directory it creates in; a
+//! setattr, its inode), and each such inode's slot of `SLOTS` (1024) counters moves at its
+//! start and end. Requests that may change an inode they do not name (an rmdir or a
+//! rename: the entry may be a directory) move one more counter that every kept attribute
 //! depends on. So writers working in different directories do not void each other's
 //! directory attributes, as one global count would; two inodes sharing a slot only make
 //! the rule stricter.
+//!
+//! Statahead (see [`crate::statahead`]) keeps the attributes of a directory's entries
+//! from a listing: an entry stays usable while neither its inode (its slot) nor the entry
+//! itself changed through this client since the listing's page was asked for. Entries are
+//! tracked exactly (directory and name, with the sequence at which a change of them last
+//! started or ended, at most `MAX_NAMES` of them before they are all forgotten), so a
+//! process removing a directory's files one by one does not void the rest of the listing.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -33,6 +41,10 @@ const MAX_DIRS: usize = 256;
 /// Counters inodes are spread over by [`slot`]: enough that the directories a few
 /// hundred writers work in rarely share one (8 KiB per client).
 const SLOTS: usize = 1024;
+
+/// Entries whose last change is remembered; past this, all are forgotten at once (and
+/// what was read before then is no longer trusted).
+const MAX_NAMES: usize = 1 << 16;
 
 /// The inodes whose attributes one change may alter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,24 +88,92 @@ fn slot(fid: Fid) -> usize {
     (h % SLOTS as u64) as usize
 }
 
-/// The change count and the directories' attributes (see the module docs).
+/// The change counters, the entries changed and the directories' attributes (see the
+/// module docs).
 pub struct Changes {
-    count: AtomicU64,
     /// Moves at the start and end of every change of [`Scope::All`].
     any: AtomicU64,
     slots: Box<[AtomicU64]>,
+    names: Mutex<NameLog>,
     dirs: Mutex<HashMap<Fid, ChangedDir>>,
 }
 
 impl Default for Changes {
     fn default() -> Self {
         Self {
-            count: AtomicU64::new(0),
             any: AtomicU64::new(0),
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            names: Mutex::default(),
             dirs: Mutex::default(),
         }
     }
+}
+
+/// The entries this client changed: for each directory and name, the sequence number at
+/// which a change of it last started or ended.
+#[derive(Default)]
+struct NameLog {
+    /// The last sequence number given.
+    seq: u64,
+    /// Changes up to this sequence number were forgotten (see [`MAX_NAMES`]).
+    floor: u64,
+    len: usize,
+    moved: HashMap<Fid, HashMap<Box<[u8]>, u64>>,
+}
+
+impl NameLog {
+    fn moved(&mut self, dir: Fid, name: &[u8]) {
+        self.seq += 1;
+        if self.len >= MAX_NAMES {
+            self.moved.clear();
+            self.len = 0;
+            self.floor = self.seq;
+        }
+        let names = self.moved.entry(dir).or_default();
+        if names.insert(name.into(), self.seq).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// Whether `dir`'s entry `name` is known not to have changed after sequence `seen`.
+    fn unchanged_since(&self, dir: Fid, name: &[u8], seen: u64) -> bool {
+        seen >= self.floor
+            && self
+                .moved
+                .get(&dir)
+                .and_then(|names| names.get(name))
+                .is_none_or(|&at| at <= seen)
+    }
+}
+
+/// Where every counter stood at one moment (before a listing's page was asked for): what
+/// was read after it is current unless a counter it depends on moved since.
+pub(crate) struct Snapshot {
+    slots: Box<[u64]>,
+    any: u64,
+    names: u64,
+}
+
+impl Snapshot {
+    /// What an entry read after this snapshot, whose inode is `fid`, depends on.
+    pub(crate) fn entry(&self, fid: Fid) -> EntryStamp {
+        let s = slot(fid);
+        EntryStamp {
+            slot: (s, self.slots[s]),
+            any: self.any,
+            names: self.names,
+        }
+    }
+}
+
+/// The counters one directory entry read from a listing depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryStamp {
+    /// Its inode's slot and the slot's value.
+    slot: (usize, u64),
+    any: u64,
+    /// The entry sequence number.
+    names: u64,
 }
 
 /// Where a directory's counters stood: its slot's and [`Changes::any`]'s.
@@ -111,6 +191,8 @@ struct ChangedDir {
 pub(crate) struct Change<'a> {
     changes: &'a Changes,
     any: bool,
+    /// The entry it changes (directory and name), if it names one.
+    entry: Option<(Fid, Box<[u8]>)>,
     /// The slots it moves, with each one's value right after this change's start.
     slots: [Option<(usize, u64)>; 2],
     /// [`Changes::any`] right after this change's start.
@@ -120,7 +202,9 @@ pub(crate) struct Change<'a> {
 impl Drop for Change<'_> {
     fn drop(&mut self) {
         let c = self.changes;
-        c.count.fetch_add(1, Ordering::AcqRel);
+        if let Some((dir, name)) = &self.entry {
+            c.lock_names().moved(*dir, name);
+        }
         if self.any {
             c.any.fetch_add(1, Ordering::AcqRel);
         }
@@ -163,9 +247,34 @@ impl Changes {
         self.dirs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The count: it moves whenever a change starts or ends.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Acquire)
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, NameLog> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where every counter stands now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        // The entry sequence first: a change that starts while the slots are read has
+        // moved it already, or moves it after this and is seen as later.
+        let names = self.lock_names().seq;
+        Snapshot {
+            any: self.any.load(Ordering::Acquire),
+            slots: self
+                .slots
+                .iter()
+                .map(|s| s.load(Ordering::Acquire))
+                .collect(),
+            names,
+        }
+    }
+
+    /// Whether an entry `name` of directory `dir` read with `stamp` is still current as
+    /// far as this client's changes go: no change of its inode, of that entry or of
+    /// [`Scope::All`] started or ended since.
+    pub(crate) fn entry_unchanged(&self, dir: Fid, name: &[u8], stamp: &EntryStamp) -> bool {
+        let (s, v) = stamp.slot;
+        self.slots[s].load(Ordering::Acquire) == v
+            && self.any.load(Ordering::Acquire) == stamp.any
+            && self.lock_names().unchanged_since(dir, name, stamp.names)
     }
 
     fn stamp(&self, slot: usize) -> Stamp {
@@ -176,8 +285,18 @@ impl Changes {
     }
 
     /// Starts a change of the inodes in `scope`.
+    #[cfg(test)]
     pub(crate) fn begin(&self, scope: Scope) -> Change<'_> {
-        self.count.fetch_add(1, Ordering::AcqRel);
+        self.begin_entry(scope, None)
+    }
+
+    /// Starts a change of the inodes in `scope` and of `entry` (a directory and a name:
+    /// the one a create makes or an unlink removes).
+    pub(crate) fn begin_entry(&self, scope: Scope, entry: Option<(Fid, &[u8])>) -> Change<'_> {
+        let entry = entry.map(|(dir, name)| {
+            self.lock_names().moved(dir, name);
+            (dir, Box::from(name))
+        });
         let any = scope == Scope::All;
         if any {
             self.any.fetch_add(1, Ordering::AcqRel);
@@ -188,6 +307,7 @@ impl Changes {
         Change {
             changes: self,
             any,
+            entry,
             slots,
             began_any: self.any.load(Ordering::Acquire),
         }
@@ -308,8 +428,6 @@ mod tests {
             None,
             "b changed again since"
         );
-        // The global count still moves with every change (statahead's freshness rule).
-        assert_eq!(c.count(), 6);
     }
 
     #[test]
@@ -327,5 +445,30 @@ mod tests {
         // Directories made one after another differ in their low object-id bits only.
         let used: std::collections::HashSet<usize> = (2..22).map(|o| slot(fid(o))).collect();
         assert!(used.len() >= 18, "20 directories in {} slots", used.len());
+    }
+
+    #[test]
+    fn entries_are_tracked_exactly_and_forgotten_all_at_once_past_the_bound() {
+        let c = Changes::default();
+        let before = c.snapshot().entry(fid(9));
+        drop(c.begin_entry(Scope::one(fid(1)), Some((fid(1), b"a"))));
+        assert!(!c.entry_unchanged(fid(1), b"a", &before));
+        assert!(c.entry_unchanged(fid(1), b"b", &before));
+        assert!(
+            c.entry_unchanged(fid(2), b"a", &before),
+            "same name, other directory"
+        );
+        let after = c.snapshot().entry(fid(9));
+        assert!(c.entry_unchanged(fid(1), b"a", &after));
+        // Past MAX_NAMES entries, all are forgotten: nothing read before is trusted.
+        let mut log = NameLog::default();
+        log.moved(fid(1), b"a");
+        let seen = log.seq;
+        for i in 0..MAX_NAMES {
+            log.moved(fid(3), format!("n{i}").as_bytes());
+        }
+        assert!(!log.unchanged_since(fid(1), b"z", seen));
+        assert!(log.len <= MAX_NAMES);
+        assert!(log.unchanged_since(fid(1), b"a", log.seq));
     }
 }

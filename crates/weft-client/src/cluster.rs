@@ -55,8 +55,8 @@ pub struct Cluster {
     /// The version of `config`, for those who act on changes ([`Cluster::watch_config`]).
     version: tokio::sync::watch::Sender<u64>,
     mdts: RwLock<HashMap<u32, Arc<MdtClient>>>,
-    /// Requests sent to any MDT that may change names or attributes, counted at their
-    /// start and at their end ([`Cluster::namespace_changes`]).
+    /// Requests sent to any MDT that may change names or attributes, tracked at their
+    /// start and at their end ([`Cluster::changes`]).
     changes: Arc<Changes>,
     osts: RwLock<HashMap<u32, Arc<OstClient>>>,
 }
@@ -245,15 +245,9 @@ impl Cluster {
         (mdts, osts)
     }
 
-    /// A count that moves whenever this client starts or ends a request that may change
-    /// names or attributes on any MDT: what was read while it stood still is as current
-    /// as the MDTs' answers were.
-    pub fn namespace_changes(&self) -> u64 {
-        self.changes.count()
-    }
-
-    /// What this client changed: the count above, and the attributes of the directories
-    /// its changes were made in (see [`Changes::take_dir`]).
+    /// What this client changed: which inodes and entries its requests to any MDT may
+    /// have changed since a moment, and the attributes of the directories its changes
+    /// were made in (see [`Changes::take_dir`]).
     pub fn changes(&self) -> &Changes {
         &self.changes
     }

@@ -181,6 +181,26 @@ fn change_scope(req: &MdtRequest) -> Scope {
     }
 }
 
+/// The directory entry a request makes or removes (directory and name), tracked so that
+/// a listing read before it is not trusted for that name after it (see
+/// [`crate::changes`]). A create also opens (and may truncate) an existing name.
+fn changed_entry(req: &MdtRequest) -> Option<(Fid, &[u8])> {
+    match req {
+        MdtRequest::Create { parent, name, .. }
+        | MdtRequest::Mkdir { parent, name, .. }
+        | MdtRequest::MkdirOn { parent, name, .. }
+        | MdtRequest::MkdirStriped { parent, name, .. }
+        | MdtRequest::Symlink { parent, name, .. }
+        | MdtRequest::Unlink { parent, name, .. } => Some((*parent, name)),
+        MdtRequest::Link {
+            new_parent,
+            new_name,
+            ..
+        } => Some((*new_parent, new_name)),
+        _ => None,
+    }
+}
+
 macro_rules! expect_reply {
     ($self:ident, $req:expr, $op:literal, $($pat:pat => $out:expr),+) => {
         match $self.call($req).await? {
@@ -244,7 +264,10 @@ impl MdtClient {
     /// counts as read before it.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
         let start = std::time::Instant::now();
-        let change = may_change_attrs(&req).then(|| self.changes.begin(change_scope(&req)));
+        let change = may_change_attrs(&req).then(|| {
+            self.changes
+                .begin_entry(change_scope(&req), changed_entry(&req))
+        });
         let r = if is_read(&req) || is_lock(&req) {
             self.call_resending(&req, start).await
         } else {
