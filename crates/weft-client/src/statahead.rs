@@ -7,6 +7,8 @@
 //! directory have gone to the MDT within the freshness bound, the client reads the whole
 //! directory with attributes (readdirplus pages, at most `llite.*.statahead_max` entries)
 //! in the background, and lookups of the names it holds are answered without the MDT.
+//! When that scan answered at least [`TRIGGER`] lookups, the first lookup that goes to the
+//! MDT after it went stale starts the next one.
 //!
 //! # Freshness
 //! An entry is used only within `max_age` of the moment its page was requested: the same
@@ -42,7 +44,7 @@ use weft_proto::mdt::{Attr, Credentials, FileKind};
 /// scan of it.
 pub const TRIGGER: u32 = 8;
 /// Directories whose scans are held (running, or fresh) at once.
-pub const MAX_DIRS: usize = 64;
+pub const MAX_DIRS: usize = 256;
 /// Entries held over all directories, in units of `statahead_max`.
 pub const HELD_PER_MAX: usize = 4;
 /// Directories whose lookups are counted at once.
@@ -83,6 +85,8 @@ struct Scan {
     /// When the scan started; it is not repeated before `max_age` has passed.
     started: Instant,
     running: bool,
+    /// Lookups it answered.
+    hits: u32,
     /// Name to attributes, when the page holding them was requested and what they depend
     /// on among this client's changes.
     entries: HashMap<Vec<u8>, (Attr, Instant, EntryStamp)>,
@@ -120,6 +124,7 @@ impl Statahead {
         if asked.elapsed() >= max_age || !changes.entry_unchanged(parent, name, &stamp) {
             return None;
         }
+        scan.hits = scan.hits.saturating_add(1);
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(attr)
     }
@@ -158,7 +163,13 @@ impl Statahead {
         // directory being changed through this client would otherwise be read again and
         // again.
         let busy = d.scan.as_ref().is_some_and(|s| s.usable(max_age));
-        if d.lookups < TRIGGER || busy {
+        // A directory whose last scan answered lookups is read again at the first lookup
+        // after it went stale: the process is still walking it.
+        let trigger = match &d.scan {
+            Some(s) if s.hits >= TRIGGER => 1,
+            _ => TRIGGER,
+        };
+        if d.lookups < trigger || busy {
             return false;
         }
         let scanned = dirs
@@ -175,6 +186,7 @@ impl Statahead {
         d.scan = Some(Scan {
             started: now,
             running: true,
+            hits: 0,
             entries: HashMap::new(),
         });
         self.scans.fetch_add(1, Ordering::Relaxed);
@@ -342,6 +354,32 @@ mod tests {
         let short = Duration::from_millis(1);
         assert!((0..TRIGGER).any(|_| s.note(DIR, short)));
         assert_eq!(s.stats().scans, 2);
+    }
+
+    #[test]
+    fn a_stale_scan_that_answered_lookups_is_repeated_at_the_next_lookup() {
+        let s = Statahead::default();
+        let c = Changes::default();
+        let short = Duration::from_millis(20);
+        for _ in 1..TRIGGER {
+            assert!(!s.note(DIR, short));
+        }
+        assert!(s.note(DIR, short));
+        let page: Vec<_> = (0..TRIGGER)
+            .map(|i| file(&format!("f{i}"), 10 + i))
+            .collect();
+        assert!(s.fill(DIR, page, Instant::now(), &c.snapshot(), 100));
+        s.finish(DIR);
+        for i in 0..TRIGGER {
+            assert!(s.take(DIR, format!("f{i}").as_bytes(), &c, short).is_some());
+        }
+        std::thread::sleep(2 * short);
+        assert!(s.note(DIR, short), "the walk goes on: scan again at once");
+        // A scan that answered nothing waits for TRIGGER lookups again.
+        s.finish(DIR);
+        std::thread::sleep(2 * short);
+        assert!(!s.note(DIR, short));
+        assert!((1..TRIGGER).any(|_| s.note(DIR, short)));
     }
 
     #[test]
