@@ -18,8 +18,9 @@ use crate::redo;
 use crate::remote::Intent;
 use crate::store;
 use redb::Durability;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, oneshot};
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::{Errno, FidSeqRange, WireError};
@@ -150,13 +151,65 @@ pub(crate) struct CommitConfig {
 }
 
 /// The commit thread's state, shared with the request paths: a change that needs no fsync
-/// is committed by the task that received it when nobody else is committing, saving the
-/// two thread hand-offs to the commit thread and back (about a third of an MDT create on
-/// a machine whose idle CPUs sleep). Everything else, and anything that finds the state
-/// busy, goes through the commit thread's queue and is batched there.
+/// is committed by the task that received it when it is the only write in flight and none
+/// overlapped another lately ([`SHARED_FOR`]), saving the two thread hand-offs to the
+/// commit thread and back (about a third of an MDT create on a machine whose idle CPUs
+/// sleep). Everything else goes through the commit thread's queue and is batched there:
+/// with several writers, the commits then run beside the tasks that receive and answer
+/// requests instead of in them (4 processes creating or unlinking: ~10 % more operations
+/// per second on this VM than with every lone write committed inline; one process: ~10 %
+/// fewer when queued, hence the inline path).
 pub(crate) struct Committer {
     state: Mutex<Committing>,
     destroy_wake: Arc<Notify>,
+    gate: InlineGate,
+}
+
+/// How long after two writes overlapped every write goes through the commit thread.
+const SHARED_FOR: Duration = Duration::from_millis(2);
+
+/// Which writes may be committed inline: counts the writes in flight and remembers when
+/// two last overlapped.
+pub(crate) struct InlineGate {
+    in_flight: AtomicUsize,
+    /// Until when (microseconds after `epoch`) writes go through the queue: the last time
+    /// a write was submitted while another was in flight, plus [`SHARED_FOR`].
+    shared_until: AtomicU64,
+    epoch: Instant,
+}
+
+/// One submitted write, counted in [`InlineGate::in_flight`] until dropped.
+pub(crate) struct Submitted<'a>(&'a InlineGate);
+
+impl Drop for Submitted<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl InlineGate {
+    fn new() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            shared_until: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Counts a write as submitted until the returned guard is dropped; whether it may be
+    /// committed inline: it is the only write in flight and none overlapped another
+    /// within [`SHARED_FOR`].
+    pub fn enter(&self) -> (Submitted<'_>, bool) {
+        let others = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if others > 0 {
+            let until = now.saturating_add(SHARED_FOR.as_micros() as u64);
+            self.shared_until.fetch_max(until, Ordering::AcqRel);
+            return (Submitted(self), false);
+        }
+        let alone = now >= self.shared_until.load(Ordering::Acquire);
+        (Submitted(self), alone)
+    }
 }
 
 struct Committing {
@@ -172,7 +225,14 @@ impl Committer {
                 deferred: Deferred::default(),
             }),
             destroy_wake,
+            gate: InlineGate::new(),
         })
+    }
+
+    /// Counts a write as submitted until the returned guard is dropped; whether it may be
+    /// committed inline (see [`Committer::try_inline`] and [`InlineGate::enter`]).
+    pub fn submitted(&self) -> (Submitted<'_>, bool) {
+        self.gate.enter()
     }
 
     fn run_batch(&self, batch: Vec<Pending>) {
@@ -183,7 +243,8 @@ impl Committer {
 
     /// Commits `p` on the calling thread if it may be committed without an fsync, that
     /// would not be the commit that must be durable, and nobody is committing now; hands
-    /// it back otherwise (for the commit thread's queue).
+    /// it back otherwise (for the commit thread's queue). Callers try this only for a
+    /// write [`Committer::submitted`] found alone.
     pub fn try_inline(&self, p: Pending) -> Option<Pending> {
         if !p.op.may_defer() {
             return Some(p);
@@ -804,5 +865,27 @@ fn apply_req(
         | MdtRequest::CancelLockWait { .. }
         | MdtRequest::ReleaseLocks { .. }
         | MdtRequest::Sync => Err(crate::error::fail(Errno::Proto, "not a write operation")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_write_goes_inline_until_writes_overlap() {
+        let g = InlineGate::new();
+        let (first, alone) = g.enter();
+        assert!(alone);
+        let (second, alone) = g.enter();
+        assert!(!alone, "another write is in flight");
+        drop((first, second));
+        // Writes overlapped a moment ago: more are likely; they share the queue.
+        assert!(!g.enter().1);
+        std::thread::sleep(SHARED_FOR + Duration::from_millis(1));
+        let (lone, alone) = g.enter();
+        assert!(alone);
+        drop(lone);
+        assert_eq!(g.in_flight.load(Ordering::Acquire), 0);
     }
 }

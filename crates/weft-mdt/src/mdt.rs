@@ -646,7 +646,13 @@ impl Mdt {
             op,
             reply: Some(reply),
         };
-        if let Some(p) = self.committer.try_inline(p) {
+        let (_submitted, alone) = self.committer.submitted();
+        let queued = if alone {
+            self.committer.try_inline(p)
+        } else {
+            Some(p)
+        };
+        if let Some(p) = queued {
             sender.send(Msg::Op(p)).map_err(|_| Self::shut())?;
         }
         rx.await.map_err(|_| Self::shut())
