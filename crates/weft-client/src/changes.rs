@@ -25,7 +25,7 @@
 //! from a listing: an entry stays usable while neither its inode (its slot) nor the entry
 //! itself changed through this client since the listing's page was asked for. Entries are
 //! tracked exactly (directory and name, with the sequence at which a change of them last
-//! started or ended, at most `MAX_NAMES` of them before they are all forgotten), so a
+//! started or ended, at most `MAX_NAMES` of them before the older half is forgotten), so a
 //! process removing a directory's files one by one does not void the rest of the listing.
 
 use std::collections::HashMap;
@@ -42,8 +42,8 @@ const MAX_DIRS: usize = 256;
 /// hundred writers work in rarely share one (8 KiB per client).
 const SLOTS: usize = 1024;
 
-/// Entries whose last change is remembered; past this, all are forgotten at once (and
-/// what was read before then is no longer trusted).
+/// Entries whose last change is remembered; past this, the older half are forgotten (and
+/// what was read before their changes is no longer trusted).
 const MAX_NAMES: usize = 1 << 16;
 
 /// The inodes whose attributes one change may alter.
@@ -125,9 +125,14 @@ impl NameLog {
     fn moved(&mut self, dir: Fid, name: &[u8]) {
         self.seq += 1;
         if self.len >= MAX_NAMES {
-            self.moved.clear();
-            self.len = 0;
-            self.floor = self.seq;
+            // Each entry holds a distinct sequence number: at most half are newer.
+            let cut = self.seq.saturating_sub((MAX_NAMES / 2) as u64);
+            self.moved.retain(|_, names| {
+                names.retain(|_, at| *at > cut);
+                !names.is_empty()
+            });
+            self.len = self.moved.values().map(HashMap::len).sum();
+            self.floor = cut;
         }
         let names = self.moved.entry(dir).or_default();
         if names.insert(name.into(), self.seq).is_none() {
@@ -448,7 +453,7 @@ mod tests {
     }
 
     #[test]
-    fn entries_are_tracked_exactly_and_forgotten_all_at_once_past_the_bound() {
+    fn entries_are_tracked_exactly_and_the_older_half_forgotten_past_the_bound() {
         let c = Changes::default();
         let before = c.snapshot().entry(fid(9));
         drop(c.begin_entry(Scope::one(fid(1)), Some((fid(1), b"a"))));
@@ -460,15 +465,20 @@ mod tests {
         );
         let after = c.snapshot().entry(fid(9));
         assert!(c.entry_unchanged(fid(1), b"a", &after));
-        // Past MAX_NAMES entries, all are forgotten: nothing read before is trusted.
+        // Past MAX_NAMES entries, the older half is forgotten: what was read before them
+        // is not trusted, what was read after still is, and newer changes still count.
         let mut log = NameLog::default();
         log.moved(fid(1), b"a");
-        let seen = log.seq;
+        let early = log.seq;
         for i in 0..MAX_NAMES {
             log.moved(fid(3), format!("n{i}").as_bytes());
         }
-        assert!(!log.unchanged_since(fid(1), b"z", seen));
-        assert!(log.len <= MAX_NAMES);
+        assert!(log.len <= MAX_NAMES / 2 + 1);
+        assert!(!log.unchanged_since(fid(1), b"z", early));
+        let late = log.seq - 10;
+        assert!(log.unchanged_since(fid(1), b"z", late));
+        let last = format!("n{}", MAX_NAMES - 1);
+        assert!(!log.unchanged_since(fid(3), last.as_bytes(), late));
         assert!(log.unchanged_since(fid(1), b"a", log.seq));
     }
 }
