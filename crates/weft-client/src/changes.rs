@@ -277,9 +277,7 @@ impl Changes {
     /// [`Scope::All`] started or ended since.
     pub(crate) fn entry_unchanged(&self, dir: Fid, name: &[u8], stamp: &EntryStamp) -> bool {
         let (s, v) = stamp.slot;
-        self.slots[s].load(Ordering::Acquire) == v
-            && self.any.load(Ordering::Acquire) == stamp.any
-            && self.lock_names().unchanged_since(dir, name, stamp.names)
+        self.stamp(s) == (v, stamp.any) && self.lock_names().unchanged_since(dir, name, stamp.names)
     }
 
     fn stamp(&self, slot: usize) -> Stamp {

@@ -403,7 +403,7 @@ impl Shared {
 
     /// `name` in `parent` from a statahead scan. What comes from there never needs
     /// [`Shared::local_view`]'s adjustment: a scan keeps no open regular file, and this
-    /// mount opening one for writing, or writing, voids the scan.
+    /// mount opening one (which it must do before writing) voids its entry.
     fn looked_ahead(&self, parent: u64, name: &[u8]) -> Option<Attr> {
         let age = self.statahead_age();
         if age.is_zero() {
