@@ -40,8 +40,14 @@ pub async fn connect_mgs(mgs: &str, fsname: &str, timeout: Duration) -> Result<A
 }
 
 /// Binds the listen address, with the message an operator needs when the port is taken.
+/// Clients in this process (the mount and the other roles of `weft up`, an MDT's
+/// connections to OSTs of the same server) call its targets directly.
 pub async fn listen(addr: &str, router: Arc<Router>) -> Result<Server> {
-    Server::bind(addr, router, ServerOptions::default())
+    let opts = ServerOptions {
+        in_process_clients: true,
+        ..ServerOptions::default()
+    };
+    Server::bind(addr, router, opts)
         .await
         .with_context(|| format!("cannot listen on {addr}"))
 }

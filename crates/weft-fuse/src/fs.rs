@@ -1,11 +1,12 @@
 //! The kernel's requests, translated into client-library calls.
 //!
 //! Every handler takes what it needs from the request (inode numbers resolved to FIDs,
-//! the caller's credentials, copied names and data), spawns a task on the client's tokio
-//! runtime and returns at once: the FUSE threads only read requests, so many requests are
-//! in flight together and a slow one (an MDT round trip, a large read) never holds up the
-//! others. The task replies when the library answers. The exceptions, answered on the
-//! reading thread because they cannot wait, are listed in the crate docs.
+//! the caller's credentials, copied names and data) and polls the work once on the reading
+//! thread: what finishes without waiting is answered there, and what has to wait (an MDT
+//! or OST round trip over the network, a large read) goes on as a task on the client's
+//! tokio runtime, so many requests are in flight together and a slow one never holds up
+//! the others. The task replies when the library answers. Other requests answered on the
+//! reading thread without the library are listed in the crate docs.
 
 use crate::attr::{file_attr, file_type, timestamp};
 use crate::creds::CredCache;
@@ -239,7 +240,8 @@ impl WeftFs {
         self.shared.creds.get(req.uid(), req.gid(), req.pid())
     }
 
-    /// Runs `work` on the runtime; `done` replies with its result.
+    /// Runs `work` (on this thread until it first waits, then on the runtime); `done`
+    /// replies with its result.
     ///
     /// Every request the work sends carries the job id of the calling process.
     fn spawn<T, F, R, D>(
@@ -276,13 +278,22 @@ impl WeftFs {
     {
         let shared = self.shared.clone();
         let fut = work(shared.clone());
-        self.rt
-            .spawn(weft_rpc::jobid::with_jobid(jobid, async move {
-                match fut.await {
-                    Ok(v) => done(reply, v, &shared),
-                    Err(Failed(e)) => reply.fail(e),
-                }
-            }));
+        let mut task = Box::pin(weft_rpc::jobid::with_jobid(jobid, async move {
+            match fut.await {
+                Ok(v) => done(reply, v, &shared),
+                Err(Failed(e)) => reply.fail(e),
+            }
+        }));
+        // Most requests finish without waiting (cached answers, and the MDT of `weft up`
+        // served in-process): one poll here answers them on this thread, without waking a
+        // runtime worker and handing the reply back. A request that has to wait goes on as
+        // a task; its first poll there registers the real waker, so no wake-up is lost to
+        // the placeholder one.
+        let _runtime = self.rt.enter();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if task.as_mut().poll(&mut cx).is_pending() {
+            self.rt.spawn(task);
+        }
     }
 }
 

@@ -15,8 +15,10 @@
 //! - the job id of the calling process for every request it causes ([`jobid`]).
 //!
 //! Concurrency: fuser reads kernel requests on several threads (`threads=N`, one cloned
-//! `/dev/fuse` descriptor each); a handler only spawns a task on the client's tokio runtime
-//! and returns, so requests are answered as the library finishes them, in any order. Three
+//! `/dev/fuse` descriptor each); a handler polls its work once on the reading thread and,
+//! if it has to wait, hands it to a task on the client's tokio runtime and returns, so
+//! requests are answered as the library finishes them, in any order (under `weft up` most
+//! metadata requests finish in that first poll: their MDT is served in-process). These
 //! requests are answered on the reading thread when that needs no waiting: a write that
 //! extends what its handle buffers (`File::try_write_buffered`: one copy, no thread
 //! switch), a sequential read of pages read ahead (`File::try_read_cached`: a slice of the

@@ -3,6 +3,7 @@
 
 use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
 use crate::error::RpcError;
+use crate::local::LocalLink;
 use crate::transport::{BoxRead, Transport};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -79,17 +80,29 @@ impl CallbackSender {
 /// A connection to one target, bound by the handshake. Cheap to share: calls from many
 /// tasks run concurrently over it, each matched to its reply by xid.
 pub struct Connection {
-    endpoint: Arc<Endpoint>,
+    link: Link,
     reply: ConnectReply,
     opts: ClientOptions,
-    tasks: [JoinHandle<()>; 2],
 }
 
-impl Drop for Connection {
+/// How a connection reaches its server.
+enum Link {
+    /// A byte stream, with its reader and writer tasks.
+    Stream {
+        endpoint: Arc<Endpoint>,
+        tasks: [JoinHandle<()>; 2],
+    },
+    /// A server of this process, called directly.
+    InProcess(LocalLink),
+}
+
+impl Drop for Link {
     fn drop(&mut self) {
-        self.endpoint.close();
-        for t in &self.tasks {
-            t.abort();
+        if let Link::Stream { endpoint, tasks } = self {
+            endpoint.close();
+            for t in tasks.iter() {
+                t.abort();
+            }
         }
     }
 }
@@ -103,6 +116,19 @@ impl Connection {
         callbacks: Option<Arc<dyn CallbackHandler>>,
         opts: &ClientOptions,
     ) -> Result<Self, RpcError> {
+        if transport.in_process()
+            && let Some(server) = crate::local::find(addr)
+        {
+            let bound = addr
+                .parse()
+                .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+            let (link, reply) = LocalLink::connect(server, bound, hello, callbacks)?;
+            return Ok(Connection {
+                link: Link::InProcess(link),
+                reply,
+                opts: opts.clone(),
+            });
+        }
         let io_err = |source| RpcError::Io {
             addr: addr.to_string(),
             source,
@@ -127,24 +153,39 @@ impl Connection {
             endpoint.clone(),
             callbacks,
         ));
-        let mut conn = Connection {
-            endpoint,
-            reply: ConnectReply {
-                target_uuid: uuid::Uuid::nil(),
-                features: 0,
-                protocol_version: 0,
-            },
-            opts: opts.clone(),
+        let link = Link::Stream {
+            endpoint: endpoint.clone(),
             tasks: [reader, writer],
         };
         let body = weft_proto::encode(hello)?;
-        let frame = conn
-            .endpoint
+        let frame = endpoint
             .request(opcode::CONNECT, 0, body, Bytes::new(), opts.connect_timeout)
             .await?;
         let result: WireResult<ConnectReply> = weft_proto::decode(&frame.body)?;
-        conn.reply = result.map_err(RpcError::Handshake)?;
-        Ok(conn)
+        Ok(Connection {
+            link,
+            reply: result.map_err(RpcError::Handshake)?,
+            opts: opts.clone(),
+        })
+    }
+
+    /// Whether the connection calls a server of this process directly.
+    pub fn is_in_process(&self) -> bool {
+        matches!(self.link, Link::InProcess(_))
+    }
+
+    /// Sends one request and waits for its reply frame.
+    async fn request(
+        &self,
+        opcode: u16,
+        body: Vec<u8>,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<InFrame, RpcError> {
+        match &self.link {
+            Link::Stream { endpoint, .. } => endpoint.request(opcode, 0, body, bulk, timeout).await,
+            Link::InProcess(link) => link.request(opcode, body, bulk, timeout).await,
+        }
     }
 
     /// The server's handshake answer.
@@ -154,7 +195,10 @@ impl Connection {
 
     /// Whether the connection is gone (every call on it fails).
     pub fn is_closed(&self) -> bool {
-        self.endpoint.is_closed()
+        match &self.link {
+            Link::Stream { endpoint, .. } => endpoint.is_closed(),
+            Link::InProcess(link) => link.is_closed(),
+        }
     }
 
     /// Sends a request with bulk data and waits for the reply and its bulk.
@@ -178,17 +222,15 @@ impl Connection {
         timeout: Duration,
     ) -> Result<(Rep, Bytes), RpcError> {
         let (op, body) = conn::encode_request(req)?;
-        let frame = self.endpoint.request(op, 0, body, bulk, timeout).await?;
+        let frame = self.request(op, body, bulk, timeout).await?;
         conn::decode_reply(frame)
     }
 
     /// Round trip with no work on the server.
     pub async fn ping(&self) -> Result<(), RpcError> {
         let frame = self
-            .endpoint
             .request(
                 opcode::PING,
-                0,
                 Vec::new(),
                 Bytes::new(),
                 self.opts.request_timeout,
@@ -200,10 +242,8 @@ impl Connection {
     /// The target's per-operation statistics.
     pub async fn stats(&self) -> Result<ServiceStats, RpcError> {
         let frame = self
-            .endpoint
             .request(
                 opcode::STATS,
-                0,
                 Vec::new(),
                 Bytes::new(),
                 self.opts.request_timeout,
@@ -219,8 +259,7 @@ impl Connection {
         body: Vec<u8>,
         bulk: Bytes,
     ) -> Result<InFrame, RpcError> {
-        self.endpoint
-            .request(opcode, 0, body, bulk, self.opts.request_timeout)
+        self.request(opcode, body, bulk, self.opts.request_timeout)
             .await
     }
 }

@@ -55,6 +55,16 @@ impl OutFrame {
         let header = FrameHeader::new(opcode, flags, xid, &body, &bulk)?.encode();
         Ok(Self { header, body, bulk })
     }
+
+    /// The frame's header, decoded again.
+    pub fn header(&self) -> Result<FrameHeader, FrameError> {
+        FrameHeader::decode(&self.header)
+    }
+
+    /// The frame's body.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
 }
 
 /// Reads one frame header; `None` on a clean end of stream before its first byte.

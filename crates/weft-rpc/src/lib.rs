@@ -4,12 +4,14 @@
 //! statistics. It does not own what a message means: services implement [`Handler`] for
 //! their request type and the [`Router`] hands each connection to the service of the target
 //! named in its connect handshake. The byte stream comes from a [`Transport`] (TCP today), so
-//! an RDMA transport can be added without touching services or clients.
+//! an RDMA transport can be added without touching services or clients. A client and a
+//! server in one process skip the stream altogether ([`local`]).
 
 pub mod client;
 pub mod conn;
 pub mod error;
 pub mod jobid;
+pub mod local;
 pub mod resend;
 pub mod server;
 pub mod service;

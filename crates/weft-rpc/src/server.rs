@@ -32,6 +32,9 @@ pub struct ServerOptions {
     pub conn_max_requests: usize,
     /// How long a new connection may take to send its handshake.
     pub handshake_timeout: Duration,
+    /// Whether clients in this process may call the targets directly, without the socket
+    /// (see [`crate::local`]). Off by default; the `weft` roles turn it on.
+    pub in_process_clients: bool,
 }
 
 impl Default for ServerOptions {
@@ -41,6 +44,7 @@ impl Default for ServerOptions {
             total_budget_bytes: 2 << 30,
             conn_max_requests: 1024,
             handshake_timeout: Duration::from_secs(10),
+            in_process_clients: false,
         }
     }
 }
@@ -158,12 +162,20 @@ pub struct Server {
     task: Option<JoinHandle<()>>,
 }
 
-struct Shared {
-    router: Arc<Router>,
+/// What a server's connections (socket or in-process) share.
+pub(crate) struct Shared {
+    pub(crate) router: Arc<Router>,
     opts: ServerOptions,
     total_budget: Arc<Semaphore>,
-    next_conn_id: AtomicU64,
+    pub(crate) next_conn_id: AtomicU64,
     stop: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// Whether the server is shutting down.
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
 }
 
 impl Server {
@@ -190,6 +202,9 @@ impl Server {
             next_conn_id: AtomicU64::new(1),
             stop: stop_rx,
         });
+        if shared.opts.in_process_clients {
+            crate::local::register(local_addr, &shared);
+        }
         let task = tokio::spawn(accept_loop(listener, shared));
         Self {
             local_addr,
@@ -331,21 +346,19 @@ async fn handshake(
     let frame = conn::read_payload(r, header)
         .await
         .map_err(|e| e.to_string())?;
-    let result = match weft_proto::decode::<ConnectRequest>(&frame.body) {
-        Ok(hello) => router.accept(&hello).map(|svc| (svc, hello)),
-        Err(e) => Err(WireError::new(
-            Errno::Proto,
-            format!("malformed connect request: {e}"),
-        )),
+    let (reply, accepted) = match weft_proto::decode::<ConnectRequest>(&frame.body) {
+        Ok(hello) => {
+            let (reply, service) = handshake_reply(router, &hello);
+            (reply, service.map(|s| (s, hello)))
+        }
+        Err(e) => (
+            Err(WireError::new(
+                Errno::Proto,
+                format!("malformed connect request: {e}"),
+            )),
+            None,
+        ),
     };
-    let reply: WireResult<ConnectReply> = result
-        .as_ref()
-        .map(|(svc, hello)| ConnectReply {
-            target_uuid: svc.uuid(),
-            features: hello.features & FEATURES_SUPPORTED,
-            protocol_version: PROTOCOL_VERSION,
-        })
-        .map_err(Clone::clone);
     let out = OutFrame::new(
         opcode::CONNECT,
         FLAG_REPLY,
@@ -355,7 +368,29 @@ async fn handshake(
     )
     .map_err(|e| e.to_string())?;
     endpoint.send(out).await.map_err(|e| e.to_string())?;
-    result.map_err(|e| e.to_string())
+    match (reply, accepted) {
+        (Ok(_), Some(accepted)) => Ok(accepted),
+        (Err(e), _) => Err(e.to_string()),
+        (Ok(_), None) => Err("no service".into()),
+    }
+}
+
+/// The answer to a connect request, and the service it binds the connection to.
+pub(crate) fn handshake_reply(
+    router: &Router,
+    hello: &ConnectRequest,
+) -> (WireResult<ConnectReply>, Option<Arc<dyn Service>>) {
+    match router.accept(hello) {
+        Ok(service) => {
+            let reply = ConnectReply {
+                target_uuid: service.uuid(),
+                features: hello.features & FEATURES_SUPPORTED,
+                protocol_version: PROTOCOL_VERSION,
+            };
+            (Ok(reply), Some(service))
+        }
+        Err(e) => (Err(e), None),
+    }
 }
 
 /// Serves requests until the peer leaves (`None`) or misbehaves (`Some(reason)`).
@@ -430,27 +465,39 @@ async fn answer(
             Bytes::new(),
         )
     } else {
-        match h.opcode {
-            opcode::PING => (encode_reply(&Ok(())), Bytes::new()),
-            opcode::STATS => (encode_reply(&Ok(service.stats())), Bytes::new()),
-            opcode::CONNECT => (
-                encode_reply::<()>(&Err(WireError::new(Errno::Proto, "already connected"))),
-                Bytes::new(),
-            ),
-            op => {
-                let reply = service
-                    .dispatch(
-                        peer,
-                        crate::service::RawRequest {
-                            opcode: op,
-                            body: frame.body,
-                            bulk: frame.bulk,
-                        },
-                    )
-                    .await;
-                (reply.body, reply.bulk)
-            }
-        }
+        answer_raw(service, peer, h.opcode, frame.body, frame.bulk).await
     };
     OutFrame::new(h.opcode, FLAG_REPLY, h.xid, body, bulk)
+}
+
+/// Serves one request of a connected peer: the transport's own opcodes here, the rest by
+/// the service. Returns the encoded reply body and the reply bulk.
+pub(crate) async fn answer_raw(
+    service: Arc<dyn Service>,
+    peer: Arc<crate::service::Peer>,
+    op: u16,
+    body: Bytes,
+    bulk: Bytes,
+) -> (Vec<u8>, Bytes) {
+    match op {
+        opcode::PING => (encode_reply(&Ok(())), Bytes::new()),
+        opcode::STATS => (encode_reply(&Ok(service.stats())), Bytes::new()),
+        opcode::CONNECT => (
+            encode_reply::<()>(&Err(WireError::new(Errno::Proto, "already connected"))),
+            Bytes::new(),
+        ),
+        op => {
+            let reply = service
+                .dispatch(
+                    peer,
+                    crate::service::RawRequest {
+                        opcode: op,
+                        body,
+                        bulk,
+                    },
+                )
+                .await;
+            (reply.body, reply.bulk)
+        }
+    }
 }

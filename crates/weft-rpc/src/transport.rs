@@ -17,6 +17,13 @@ pub trait Transport: Send + Sync + 'static {
         &'a self,
         addr: &'a str,
     ) -> BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>>;
+
+    /// Whether a connection to a server of this process may skip the byte stream and call
+    /// the target directly (see [`crate::local`]). Transports that change the bytes on
+    /// their way (tests that damage frames) keep the default, false.
+    fn in_process(&self) -> bool {
+        false
+    }
 }
 
 /// TCP with `TCP_NODELAY` (requests are small and latency-bound; bulk is written whole).
@@ -35,5 +42,9 @@ impl Transport for TcpTransport {
             let (r, w) = stream.into_split();
             Ok((Box::new(r) as BoxRead, Box::new(w) as BoxWrite, peer))
         })
+    }
+
+    fn in_process(&self) -> bool {
+        true
     }
 }

@@ -88,17 +88,28 @@ impl Handler for Echo {
 const FS: &str = "testfs";
 
 async fn start() -> (Server, String) {
+    start_with(ServerOptions::default()).await
+}
+
+async fn start_with(opts: ServerOptions) -> (Server, String) {
     let router = Router::new(FS);
     router.add(TypedService::new(
         TargetId::ost(0),
         Uuid::new_v4(),
         Arc::new(Echo),
     ));
-    let server = Server::bind("127.0.0.1:0", router, ServerOptions::default())
-        .await
-        .unwrap();
+    let server = Server::bind("127.0.0.1:0", router, opts).await.unwrap();
     let addr = server.local_addr().to_string();
     (server, addr)
+}
+
+/// A server that clients of this process call directly.
+async fn start_in_process() -> (Server, String) {
+    start_with(ServerOptions {
+        in_process_clients: true,
+        ..ServerOptions::default()
+    })
+    .await
 }
 
 fn hello(fsname: &str, target: TargetId) -> ConnectRequest {
@@ -377,4 +388,184 @@ async fn calls_fail_promptly_when_the_server_goes_away() {
         .unwrap_err();
     assert_eq!(err.errno(), Errno::Io);
     assert!(conn.is_closed());
+}
+
+#[tokio::test]
+async fn only_servers_that_opt_in_are_called_in_process() {
+    let (_plain, plain_addr) = start().await;
+    assert!(!connect(&plain_addr, None).await.is_in_process());
+    let (_server, addr) = start_in_process().await;
+    let conn = connect(&addr, None).await;
+    assert!(conn.is_in_process());
+    // A transport that may change the bytes on their way always uses the stream.
+    struct Plain;
+    impl weft_rpc::Transport for Plain {
+        fn connect<'a>(
+            &'a self,
+            addr: &'a str,
+        ) -> weft_rpc::service::BoxFuture<
+            'a,
+            std::io::Result<(
+                weft_rpc::transport::BoxRead,
+                weft_rpc::transport::BoxWrite,
+                std::net::SocketAddr,
+            )>,
+        > {
+            TcpTransport.connect(addr)
+        }
+    }
+    let streamed = Connection::connect(
+        &Plain,
+        &addr,
+        &hello(FS, TargetId::ost(0)),
+        None,
+        &ClientOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(!streamed.is_in_process());
+    let (echo, _): (String, Bytes) = streamed
+        .call(&EchoRequest::Echo("streamed".into()), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(echo, "streamed");
+}
+
+#[tokio::test]
+async fn in_process_calls_carry_bodies_bulk_errors_and_statistics() {
+    let (_server, addr) = start_in_process().await;
+    let conn = connect(&addr, None).await;
+    let bulk = Bytes::from((0..300_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+    let (echo, back): (String, Bytes) = conn
+        .call(&EchoRequest::Echo("hi".into()), bulk.clone())
+        .await
+        .unwrap();
+    assert_eq!((echo.as_str(), &back), ("hi", &bulk));
+    let (_, reversed): (String, Bytes) = conn
+        .call(&EchoRequest::Reverse, Bytes::from_static(b"abc"))
+        .await
+        .unwrap();
+    assert_eq!(&reversed[..], b"cba");
+    let err = conn
+        .call::<_, String>(&EchoRequest::Echo("fail".into()), Bytes::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RpcError::Remote(ref e) if e.errno == Errno::NoEnt),
+        "{err:?}"
+    );
+    conn.ping().await.unwrap();
+    let stats = conn.stats().await.unwrap();
+    let echo = stats.ops.iter().find(|o| o.name == "echo").unwrap();
+    assert_eq!((echo.count, echo.errors), (2, 1));
+    assert_eq!(echo.bulk_bytes, 2 * bulk.len() as u64);
+}
+
+#[tokio::test]
+async fn in_process_handshakes_are_checked_like_socket_ones() {
+    let (_server, addr) = start_in_process().await;
+    let refused = |hello: ConnectRequest| {
+        let addr = addr.clone();
+        async move {
+            Connection::connect(
+                &TcpTransport,
+                &addr,
+                &hello,
+                None,
+                &ClientOptions::default(),
+            )
+            .await
+            .err()
+            .unwrap()
+        }
+    };
+    let e = refused(hello("otherfs", TargetId::ost(0))).await;
+    assert!(
+        matches!(e, RpcError::Handshake(ref w) if w.errno == Errno::Inval),
+        "{e:?}"
+    );
+    let e = refused(hello(FS, TargetId::ost(7))).await;
+    assert!(
+        matches!(e, RpcError::Handshake(ref w) if w.errno == Errno::NoEnt),
+        "{e:?}"
+    );
+    let mut old = hello(FS, TargetId::ost(0));
+    old.protocol_version = PROTOCOL_VERSION + 1;
+    let e = refused(old).await;
+    assert!(
+        matches!(e, RpcError::Handshake(ref w) if w.errno == Errno::Proto),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn callbacks_reach_an_in_process_client() {
+    let (_server, addr) = start_in_process().await;
+    let counter = Arc::new(CountCallbacks::default());
+    let conn = connect(&addr, Some(counter.clone())).await;
+    assert!(conn.is_in_process());
+    let _: (String, Bytes) = conn
+        .call(&EchoRequest::Notify(5), Bytes::new())
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if counter.0.load(Ordering::SeqCst) == 5 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{} callbacks of 5 arrived",
+        counter.0.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test]
+async fn an_in_process_request_its_caller_gave_up_on_runs_to_its_end() {
+    let (_server, addr) = start_in_process().await;
+    let conn = connect(&addr, None).await;
+    let e = conn
+        .call_with_timeout::<_, String>(
+            &EchoRequest::Sleep(300),
+            Bytes::new(),
+            Duration::from_millis(20),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RpcError::TimedOut(_)), "{e:?}");
+    // The server counts a request when it ends: the abandoned sleep still ends.
+    for _ in 0..100 {
+        let stats = conn.stats().await.unwrap();
+        if stats.ops.iter().any(|o| o.name == "sleep" && o.count == 1) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the abandoned request never finished");
+}
+
+#[tokio::test]
+async fn in_process_connections_close_when_their_server_stops() {
+    let (server, addr) = start_in_process().await;
+    let conn = connect(&addr, None).await;
+    assert!(conn.is_in_process());
+    server.shutdown().await;
+    assert!(conn.is_closed());
+    let e = conn
+        .call::<_, String>(&EchoRequest::Echo("late".into()), Bytes::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RpcError::Closed), "{e:?}");
+    // Nothing listens any more: a new connection goes to the socket and is refused.
+    let e = Connection::connect(
+        &TcpTransport,
+        &addr,
+        &hello(FS, TargetId::ost(0)),
+        None,
+        &ClientOptions::default(),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(matches!(e, RpcError::Io { .. }), "{e:?}");
 }

@@ -1,0 +1,231 @@
+//! In-process connections. When a client connects to a server that listens in the same
+//! process (every role of `weft up` shares one), the call skips the byte stream: the
+//! request's encoded body goes straight to the target's [`Service`] and its reply comes
+//! straight back, on the caller's task. A socket round trip costs two writes, two reads, an
+//! epoll wake-up on each side and two hand-offs between tasks (and a checksum and a copy of
+//! every bulk payload each way); this costs none of them.
+//!
+//! What stays the same as over a socket: the handshake's checks (file system name,
+//! protocol version, target), bodies encoded and decoded with the same codecs, the
+//! service's statistics, callbacks from the server (delivered by a task of the link, like
+//! the socket reader's), `disconnected` when the client goes, and a request that outlives
+//! its caller (timed out, cancelled) still running to its end on the server. What differs:
+//! the server's per-connection memory budgets do not apply, because the payloads are
+//! already in this process's memory and the caller is this process.
+//!
+//! Servers opt in with [`crate::ServerOptions::in_process_clients`]; clients use it through
+//! transports whose [`crate::Transport::in_process`] is true (TCP). `WEFT_RPC_LOCAL=0` in
+//! the environment turns it off for the whole process (to measure or debug the socket
+//! path with the same binary).
+
+use crate::client::{CallbackHandler, CallbackSender};
+use crate::conn::{Endpoint, InFrame, WRITE_QUEUE};
+use crate::error::RpcError;
+use crate::server::Shared;
+use crate::service::{BoxFuture, Peer, Service};
+use bytes::Bytes;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use weft_proto::frame::{FLAG_REPLY, FrameHeader, SUPPORTED_VERSIONS};
+use weft_proto::{ConnectReply, ConnectRequest};
+
+/// Servers of this process that accept in-process clients, by listen address.
+static SERVERS: Mutex<Vec<(SocketAddr, Weak<Shared>)>> = Mutex::new(Vec::new());
+
+/// Whether in-process connections are allowed (`WEFT_RPC_LOCAL=0` turns them off).
+fn enabled() -> bool {
+    static ENABLED: LazyLock<bool> =
+        LazyLock::new(|| std::env::var("WEFT_RPC_LOCAL").map_or(true, |v| v.trim() != "0"));
+    *ENABLED
+}
+
+fn servers() -> std::sync::MutexGuard<'static, Vec<(SocketAddr, Weak<Shared>)>> {
+    SERVERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Lists a server that listens on `addr` for in-process clients. It is forgotten once
+/// stopped and dropped.
+pub(crate) fn register(addr: SocketAddr, server: &Arc<Shared>) {
+    let mut list = servers();
+    list.retain(|(_, s)| s.strong_count() > 0);
+    list.push((addr, Arc::downgrade(server)));
+}
+
+/// The running server of this process that `addr` (an `IP:PORT`; names are not resolved)
+/// reaches, if any. A server listening on the unspecified address answers loopback ones.
+pub(crate) fn find(addr: &str) -> Option<Arc<Shared>> {
+    if !enabled() {
+        return None;
+    }
+    let asked: SocketAddr = addr.parse().ok()?;
+    servers().iter().find_map(|(bound, server)| {
+        let reaches = *bound == asked
+            || (bound.ip().is_unspecified()
+                && bound.port() == asked.port()
+                && asked.ip().is_loopback());
+        let server = server.upgrade().filter(|_| reaches)?;
+        (!server.is_stopping()).then_some(server)
+    })
+}
+
+/// A client's in-process connection to one target.
+pub(crate) struct LocalLink {
+    server: Arc<Shared>,
+    service: Arc<dyn Service>,
+    peer: Arc<Peer>,
+    /// Where the server's callbacks to this client are queued (the peer's callback sender
+    /// holds it too); closing it tells the server's requests the client is gone.
+    callbacks: Arc<Endpoint>,
+    callback_task: JoinHandle<()>,
+}
+
+impl LocalLink {
+    /// Performs the handshake of `hello` with `server`, as the socket handshake does.
+    pub(crate) fn connect(
+        server: Arc<Shared>,
+        bound: SocketAddr,
+        hello: &ConnectRequest,
+        handler: Option<Arc<dyn CallbackHandler>>,
+    ) -> Result<(Self, ConnectReply), RpcError> {
+        let (reply, service) = crate::server::handshake_reply(&server.router, hello);
+        let (reply, service) = match (reply, service) {
+            (Ok(reply), Some(service)) => (reply, service),
+            (Err(e), _) => return Err(RpcError::Handshake(e)),
+            (Ok(_), None) => return Err(RpcError::Closed),
+        };
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let callbacks = Arc::new(Endpoint::new(
+            tx,
+            format!("in-process client of {}", hello.target),
+        ));
+        let peer = Arc::new(Peer {
+            client_uuid: hello.client_uuid,
+            addr: bound,
+            callbacks: CallbackSender::new(callbacks.clone()),
+            conn_id: server.next_conn_id.fetch_add(1, Ordering::Relaxed),
+        });
+        let callback_task = tokio::spawn(deliver_callbacks(rx, handler));
+        tracing::debug!(target = %hello.target, client = %hello.client_uuid, "in-process client connected");
+        let link = Self {
+            server,
+            service,
+            peer,
+            callbacks,
+            callback_task,
+        };
+        Ok((link, reply))
+    }
+
+    /// Whether the link is gone: the server stopped.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.callbacks.is_closed() || self.server.is_stopping()
+    }
+
+    /// Serves one request and returns its reply as a frame would carry it (the header is
+    /// not from any wire: its checksums are zero and nothing checks them).
+    pub(crate) async fn request(
+        &self,
+        opcode: u16,
+        body: Vec<u8>,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<InFrame, RpcError> {
+        if self.is_closed() {
+            return Err(RpcError::Closed);
+        }
+        // The server's work runs outside the caller's job id and resend numbers, as it does
+        // in its own task behind a socket (a request it sends on is its own).
+        let work = crate::jobid::with_jobid(
+            None,
+            crate::resend::with_seq(
+                0,
+                0,
+                crate::server::answer_raw(
+                    self.service.clone(),
+                    self.peer.clone(),
+                    opcode,
+                    Bytes::from(body),
+                    bulk,
+                ),
+            ),
+        );
+        let (body, bulk) = tokio::time::timeout(timeout, RunToEnd(Some(Box::pin(work))))
+            .await
+            .map_err(|_| RpcError::TimedOut(timeout))?;
+        let header = FrameHeader {
+            version: *SUPPORTED_VERSIONS.end(),
+            opcode,
+            flags: FLAG_REPLY,
+            xid: 0,
+            body_len: u32::try_from(body.len()).unwrap_or(u32::MAX),
+            bulk_len: u32::try_from(bulk.len()).unwrap_or(u32::MAX),
+            body_crc: 0,
+            bulk_crc: 0,
+        };
+        Ok(InFrame {
+            header,
+            body: Bytes::from(body),
+            bulk,
+            bulk_error: None,
+        })
+    }
+}
+
+impl Drop for LocalLink {
+    fn drop(&mut self) {
+        self.callbacks.close();
+        self.callback_task.abort();
+        self.service.disconnected(&self.peer);
+    }
+}
+
+/// Hands the server's callbacks to the client's handler, in order, as the socket reader
+/// does (nobody waits for their answers: they are notifications).
+async fn deliver_callbacks(
+    mut rx: mpsc::Receiver<crate::conn::OutFrame>,
+    handler: Option<Arc<dyn CallbackHandler>>,
+) {
+    while let Some(frame) = rx.recv().await {
+        let (Some(handler), Ok(header)) = (&handler, frame.header()) else {
+            continue;
+        };
+        if header.is_callback() && !header.is_reply() {
+            handler.on_callback(header.opcode, frame.body());
+        }
+    }
+}
+
+/// Polls a server's work on the caller's task; if the caller lets go before the end (a
+/// timeout, a cancelled request), the rest runs on a task of its own, as a request behind
+/// a socket runs whether or not anybody waits for its reply.
+struct RunToEnd<T: Send + 'static>(Option<BoxFuture<'static, T>>);
+
+impl<T: Send + 'static> Future for RunToEnd<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let Some(work) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        let out = std::task::ready!(work.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<T: Send + 'static> Drop for RunToEnd<T> {
+    fn drop(&mut self) {
+        if let Some(work) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(work);
+        }
+    }
+}
