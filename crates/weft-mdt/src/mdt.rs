@@ -181,6 +181,11 @@ impl Mdt {
         let shown = dir.display().to_string();
 
         let txn = db.begin_write().map_err(StoreError::from)?;
+        // Every table exists from the start: write transactions open only those they touch
+        // (`redo::WTable`), and reads of a table never written would fail.
+        for def in crate::redo::TABLES {
+            txn.open_table(def).map_err(StoreError::from)?;
+        }
         // Commits a crash of the process left in the redo log only (see `redo`).
         let (redo, replayed) = RedoLog::recover(dir, &txn)?;
         if replayed > 0 {

@@ -33,6 +33,7 @@ use crate::store::{self, Def};
 use redb::{AccessGuard, ReadableTable, ReadableTableMetadata, StorageError, Table, TableStats};
 use redb::{Range, WriteTransaction};
 use std::borrow::Borrow;
+use std::cell::OnceCell;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::ops::RangeBounds;
@@ -83,26 +84,53 @@ const HEADER: usize = 8;
 
 type Bytes = &'static [u8];
 
-/// A byte-keyed table open in the batch's write transaction that records every insert
-/// and removal, for the redo log. Reads go through [`ReadableTable`] as on a redb table.
+/// A byte-keyed table of the batch's write transaction that records every insert and
+/// removal, for the redo log. Reads go through [`ReadableTable`] as on a redb table.
+///
+/// The redb table is opened at first use: a transaction pays for opening (and, at commit,
+/// for looking over) only the tables it touches, a few of the fourteen for most operations.
 pub(crate) struct WTable<'t> {
-    table: Table<'t, Bytes, Bytes>,
+    txn: &'t WriteTransaction,
+    def: Def,
+    table: OnceCell<Table<'t, Bytes, Bytes>>,
     id: u8,
     changes: Vec<u8>,
 }
 
 impl<'t> WTable<'t> {
-    /// Opens table `id` of [`TABLES`] in `txn`.
+    /// Table `id` of [`TABLES`] in `txn` (opened when first used).
     pub fn open(txn: &'t WriteTransaction, id: u8) -> Result<Self, StoreError> {
         let def = TABLES.get(usize::from(id)).ok_or(StoreError::Corrupt {
             table: "(redo)",
             message: format!("no table with id {id}"),
         })?;
         Ok(Self {
-            table: txn.open_table(*def)?,
+            txn,
+            def: *def,
+            table: OnceCell::new(),
             id,
             changes: Vec::new(),
         })
+    }
+
+    /// The redb table, opened now if it is not yet.
+    fn table(&self) -> Result<&Table<'t, Bytes, Bytes>, StorageError> {
+        if let Some(t) = self.table.get() {
+            return Ok(t);
+        }
+        let opened = self.txn.open_table(self.def).map_err(|e| match e {
+            redb::TableError::Storage(e) => e,
+            other => StorageError::Corrupted(format!("opening a table: {other}")),
+        })?;
+        Ok(self.table.get_or_init(|| opened))
+    }
+
+    /// The redb table for a change, opened now if it is not yet.
+    fn table_mut(&mut self) -> Result<&mut Table<'t, Bytes, Bytes>, StorageError> {
+        self.table()?;
+        self.table
+            .get_mut()
+            .ok_or_else(|| StorageError::Corrupted("a table opened just now is gone".into()))
     }
 
     /// Inserts or replaces `key`, returning the old value.
@@ -114,14 +142,14 @@ impl<'t> WTable<'t> {
         self.changes.push(PUT);
         put_bytes(&mut self.changes, key);
         put_bytes(&mut self.changes, value);
-        self.table.insert(key, value)
+        self.table_mut()?.insert(key, value)
     }
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<AccessGuard<'_, Bytes>>, StorageError> {
         self.changes.push(REMOVE);
         put_bytes(&mut self.changes, key);
-        self.table.remove(key)
+        self.table_mut()?.remove(key)
     }
 
     /// Appends this table's recorded changes to a frame body and forgets them.
@@ -157,17 +185,17 @@ impl<'t> WTable<'t> {
 
 impl ReadableTableMetadata for WTable<'_> {
     fn stats(&self) -> redb::Result<TableStats> {
-        self.table.stats()
+        self.table()?.stats()
     }
 
     fn len(&self) -> redb::Result<u64> {
-        self.table.len()
+        self.table()?.len()
     }
 }
 
 impl ReadableTable<Bytes, Bytes> for WTable<'_> {
     fn get<'a>(&self, key: impl Borrow<&'a [u8]>) -> redb::Result<Option<AccessGuard<'_, Bytes>>> {
-        self.table.get(key)
+        self.table()?.get(key)
     }
 
     fn range<'a, KR>(
@@ -177,15 +205,15 @@ impl ReadableTable<Bytes, Bytes> for WTable<'_> {
     where
         KR: Borrow<&'a [u8]> + 'a,
     {
-        self.table.range(range)
+        self.table()?.range(range)
     }
 
     fn first(&self) -> redb::Result<Option<(AccessGuard<'_, Bytes>, AccessGuard<'_, Bytes>)>> {
-        self.table.first()
+        self.table()?.first()
     }
 
     fn last(&self) -> redb::Result<Option<(AccessGuard<'_, Bytes>, AccessGuard<'_, Bytes>)>> {
-        self.table.last()
+        self.table()?.last()
     }
 }
 
