@@ -33,7 +33,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use weft_proto::frame::{FLAG_REPLY, FrameHeader, SUPPORTED_VERSIONS};
+use weft_proto::frame::{BULK_ALIGN, FLAG_REPLY, FrameHeader, SUPPORTED_VERSIONS, aligned_vec};
 use weft_proto::{ConnectReply, ConnectRequest};
 
 /// Servers of this process that accept in-process clients, by listen address.
@@ -152,7 +152,7 @@ impl LocalLink {
                     self.peer.clone(),
                     opcode,
                     Bytes::from(body),
-                    bulk,
+                    page_aligned(bulk),
                 ),
             ),
         );
@@ -176,6 +176,17 @@ impl LocalLink {
             bulk_error: None,
         })
     }
+}
+
+/// `bulk` starting on a [`BULK_ALIGN`] boundary, as bulk read from a socket does (an OST
+/// writes such buffers with `O_DIRECT`); copied only if it does not already.
+fn page_aligned(bulk: Bytes) -> Bytes {
+    if bulk.is_empty() || (bulk.as_ptr() as usize) % BULK_ALIGN == 0 {
+        return bulk;
+    }
+    let (mut buf, pad) = aligned_vec(bulk.len());
+    buf.extend_from_slice(&bulk);
+    Bytes::from(buf).slice(pad..)
 }
 
 impl Drop for LocalLink {
