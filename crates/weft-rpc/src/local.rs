@@ -181,7 +181,7 @@ impl LocalLink {
 /// `bulk` starting on a [`BULK_ALIGN`] boundary, as bulk read from a socket does (an OST
 /// writes such buffers with `O_DIRECT`); copied only if it does not already.
 fn page_aligned(bulk: Bytes) -> Bytes {
-    if bulk.is_empty() || (bulk.as_ptr() as usize) % BULK_ALIGN == 0 {
+    if bulk.is_empty() || (bulk.as_ptr() as usize).is_multiple_of(BULK_ALIGN) {
         return bulk;
     }
     let (mut buf, pad) = aligned_vec(bulk.len());

@@ -449,7 +449,7 @@ async fn in_process_calls_carry_bodies_bulk_errors_and_statistics() {
         .await
         .unwrap();
     assert_eq!(back, unaligned);
-    assert_eq!(back.as_ptr() as usize % weft_proto::frame::BULK_ALIGN, 0);
+    assert!((back.as_ptr() as usize).is_multiple_of(weft_proto::frame::BULK_ALIGN));
     let (_, reversed): (String, Bytes) = conn
         .call(&EchoRequest::Reverse, Bytes::from_static(b"abc"))
         .await
