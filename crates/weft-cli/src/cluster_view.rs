@@ -123,10 +123,17 @@ impl ClusterView for MdtClusterView {
         })
     }
 
-    fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>> {
+    fn destroy_objects(
+        &self,
+        ost: u32,
+        objects: Vec<ObjectId>,
+    ) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             let client = self.cluster.ost(ost).map_err(|e| e.to_string())?;
-            client.destroy(object).await.map_err(|e| e.to_string())
+            client
+                .destroy_many(objects)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 

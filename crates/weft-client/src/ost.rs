@@ -134,6 +134,19 @@ impl OstClient {
         }
     }
 
+    /// Removes the objects (missing ones are fine) with one request and one directory
+    /// sync per object directory on the OST; at most
+    /// [`weft_proto::ost::MAX_DESTROY_BATCH`].
+    pub async fn destroy_many(&self, objects: Vec<ObjectId>) -> Result<(), ClientError> {
+        match self
+            .call(OstRequest::DestroyMany { objects }, Bytes::new())
+            .await?
+        {
+            (OstReply::Ok, _) => Ok(()),
+            _ => Err(self.unexpected("destroy_many")),
+        }
+    }
+
     /// The object's attributes.
     pub async fn getattr(&self, object: ObjectId) -> Result<ObjectAttr, ClientError> {
         match self

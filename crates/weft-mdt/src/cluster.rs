@@ -48,9 +48,14 @@ pub trait ClusterView: Send + Sync + 'static {
     /// Asks the MGS for `count` new FID sequences for this MDT (durable at the MGS when
     /// this returns).
     fn alloc_seq(&self, count: u32) -> BoxFuture<'_, Result<FidSeqRange, String>>;
-    /// Destroys one stripe object on an OST. Destroying an object that does not exist must
-    /// succeed (the destroy log may replay a destroy after a restart).
-    fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>>;
+    /// Destroys stripe objects of one OST (at most [`weft_proto::ost::MAX_DESTROY_BATCH`]),
+    /// durably before it returns. Destroying an object that does not exist must succeed
+    /// (the destroy log may replay a destroy after a restart).
+    fn destroy_objects(
+        &self,
+        ost: u32,
+        objects: Vec<ObjectId>,
+    ) -> BoxFuture<'_, Result<(), String>>;
     /// The root directory's default layout when the root is on another MDT (MDT0), as
     /// last fetched; `None` when it has none or this MDT holds the root.
     fn root_default(&self) -> Option<LayoutTemplate> {

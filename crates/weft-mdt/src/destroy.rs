@@ -1,5 +1,9 @@
 //! The destroy log's worker: sends object destroys to OSTs and removes each log record once
-//! every object in it is confirmed gone.
+//! every object in it is confirmed gone. Objects go to their OST in batches
+//! (`OstRequest::DestroyMany`): the OST syncs each object directory once per batch, not
+//! once per object, and one request replaces hundreds of round trips and thread hand-offs
+//! (with one request per object, destroys took a third of `weft up`'s CPU while 4
+//! processes removed small files).
 //!
 //! Records are written in the same transaction as the namespace change that orphaned the
 //! objects, so nothing leaks across crashes: after a restart the worker simply replays
@@ -13,12 +17,14 @@ use crate::error::StoreError;
 use crate::mdt::Mdt;
 use crate::store::{self, DestroyRecord};
 use redb::ReadableDatabase;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use weft_proto::ObjectId;
+use weft_proto::ost::MAX_DESTROY_BATCH;
 
 /// Records loaded per round.
 const RECORDS_PER_ROUND: usize = 1024;
@@ -30,8 +36,10 @@ pub struct DestroyConfig {
     pub retry_min: Duration,
     /// Longest retry delay.
     pub retry_max: Duration,
-    /// Most destroys in flight at once.
+    /// Most destroy requests in flight at once.
     pub concurrency: usize,
+    /// Most objects in one request (capped at [`MAX_DESTROY_BATCH`]).
+    pub batch: usize,
 }
 
 impl Default for DestroyConfig {
@@ -39,7 +47,8 @@ impl Default for DestroyConfig {
         Self {
             retry_min: Duration::from_millis(200),
             retry_max: Duration::from_secs(30),
-            concurrency: 64,
+            concurrency: 8,
+            batch: 256,
         }
     }
 }
@@ -114,27 +123,21 @@ pub(crate) async fn run(mdt: Weak<Mdt>, wake: Arc<Notify>, cfg: DestroyConfig) {
             }
             continue;
         }
-        let now = Instant::now();
         let mut set = JoinSet::new();
         let mut in_flight = 0usize;
-        for (seq, rec) in &records {
-            for (i, (ost, obj)) in rec.objects.iter().enumerate() {
-                if confirmed.contains(&(*seq, i))
-                    || backoff.get(ost).is_some_and(|b| b.retry_at > now)
-                {
-                    continue;
+        for batch in batches(&records, &confirmed, &backoff, &cfg) {
+            if in_flight >= cfg.concurrency.max(1) {
+                if let Some(Ok(r)) = set.join_next().await {
+                    settle(r, &mut confirmed, &mut backoff, &cfg);
                 }
-                if in_flight >= cfg.concurrency {
-                    if let Some(Ok(r)) = set.join_next().await {
-                        settle(r, &mut confirmed, &mut backoff, &cfg);
-                    }
-                    in_flight -= 1;
-                }
-                let cluster = m.cluster();
-                let (seq, ost, obj) = (*seq, *ost, *obj);
-                set.spawn(async move { (seq, i, ost, cluster.destroy_object(ost, obj).await) });
-                in_flight += 1;
+                in_flight -= 1;
             }
+            let cluster = m.cluster();
+            set.spawn(async move {
+                let result = cluster.destroy_objects(batch.ost, batch.objects).await;
+                (batch.keys, batch.ost, result)
+            });
+            in_flight += 1;
         }
         while let Some(r) = set.join_next().await {
             if let Ok(r) = r {
@@ -167,15 +170,59 @@ pub(crate) async fn run(mdt: Weak<Mdt>, wake: Arc<Notify>, cfg: DestroyConfig) {
     }
 }
 
+/// Objects of one OST to destroy with one request, and where each is in the log (record
+/// sequence, index in the record).
+struct Batch {
+    ost: u32,
+    keys: Vec<(u64, usize)>,
+    objects: Vec<ObjectId>,
+}
+
+/// The objects of `records` not yet confirmed gone, by OST (skipping OSTs waiting out a
+/// failure), in batches of at most `cfg.batch`.
+fn batches(
+    records: &[(u64, DestroyRecord)],
+    confirmed: &HashSet<(u64, usize)>,
+    backoff: &HashMap<u32, Backoff>,
+    cfg: &DestroyConfig,
+) -> Vec<Batch> {
+    let size = cfg.batch.clamp(1, MAX_DESTROY_BATCH);
+    let now = Instant::now();
+    let mut out = Vec::new();
+    let mut open: BTreeMap<u32, Batch> = BTreeMap::new();
+    for (seq, rec) in records {
+        for (i, (ost, obj)) in rec.objects.iter().enumerate() {
+            if confirmed.contains(&(*seq, i)) || backoff.get(ost).is_some_and(|b| b.retry_at > now)
+            {
+                continue;
+            }
+            let batch = open.entry(*ost).or_insert_with(|| Batch {
+                ost: *ost,
+                keys: Vec::new(),
+                objects: Vec::new(),
+            });
+            batch.keys.push((*seq, i));
+            batch.objects.push(*obj);
+            if batch.objects.len() >= size
+                && let Some(full) = open.remove(ost)
+            {
+                out.push(full);
+            }
+        }
+    }
+    out.extend(open.into_values());
+    out
+}
+
 fn settle(
-    (seq, i, ost, result): (u64, usize, u32, Result<(), String>),
+    (keys, ost, result): (Vec<(u64, usize)>, u32, Result<(), String>),
     confirmed: &mut HashSet<(u64, usize)>,
     backoff: &mut HashMap<u32, Backoff>,
     cfg: &DestroyConfig,
 ) {
     match result {
         Ok(()) => {
-            confirmed.insert((seq, i));
+            confirmed.extend(keys);
             backoff.remove(&ost);
         }
         Err(e) => {
@@ -192,5 +239,80 @@ fn settle(
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::Fid;
+
+    fn object(oid: u32, stripe: u32) -> ObjectId {
+        ObjectId {
+            fid: Fid {
+                seq: 0x2_0000_0400,
+                oid,
+                ver: 0,
+            },
+            component: 0,
+            stripe,
+        }
+    }
+
+    /// Records of `files` files striped over OSTs 0..`osts`.
+    fn records(files: u32, osts: u32) -> Vec<(u64, DestroyRecord)> {
+        (0..files)
+            .map(|f| {
+                let objects = (0..osts).map(|s| (s, object(f, s))).collect();
+                let rec = DestroyRecord {
+                    fid: object(f, 0).fid,
+                    objects,
+                };
+                (u64::from(f), rec)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn objects_go_to_their_ost_in_bounded_batches_once_each() {
+        let cfg = DestroyConfig {
+            batch: 4,
+            ..DestroyConfig::default()
+        };
+        let recs = records(10, 2);
+        // Stripe 1 of file 3 is gone already; OST 5 does not appear.
+        let confirmed = HashSet::from([(3u64, 1usize)]);
+        let out = batches(&recs, &confirmed, &HashMap::new(), &cfg);
+        let mut seen = HashSet::new();
+        for b in &out {
+            assert!(!b.objects.is_empty() && b.objects.len() <= 4);
+            assert_eq!(b.keys.len(), b.objects.len());
+            for (key, obj) in b.keys.iter().zip(&b.objects) {
+                let (ost, want) = recs[key.0 as usize].1.objects[key.1];
+                assert_eq!((ost, want), (b.ost, *obj));
+                assert!(seen.insert(*key), "{key:?} twice");
+            }
+        }
+        assert_eq!(seen.len(), 19);
+        assert!(!seen.contains(&(3, 1)));
+    }
+
+    #[test]
+    fn an_ost_waiting_out_a_failure_gets_no_batch() {
+        let backoff = HashMap::from([(
+            1u32,
+            Backoff {
+                retry_at: Instant::now() + Duration::from_secs(60),
+                delay: Duration::from_secs(60),
+            },
+        )]);
+        let out = batches(
+            &records(5, 2),
+            &HashSet::new(),
+            &backoff,
+            &DestroyConfig::default(),
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].ost, out[0].objects.len()), (0, 5));
     }
 }

@@ -130,13 +130,17 @@ impl ClusterView for MemoryCluster {
         Box::pin(async move { Ok(range) })
     }
 
-    fn destroy_object(&self, ost: u32, object: ObjectId) -> BoxFuture<'_, Result<(), String>> {
+    fn destroy_objects(
+        &self,
+        ost: u32,
+        objects: Vec<ObjectId>,
+    ) -> BoxFuture<'_, Result<(), String>> {
         let mut s = self.lock();
         let result = if s.down.contains(&ost) {
             s.failed_destroys += 1;
             Err(format!("OST{ost:04x} is down"))
         } else {
-            s.destroyed.push((ost, object));
+            s.destroyed.extend(objects.into_iter().map(|o| (ost, o)));
             Ok(())
         };
         Box::pin(async move { result })

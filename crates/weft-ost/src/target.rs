@@ -8,7 +8,7 @@ use crate::error::{OstError, io_to_wire};
 use crate::fdcache::{DEFAULT_CAPACITY, FdCache};
 use crate::grant::Grants;
 use crate::identity::{FORMAT_VERSION, Identity, KIND_OST, validate_fsname};
-use crate::object::{OBJECTS_DIR, SUBDIRS, object_hash, object_path, subdir_name};
+use crate::object::{OBJECTS_DIR, SUBDIRS, object_hash, object_path, subdir_name, subdir_of};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -19,7 +19,7 @@ use uuid::Uuid;
 use weft_durable::{TMP_SUFFIX, sync_dir};
 use weft_proto::frame::MAX_BULK;
 use weft_proto::mdt::StatFs;
-use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
+use weft_proto::ost::{MAX_DESTROY_BATCH, ObjectAttr, OstReply, OstRequest};
 use weft_proto::{Errno, ObjectId, TargetId, WireError, WireResult};
 
 /// Largest object size (16 TiB): writes and punches beyond it fail with EFBIG. ext4 with
@@ -221,6 +221,10 @@ impl Ost {
                 self.destroy(object).await?;
                 Ok((OstReply::Ok, Bytes::new()))
             }
+            OstRequest::DestroyMany { objects } => {
+                self.destroy_many(objects).await?;
+                Ok((OstReply::Ok, Bytes::new()))
+            }
             OstRequest::GetAttr { object } => {
                 Ok((OstReply::Attr(self.getattr(object).await?), Bytes::new()))
             }
@@ -301,6 +305,23 @@ impl Ost {
     /// Removes the object durably; a missing object is not an error.
     pub async fn destroy(self: &Arc<Self>, object: ObjectId) -> WireResult<()> {
         self.blocking(move |ost| ost.destroy_blocking(&object))
+            .await
+    }
+
+    /// Removes the objects (missing ones are fine), then makes the removals durable with
+    /// one directory sync per object directory touched, not one per object. At most
+    /// [`MAX_DESTROY_BATCH`] objects.
+    pub async fn destroy_many(self: &Arc<Self>, objects: Vec<ObjectId>) -> WireResult<()> {
+        if objects.len() > MAX_DESTROY_BATCH {
+            return Err(WireError::new(
+                Errno::Inval,
+                format!(
+                    "{} objects to destroy in one request; at most {MAX_DESTROY_BATCH}",
+                    objects.len()
+                ),
+            ));
+        }
+        self.blocking(move |ost| ost.destroy_many_blocking(&objects))
             .await
     }
 
@@ -456,14 +477,47 @@ impl Ost {
     }
 
     fn destroy_blocking(&self, id: &ObjectId) -> WireResult<()> {
+        if self.remove_object(id)? {
+            self.sync_parent(id)?;
+        }
+        Ok(())
+    }
+
+    fn destroy_many_blocking(&self, ids: &[ObjectId]) -> WireResult<()> {
+        // Every object is tried and every directory touched synced, whatever fails: the
+        // MDT sends the whole batch again, and what is done stays done.
+        let mut first_error = None;
+        let mut dirs = std::collections::BTreeMap::new();
+        for id in ids {
+            match self.remove_object(id) {
+                Ok(true) => {
+                    dirs.entry(subdir_of(id)).or_insert(*id);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for id in dirs.values() {
+            if let Err(e) = self.sync_parent(id) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Unlinks the object's file (not durably: see [`Ost::sync_parent`]); false if there
+    /// was none.
+    fn remove_object(&self, id: &ObjectId) -> WireResult<bool> {
         let lock = self.lock_of(id);
         // Exclusive: no operation may hold (or cache) a descriptor of the file we unlink.
         let _life = lock.lifecycle.write().unwrap_or_else(|e| e.into_inner());
         self.fds.remove(id);
         self.direct.forget(id);
         match std::fs::remove_file(object_path(&self.dir, id)) {
-            Ok(()) => self.sync_parent(id),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(io_to_wire(&format!("remove {id}"), e)),
         }
     }

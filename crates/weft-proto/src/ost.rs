@@ -44,6 +44,10 @@ pub enum OstRequest {
     Punch { object: ObjectId, size: u64 },
     /// Removes the object; removing a missing object succeeds.
     Destroy { object: ObjectId },
+    /// Removes each object (missing ones succeed), then makes the removals durable with one
+    /// sync per directory touched: what an MDT sends to reclaim the objects of many
+    /// unlinked files. At most [`MAX_DESTROY_BATCH`] objects; more is `EINVAL`.
+    DestroyMany { objects: Vec<ObjectId> },
     /// The object's size, blocks and data version.
     GetAttr { object: ObjectId },
     /// Usage of the target's device.
@@ -64,6 +68,9 @@ pub enum OstRequest {
 /// The most objects an OST returns in one [`OstRequest::ListObjects`] page, whatever the
 /// request asks: 4096 entries are about 160 KiB of body, well within the frame limit.
 pub const MAX_LIST_OBJECTS: u32 = 4096;
+
+/// The most objects one [`OstRequest::DestroyMany`] may name (about 24 KiB of body).
+pub const MAX_DESTROY_BATCH: usize = 1024;
 
 /// An object storage target's answer.
 // Variant fields are described in their variant's doc comment.
@@ -101,6 +108,7 @@ impl Message for OstRequest {
             OstRequest::Sync { .. } => 306,
             OstRequest::Grant { .. } => 307,
             OstRequest::ListObjects { .. } => 308,
+            OstRequest::DestroyMany { .. } => 309,
         }
     }
 
@@ -115,6 +123,7 @@ impl Message for OstRequest {
             OstRequest::Sync { .. } => "sync",
             OstRequest::Grant { .. } => "grant",
             OstRequest::ListObjects { .. } => "list_objects",
+            OstRequest::DestroyMany { .. } => "destroy_many",
         }
     }
 }
@@ -152,6 +161,9 @@ mod tests {
             },
             OstRequest::Punch { object: o, size: 4 },
             OstRequest::Destroy { object: o },
+            OstRequest::DestroyMany {
+                objects: vec![o, object(2, 0, 1)],
+            },
             OstRequest::GetAttr { object: o },
             OstRequest::StatFs,
             OstRequest::Sync { object: Some(o) },

@@ -115,6 +115,49 @@ async fn destroy_is_idempotent_and_forgets_data() {
 }
 
 #[tokio::test]
+async fn destroy_many_removes_every_object_named_and_only_those() {
+    let (_d, ost) = new_ost();
+    // Objects spread over many of the hashed directories, some of them twice.
+    for n in 0..200 {
+        ost.write(oid(n), 0, Bytes::from_static(b"data"), false)
+            .await
+            .unwrap();
+    }
+    let doomed: Vec<ObjectId> = (0..150).map(oid).chain([oid(7), oid(5000)]).collect();
+    ost.destroy_many(doomed).await.unwrap();
+    for n in 0..200 {
+        assert_eq!(
+            ost.getattr(oid(n)).await.unwrap().exists,
+            n >= 150,
+            "object {n}"
+        );
+    }
+    // Again: nothing left to remove is not an error.
+    ost.destroy_many((0..150).map(oid).collect()).await.unwrap();
+    // A descriptor cached before the destroy is not reused by a later write.
+    ost.write(oid(3), 1, Bytes::from_static(b"z"), false)
+        .await
+        .unwrap();
+    let (_, data) = ost.read(oid(3), 0, 10).await.unwrap();
+    assert_eq!(&data[..], b"\0z");
+}
+
+#[tokio::test]
+async fn destroy_many_refuses_more_than_a_batch() {
+    let (_d, ost) = new_ost();
+    ost.write(oid(1), 0, Bytes::from_static(b"kept"), false)
+        .await
+        .unwrap();
+    let too_many = (0..=MAX_DESTROY_BATCH as u32).map(oid).collect();
+    let e = ost.destroy_many(too_many).await.unwrap_err();
+    assert_eq!(e.errno, Errno::Inval);
+    assert!(
+        ost.getattr(oid(1)).await.unwrap().exists,
+        "nothing was destroyed"
+    );
+}
+
+#[tokio::test]
 async fn data_version_strictly_increases_and_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let ost = Ost::open(dir.path(), opts()).unwrap();
