@@ -94,12 +94,8 @@ impl LocalLink {
         hello: &ConnectRequest,
         handler: Option<Arc<dyn CallbackHandler>>,
     ) -> Result<(Self, ConnectReply), RpcError> {
-        let (reply, service) = crate::server::handshake_reply(&server.router, hello);
-        let (reply, service) = match (reply, service) {
-            (Ok(reply), Some(service)) => (reply, service),
-            (Err(e), _) => return Err(RpcError::Handshake(e)),
-            (Ok(_), None) => return Err(RpcError::Closed),
-        };
+        let (reply, service) =
+            crate::server::handshake_reply(&server.router, hello).map_err(RpcError::Handshake)?;
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         let callbacks = Arc::new(Endpoint::new(
             tx,

@@ -346,19 +346,19 @@ async fn handshake(
     let frame = conn::read_payload(r, header)
         .await
         .map_err(|e| e.to_string())?;
-    let (reply, accepted) = match weft_proto::decode::<ConnectRequest>(&frame.body) {
+    let accepted = match weft_proto::decode::<ConnectRequest>(&frame.body) {
         Ok(hello) => {
-            let (reply, service) = handshake_reply(router, &hello);
-            (reply, service.map(|s| (s, hello)))
+            handshake_reply(router, &hello).map(|(reply, service)| (reply, service, hello))
         }
-        Err(e) => (
-            Err(WireError::new(
-                Errno::Proto,
-                format!("malformed connect request: {e}"),
-            )),
-            None,
-        ),
+        Err(e) => Err(WireError::new(
+            Errno::Proto,
+            format!("malformed connect request: {e}"),
+        )),
     };
+    let reply: WireResult<ConnectReply> = accepted
+        .as_ref()
+        .map(|(reply, _, _)| reply.clone())
+        .map_err(Clone::clone);
     let out = OutFrame::new(
         opcode::CONNECT,
         FLAG_REPLY,
@@ -368,29 +368,24 @@ async fn handshake(
     )
     .map_err(|e| e.to_string())?;
     endpoint.send(out).await.map_err(|e| e.to_string())?;
-    match (reply, accepted) {
-        (Ok(_), Some(accepted)) => Ok(accepted),
-        (Err(e), _) => Err(e.to_string()),
-        (Ok(_), None) => Err("no service".into()),
-    }
+    accepted
+        .map(|(_, service, hello)| (service, hello))
+        .map_err(|e| e.to_string())
 }
 
-/// The answer to a connect request, and the service it binds the connection to.
+/// The answer to a connect request and the service it binds the connection to, or why
+/// it is refused.
 pub(crate) fn handshake_reply(
     router: &Router,
     hello: &ConnectRequest,
-) -> (WireResult<ConnectReply>, Option<Arc<dyn Service>>) {
-    match router.accept(hello) {
-        Ok(service) => {
-            let reply = ConnectReply {
-                target_uuid: service.uuid(),
-                features: hello.features & FEATURES_SUPPORTED,
-                protocol_version: PROTOCOL_VERSION,
-            };
-            (Ok(reply), Some(service))
-        }
-        Err(e) => (Err(e), None),
-    }
+) -> WireResult<(ConnectReply, Arc<dyn Service>)> {
+    let service = router.accept(hello)?;
+    let reply = ConnectReply {
+        target_uuid: service.uuid(),
+        features: hello.features & FEATURES_SUPPORTED,
+        protocol_version: PROTOCOL_VERSION,
+    };
+    Ok((reply, service))
 }
 
 /// Serves requests until the peer leaves (`None`) or misbehaves (`Some(reason)`).
