@@ -477,10 +477,7 @@ impl Ost {
     }
 
     fn destroy_blocking(&self, id: &ObjectId) -> WireResult<()> {
-        if self.remove_object(id)? {
-            self.sync_parent(id)?;
-        }
-        Ok(())
+        self.destroy_many_blocking(std::slice::from_ref(id))
     }
 
     fn destroy_many_blocking(&self, ids: &[ObjectId]) -> WireResult<()> {

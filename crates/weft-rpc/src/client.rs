@@ -1,7 +1,7 @@
 //! The client end of a connection: handshake, concurrent calls matched by xid, callbacks
 //! from the server, and a reconnecting wrapper.
 
-use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
+use crate::conn::{self, Endpoint, OutFrame, READ_BUFFER, Reply};
 use crate::error::RpcError;
 use crate::local::LocalLink;
 use crate::transport::{BoxRead, Transport};
@@ -117,12 +117,9 @@ impl Connection {
         opts: &ClientOptions,
     ) -> Result<Self, RpcError> {
         if transport.in_process()
-            && let Some(server) = crate::local::find(addr)
+            && let Some((server, asked)) = crate::local::find(addr)
         {
-            let bound = addr
-                .parse()
-                .unwrap_or(std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-            let (link, reply) = LocalLink::connect(server, bound, hello, callbacks)?;
+            let (link, reply) = LocalLink::connect(server, asked, hello, callbacks)?;
             return Ok(Connection {
                 link: Link::InProcess(link),
                 reply,
@@ -174,16 +171,19 @@ impl Connection {
         matches!(self.link, Link::InProcess(_))
     }
 
-    /// Sends one request and waits for its reply frame.
+    /// Sends one request and waits for its reply.
     async fn request(
         &self,
         opcode: u16,
         body: Vec<u8>,
         bulk: Bytes,
         timeout: Duration,
-    ) -> Result<InFrame, RpcError> {
+    ) -> Result<Reply, RpcError> {
         match &self.link {
-            Link::Stream { endpoint, .. } => endpoint.request(opcode, 0, body, bulk, timeout).await,
+            Link::Stream { endpoint, .. } => endpoint
+                .request(opcode, 0, body, bulk, timeout)
+                .await
+                .map(Reply::from),
             Link::InProcess(link) => link.request(opcode, body, bulk, timeout).await,
         }
     }
@@ -258,7 +258,7 @@ impl Connection {
         opcode: u16,
         body: Vec<u8>,
         bulk: Bytes,
-    ) -> Result<InFrame, RpcError> {
+    ) -> Result<Reply, RpcError> {
         self.request(opcode, body, bulk, self.opts.request_timeout)
             .await
     }

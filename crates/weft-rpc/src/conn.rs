@@ -258,16 +258,35 @@ impl Endpoint {
     }
 }
 
-/// Decodes a reply frame into the caller's type, surfacing remote errors and damaged bulk.
-pub fn decode_reply<T: serde::de::DeserializeOwned>(
-    frame: InFrame,
-) -> Result<(T, Bytes), RpcError> {
-    let result: weft_proto::WireResult<T> = weft_proto::decode(&frame.body)?;
-    let reply = result.map_err(RpcError::Remote)?;
-    if let Some(e) = frame.bulk_error {
+/// A reply as the caller receives it, from a socket or from a server of this process.
+#[derive(Debug)]
+pub struct Reply {
+    /// The encoded `WireResult` body.
+    pub body: Bytes,
+    /// The reply bulk; see `bulk_error`.
+    pub bulk: Bytes,
+    /// Set when the bulk arrived damaged (only over a socket).
+    pub bulk_error: Option<FrameError>,
+}
+
+impl From<InFrame> for Reply {
+    fn from(frame: InFrame) -> Self {
+        Self {
+            body: frame.body,
+            bulk: frame.bulk,
+            bulk_error: frame.bulk_error,
+        }
+    }
+}
+
+/// Decodes a reply into the caller's type, surfacing remote errors and damaged bulk.
+pub fn decode_reply<T: serde::de::DeserializeOwned>(reply: Reply) -> Result<(T, Bytes), RpcError> {
+    let result: weft_proto::WireResult<T> = weft_proto::decode(&reply.body)?;
+    let value = result.map_err(RpcError::Remote)?;
+    if let Some(e) = reply.bulk_error {
         return Err(RpcError::Frame(e));
     }
-    Ok((reply, frame.bulk))
+    Ok((value, reply.bulk))
 }
 
 /// Encodes a callback body (server to client: no request header).

@@ -19,7 +19,7 @@
 //! path with the same binary).
 
 use crate::client::{CallbackHandler, CallbackSender};
-use crate::conn::{Endpoint, InFrame, WRITE_QUEUE};
+use crate::conn::{Endpoint, Reply, WRITE_QUEUE};
 use crate::error::RpcError;
 use crate::server::Shared;
 use crate::service::{BoxFuture, Peer, Service};
@@ -33,7 +33,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use weft_proto::frame::{BULK_ALIGN, FLAG_REPLY, FrameHeader, SUPPORTED_VERSIONS, aligned_vec};
+use weft_proto::frame::{BULK_ALIGN, aligned_vec};
 use weft_proto::{ConnectReply, ConnectRequest};
 
 /// Servers of this process that accept in-process clients, by listen address.
@@ -59,8 +59,9 @@ pub(crate) fn register(addr: SocketAddr, server: &Arc<Shared>) {
 }
 
 /// The running server of this process that `addr` (an `IP:PORT`; names are not resolved)
-/// reaches, if any. A server listening on the unspecified address answers loopback ones.
-pub(crate) fn find(addr: &str) -> Option<Arc<Shared>> {
+/// reaches, if any, with `addr` parsed. A server listening on the unspecified address
+/// answers loopback ones.
+pub(crate) fn find(addr: &str) -> Option<(Arc<Shared>, SocketAddr)> {
     if !enabled() {
         return None;
     }
@@ -71,7 +72,7 @@ pub(crate) fn find(addr: &str) -> Option<Arc<Shared>> {
                 && bound.port() == asked.port()
                 && asked.ip().is_loopback());
         let server = server.upgrade().filter(|_| reaches)?;
-        (!server.is_stopping()).then_some(server)
+        (!server.is_stopping()).then_some((server, asked))
     })
 }
 
@@ -87,10 +88,11 @@ pub(crate) struct LocalLink {
 }
 
 impl LocalLink {
-    /// Performs the handshake of `hello` with `server`, as the socket handshake does.
+    /// Performs the handshake of `hello` with `server` (reached at `addr`), as the socket
+    /// handshake does.
     pub(crate) fn connect(
         server: Arc<Shared>,
-        bound: SocketAddr,
+        addr: SocketAddr,
         hello: &ConnectRequest,
         handler: Option<Arc<dyn CallbackHandler>>,
     ) -> Result<(Self, ConnectReply), RpcError> {
@@ -103,7 +105,7 @@ impl LocalLink {
         ));
         let peer = Arc::new(Peer {
             client_uuid: hello.client_uuid,
-            addr: bound,
+            addr,
             callbacks: CallbackSender::new(callbacks.clone()),
             conn_id: server.next_conn_id.fetch_add(1, Ordering::Relaxed),
         });
@@ -124,15 +126,14 @@ impl LocalLink {
         self.callbacks.is_closed() || self.server.is_stopping()
     }
 
-    /// Serves one request and returns its reply as a frame would carry it (the header is
-    /// not from any wire: its checksums are zero and nothing checks them).
+    /// Serves one request and returns its reply.
     pub(crate) async fn request(
         &self,
         opcode: u16,
         body: Vec<u8>,
         bulk: Bytes,
         timeout: Duration,
-    ) -> Result<InFrame, RpcError> {
+    ) -> Result<Reply, RpcError> {
         if self.is_closed() {
             return Err(RpcError::Closed);
         }
@@ -155,18 +156,7 @@ impl LocalLink {
         let (body, bulk) = tokio::time::timeout(timeout, RunToEnd(Some(Box::pin(work))))
             .await
             .map_err(|_| RpcError::TimedOut(timeout))?;
-        let header = FrameHeader {
-            version: *SUPPORTED_VERSIONS.end(),
-            opcode,
-            flags: FLAG_REPLY,
-            xid: 0,
-            body_len: u32::try_from(body.len()).unwrap_or(u32::MAX),
-            bulk_len: u32::try_from(bulk.len()).unwrap_or(u32::MAX),
-            body_crc: 0,
-            bulk_crc: 0,
-        };
-        Ok(InFrame {
-            header,
+        Ok(Reply {
             body: Bytes::from(body),
             bulk,
             bulk_error: None,

@@ -134,6 +134,14 @@ async fn connect(addr: &str, cb: Option<Arc<dyn CallbackHandler>>) -> Connection
     .unwrap()
 }
 
+/// The error of a TCP-transport connection to `addr` with `hello` that must fail.
+async fn refused(addr: &str, hello: &ConnectRequest) -> RpcError {
+    Connection::connect(&TcpTransport, addr, hello, None, &ClientOptions::default())
+        .await
+        .err()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn many_concurrent_requests_share_one_connection() {
     let (_server, addr) = start().await;
@@ -229,41 +237,19 @@ async fn server_callbacks_reach_the_client_on_the_same_connection() {
 #[tokio::test]
 async fn wrong_fsname_unknown_target_and_old_protocol_are_refused_clearly() {
     let (_server, addr) = start().await;
-    let opts = ClientOptions::default();
-    let err = Connection::connect(
-        &TcpTransport,
-        &addr,
-        &hello("other", TargetId::ost(0)),
-        None,
-        &opts,
-    )
-    .await
-    .err()
-    .unwrap();
+    let err = refused(&addr, &hello("other", TargetId::ost(0))).await;
     assert!(
         matches!(&err, RpcError::Handshake(e) if e.errno == Errno::Inval && e.message.contains("mismatch")),
         "{err}"
     );
-    let err = Connection::connect(
-        &TcpTransport,
-        &addr,
-        &hello(FS, TargetId::mdt(3)),
-        None,
-        &opts,
-    )
-    .await
-    .err()
-    .unwrap();
+    let err = refused(&addr, &hello(FS, TargetId::mdt(3))).await;
     assert!(
         matches!(&err, RpcError::Handshake(e) if e.errno == Errno::NoEnt),
         "{err}"
     );
     let mut old = hello(FS, TargetId::ost(0));
     old.protocol_version = 99;
-    let err = Connection::connect(&TcpTransport, &addr, &old, None, &opts)
-        .await
-        .err()
-        .unwrap();
+    let err = refused(&addr, &old).await;
     assert!(
         matches!(&err, RpcError::Handshake(e) if e.errno == Errno::Proto),
         "{err}"
@@ -473,34 +459,19 @@ async fn in_process_calls_carry_bodies_bulk_errors_and_statistics() {
 #[tokio::test]
 async fn in_process_handshakes_are_checked_like_socket_ones() {
     let (_server, addr) = start_in_process().await;
-    let refused = |hello: ConnectRequest| {
-        let addr = addr.clone();
-        async move {
-            Connection::connect(
-                &TcpTransport,
-                &addr,
-                &hello,
-                None,
-                &ClientOptions::default(),
-            )
-            .await
-            .err()
-            .unwrap()
-        }
-    };
-    let e = refused(hello("otherfs", TargetId::ost(0))).await;
+    let e = refused(&addr, &hello("otherfs", TargetId::ost(0))).await;
     assert!(
         matches!(e, RpcError::Handshake(ref w) if w.errno == Errno::Inval),
         "{e:?}"
     );
-    let e = refused(hello(FS, TargetId::ost(7))).await;
+    let e = refused(&addr, &hello(FS, TargetId::ost(7))).await;
     assert!(
         matches!(e, RpcError::Handshake(ref w) if w.errno == Errno::NoEnt),
         "{e:?}"
     );
     let mut old = hello(FS, TargetId::ost(0));
     old.protocol_version = PROTOCOL_VERSION + 1;
-    let e = refused(old).await;
+    let e = refused(&addr, &old).await;
     assert!(
         matches!(e, RpcError::Handshake(ref w) if w.errno == Errno::Proto),
         "{e:?}"
@@ -566,15 +537,6 @@ async fn in_process_connections_close_when_their_server_stops() {
         .unwrap_err();
     assert!(matches!(e, RpcError::Closed), "{e:?}");
     // Nothing listens any more: a new connection goes to the socket and is refused.
-    let e = Connection::connect(
-        &TcpTransport,
-        &addr,
-        &hello(FS, TargetId::ost(0)),
-        None,
-        &ClientOptions::default(),
-    )
-    .await
-    .err()
-    .unwrap();
+    let e = refused(&addr, &hello(FS, TargetId::ost(0))).await;
     assert!(matches!(e, RpcError::Io { .. }), "{e:?}");
 }
