@@ -552,6 +552,63 @@ async fn two_mounts_see_each_others_changes() {
     .unwrap();
 }
 
+/// Several threads making metadata calls one after another, big reads and writes, and an
+/// fsync, all at once: every answer right, whichever way the mount's threads read the
+/// kernel's requests (taking turns at one polled descriptor, the default, or each sleeping
+/// on its own, `poll_us=0`), and the mount goes away cleanly on unmount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_are_answered_with_and_without_polling_readers() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    for opts in ["", "poll_us=1000,threads=2", "poll_us=0"] {
+        let mut m = FuseMount::start(&tc, opts);
+        let root = m.path(&format!("mix-{}", opts.replace([',', '='], "_")));
+        fs::create_dir(&root).unwrap();
+        let big: Vec<u8> = (0..4_000_000u32).map(|i| (i % 253) as u8).collect();
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let dir = root.join(format!("t{t}"));
+                let big = big.clone();
+                std::thread::spawn(move || {
+                    fs::create_dir(&dir).unwrap();
+                    for i in 0..200 {
+                        let f = dir.join(format!("f{i}"));
+                        fs::write(&f, format!("{t}:{i}")).unwrap();
+                        assert_eq!(
+                            fs::metadata(&f).unwrap().len(),
+                            format!("{t}:{i}").len() as u64
+                        );
+                    }
+                    // One big file per thread, synced and read back whole.
+                    let b = dir.join("big");
+                    let mut w = fs::File::create(&b).unwrap();
+                    w.write_all(&big).unwrap();
+                    w.sync_all().unwrap();
+                    drop(w);
+                    assert!(fs::read(&b).unwrap() == big);
+                    let names: BTreeSet<String> = fs::read_dir(&dir)
+                        .unwrap()
+                        .map(|e| e.unwrap().file_name().into_string().unwrap())
+                        .collect();
+                    assert_eq!(names.len(), 201);
+                    for i in 0..200 {
+                        let f = dir.join(format!("f{i}"));
+                        assert_eq!(fs::read_to_string(&f).unwrap(), format!("{t}:{i}"));
+                        fs::remove_file(&f).unwrap();
+                    }
+                    fs::remove_file(&b).unwrap();
+                    fs::remove_dir(&dir).unwrap();
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(fs::read_dir(&root).unwrap().count(), 0, "{opts}");
+        fs::remove_dir(&root).unwrap();
+        assert!(m.unmount(), "{opts}: {}", m.log());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mount_helper_and_umount_and_weft_up_mount() {
     let tc = TestCluster::start(bin(), 1).await.unwrap();

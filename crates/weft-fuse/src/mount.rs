@@ -78,6 +78,7 @@ impl Mount {
         config.acl = acl;
         config.n_threads = Some(opts.threads.max(1));
         config.clone_fd = true;
+        config.poll = Some(opts.poll);
         let fs = WeftFs::new(client, opts, rt);
         let session = fuser::Session::new(fs, mountpoint, &config)?;
         Ok(Self {

@@ -19,6 +19,11 @@ pub struct MountOptions {
     /// Threads reading kernel requests (`threads=N`); each only hands requests to the
     /// async client, so a few suffice for many requests in flight.
     pub threads: usize,
+    /// How long the thread reading kernel requests keeps trying for the next one after a
+    /// request before it sleeps (`poll_us=N`, microseconds; 0: every thread sleeps in
+    /// `read(2)`). A caller that makes one call after another then gets each taken without
+    /// a wake-up; the threads take turns at reading (see the vendored fuser's `reader.rs`).
+    pub poll: Duration,
     /// Kernel permission checks on cached attributes (`default_permissions`, on by
     /// default; `nodefault_permissions` leaves every check to the MDT).
     pub default_permissions: bool,
@@ -46,6 +51,7 @@ impl Default for MountOptions {
             writeback_cache: false,
             direct_io: false,
             threads: 4,
+            poll: Duration::from_micros(50),
             default_permissions: true,
             allow_other: None,
             read_only: false,
@@ -56,6 +62,9 @@ impl Default for MountOptions {
         }
     }
 }
+
+/// Longest `poll_us`: past a millisecond a sleeping reader wakes up sooner than it gains.
+const MAX_POLL_US: u64 = 1000;
 
 /// Words of fstab and `mount(8)` that concern the mount command, not the file system.
 fn ignored(word: &str) -> bool {
@@ -117,6 +126,14 @@ impl MountOptions {
                         .filter(|n| (1..=256).contains(n))
                         .ok_or_else(|| format!("threads={v}: not in 1..256"))?
                 }
+                ("poll_us", Some(v)) => {
+                    self.poll = v
+                        .parse()
+                        .ok()
+                        .filter(|&n| n <= MAX_POLL_US)
+                        .map(Duration::from_micros)
+                        .ok_or_else(|| format!("poll_us={v}: not in 0..{MAX_POLL_US}"))?
+                }
                 ("max_background", Some(v)) => {
                     self.max_background = v
                         .parse()
@@ -174,6 +191,11 @@ mod tests {
         assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);
         assert!(MountOptions::parse("frobnicate").is_err());
         assert!(MountOptions::parse("threads=0").is_err());
+        assert_eq!(MountOptions::default().poll, Duration::from_micros(50));
+        let o = MountOptions::parse("poll_us=0").unwrap_or_default();
+        assert_eq!(o.poll, Duration::ZERO);
+        assert!(MountOptions::parse("poll_us=1001").is_err());
+        assert!(MountOptions::parse("poll_us=x").is_err());
         assert!(MountOptions::parse("entry_timeout=-1").is_err());
     }
 

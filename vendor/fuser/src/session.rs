@@ -44,6 +44,7 @@ use crate::mnt::mount_options::Config;
 use crate::mnt::mount_options::check_option_conflicts;
 use crate::notify::Notifier;
 use crate::read_buf::FuseReadBuf;
+use crate::reader::TurnReader;
 use crate::reply::Reply;
 use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
@@ -270,9 +271,13 @@ impl<FS: Filesystem> Session<FS> {
         let mut filesystem = Arc::new(filesystem);
 
         let mut channels = Vec::with_capacity(n_threads);
+        let reader = match config.poll.filter(|p| !p.is_zero()) {
+            Some(poll) => Some(Arc::new(TurnReader::new(&ch, poll)?)),
+            None => None,
+        };
 
         for _ in 0..n_threads_minus_one {
-            if config.clone_fd {
+            if config.clone_fd && reader.is_none() {
                 #[cfg(target_os = "linux")]
                 {
                     channels.push(ch.clone_fd()?);
@@ -296,6 +301,7 @@ impl<FS: Filesystem> Session<FS> {
                 thread_name: thread_name.clone(),
                 filesystem: filesystem.clone(),
                 ch,
+                reader: reader.clone(),
                 allowed,
                 session_owner,
             };
@@ -515,6 +521,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     /// Cache thread name for faster `debug!`.
     pub(crate) thread_name: String,
     pub(crate) ch: Channel,
+    /// The turn at `ch` shared with the session's other threads, if they take turns.
+    pub(crate) reader: Option<Arc<TurnReader>>,
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
@@ -529,7 +537,13 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         loop {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
-            match self.ch.receive_retrying(buf) {
+            let received = match &self.reader {
+                Some(reader) => reader.receive(&self.ch, buf).inspect(|&size| {
+                    reader.pass(&buf[..size]);
+                }),
+                None => self.ch.receive_retrying(buf),
+            };
+            match received {
                 Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {

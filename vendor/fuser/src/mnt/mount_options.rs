@@ -18,6 +18,11 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// (weftfs patch) With a time, the threads take turns at one non-blocking descriptor
+    /// and the thread whose turn it is keeps reading for that long after a request before
+    /// it sleeps, instead of each sleeping in `read(2)` on its own clone; `clone_fd` is then
+    /// not used. See `reader.rs`.
+    pub poll: Option<std::time::Duration>,
 }
 
 /// Mount options accepted by the FUSE filesystem type
