@@ -278,17 +278,23 @@ impl WeftFs {
     {
         let shared = self.shared.clone();
         let fut = work(shared.clone());
-        let mut task = Box::pin(weft_rpc::jobid::with_jobid(jobid, async move {
+        self.run_here_first(weft_rpc::jobid::with_jobid(jobid, async move {
             match fut.await {
                 Ok(v) => done(reply, v, &shared),
                 Err(Failed(e)) => reply.fail(e),
             }
         }));
-        // Most requests finish without waiting (cached answers, and the MDT of `weft up`
-        // served in-process): one poll here answers them on this thread, without waking a
-        // runtime worker and handing the reply back. A request that has to wait goes on as
-        // a task; its first poll there registers the real waker, so no wake-up is lost to
-        // the placeholder one.
+    }
+
+    /// Runs `task` on this thread until it first has to wait, then as a runtime task.
+    ///
+    /// Most requests finish without waiting (cached answers, directory pages fetched ahead,
+    /// and the MDT of `weft up` served in-process): one poll here answers them on the
+    /// thread that read them, without waking a runtime worker and handing the reply back.
+    /// A request that has to wait goes on as a task; its first poll there registers the
+    /// real waker, so no wake-up is lost to the placeholder one.
+    fn run_here_first(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut task = Box::pin(task);
         let _runtime = self.rt.enter();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         if task.as_mut().poll(&mut cx).is_pending() {
@@ -1265,7 +1271,7 @@ impl Filesystem for WeftFs {
     ) {
         let cred = self.cred(req);
         let shared = self.shared.clone();
-        self.rt.spawn(async move {
+        self.run_here_first(async move {
             let Some(dir) = lock(&shared.dirs).get(&fh.0).cloned() else {
                 return reply.error(fuser::Errno::EBADF);
             };
@@ -1314,7 +1320,7 @@ impl Filesystem for WeftFs {
     ) {
         let cred = self.cred(req);
         let shared = self.shared.clone();
-        self.rt.spawn(async move {
+        self.run_here_first(async move {
             let Some(dir) = lock(&shared.dirs).get(&fh.0).cloned() else {
                 return reply.error(fuser::Errno::EBADF);
             };

@@ -23,6 +23,9 @@ pub const SCAN_MAX_ENTRIES: u32 = 256;
 const READDIR_MAX_BYTES: usize = 2 << 20;
 /// Approximate encoded size of one entry besides its name (FID, kind, cookie, attributes).
 const ENTRY_OVERHEAD: usize = 160;
+
+/// Entries a page is allocated for up front (clients ask for about 1,024).
+const DIR_PAGE_HINT: usize = 1024;
 /// Bytes of store an inode is assumed to need, to estimate free inodes from free space.
 const INODE_BYTES_ESTIMATE: u64 = 1024;
 
@@ -243,7 +246,8 @@ pub(crate) fn readdir(
         }
     };
     let (start, end) = store::dirent_range(fid, from);
-    let mut page: Vec<(u64, Vec<u8>, Dirent)> = Vec::new();
+    // Entries go straight into the reply; attributes are added after the scan.
+    let mut page: Vec<DirEntry> = Vec::with_capacity(max.min(DIR_PAGE_HINT));
     let mut bytes = 0usize;
     let mut eof = true;
     for item in dirents
@@ -253,45 +257,42 @@ pub(crate) fn readdir(
         let (k, v) = item.map_err(crate::error::StoreError::from)?;
         let (hash, name) = store::split_dirent_key(k.value())?;
         if page.len() >= max || bytes >= READDIR_MAX_BYTES {
-            let last = page.last().map(|e| e.0);
-            let first = page.first().map(|e| e.0);
+            let last = page.last().map(|e| e.cookie);
+            let first = page.first().map(|e| e.cookie);
             if last == Some(hash) {
-                if first == Some(hash) {
-                    // One group fills the page: it cannot be split, so it goes out whole.
-                    let de: Dirent = store::decode("dirents", v.value())?;
-                    bytes += name.len() + ENTRY_OVERHEAD;
-                    page.push((hash, name.to_vec(), de));
-                    continue;
+                if first != Some(hash) {
+                    // A group of names with one hash never straddles two pages: the cookie
+                    // of the next page must follow all of it.
+                    while page.last().map(|e| e.cookie) == Some(hash) {
+                        page.pop();
+                    }
+                    eof = false;
+                    break;
                 }
-                while page.last().map(|e| e.0) == Some(hash) {
-                    page.pop();
-                }
+                // One group fills the page: it cannot be split, so it goes out whole.
+            } else {
+                eof = false;
+                break;
             }
-            eof = false;
-            break;
         }
         let de: Dirent = store::decode("dirents", v.value())?;
         bytes += name.len() + ENTRY_OVERHEAD;
-        page.push((hash, name.to_vec(), de));
-    }
-    let mut entries = Vec::with_capacity(page.len());
-    for (hash, name, de) in page {
-        // Only attributes: the layouts after them in the record are not decoded.
-        let attr = if plus {
-            store::get_inode_attrs(inodes, de.fid)?
-                .map(|a| a.attr(de.fid, lock(handles).open_count(de.fid)))
-        } else {
-            None
-        };
-        entries.push(DirEntry {
-            name,
+        page.push(DirEntry {
+            name: name.to_vec(),
             fid: de.fid,
             kind: de.kind,
             cookie: hash,
-            attr,
+            attr: None,
         });
     }
-    Ok((entries, eof))
+    if plus {
+        for e in &mut page {
+            // Only attributes: the layouts after them in the record are not decoded.
+            e.attr = store::get_inode_attrs(inodes, e.fid)?
+                .map(|a| a.attr(e.fid, lock(handles).open_count(e.fid)));
+        }
+    }
+    Ok((page, eof))
 }
 
 fn statfs(dir: &Path, used_inodes: u64) -> Result<MdtReply, Fail> {
