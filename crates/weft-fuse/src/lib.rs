@@ -14,8 +14,10 @@
 //! - one errno mapping ([`errno`]) and the attribute conversion ([`attr`]);
 //! - the job id of the calling process for every request it causes ([`jobid`]).
 //!
-//! Concurrency: fuser reads kernel requests on several threads (`threads=N`, one cloned
-//! `/dev/fuse` descriptor each); a handler polls its work once on the reading thread and,
+//! Concurrency: fuser reads kernel requests on several threads (`threads=N`) that take
+//! turns at one polled `/dev/fuse` descriptor, the reader trying for the next request for
+//! `poll_us` before it sleeps (the vendored fuser's `reader.rs`; `poll_us=0`: each thread
+//! sleeps in `read(2)` on its own clone); a handler polls its work once on the reading thread and,
 //! if it has to wait, hands it to a task on the client's tokio runtime and returns, so
 //! requests are answered as the library finishes them, in any order (under `weft up` most
 //! metadata requests finish in that first poll: their MDT is served in-process). These
