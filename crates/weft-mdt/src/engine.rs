@@ -117,6 +117,9 @@ pub struct Counters {
     pub ops: AtomicU64,
     /// Opens and closes answered without the commit thread (see `fast.rs`).
     pub fast_ops: AtomicU64,
+    /// Requests of clients and other servers started (the destroy worker waits while
+    /// they keep coming, see `destroy.rs`).
+    pub requests: AtomicU64,
     /// FIDs allocatable without asking the MGS (saturating).
     pub fids_left: AtomicU64,
 }

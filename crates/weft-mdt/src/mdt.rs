@@ -353,6 +353,11 @@ impl Mdt {
     }
 
     /// Destroy-log records below this sequence are durable (see [`crate::destroy`]).
+    /// Requests started so far (see [`crate::engine::Counters::requests`]).
+    pub(crate) fn requests_started(&self) -> u64 {
+        self.counters.requests.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn durable_destroys(&self) -> u64 {
         self.counters.durable_destroys.load(Ordering::Acquire)
     }
@@ -470,6 +475,7 @@ impl Mdt {
         origin: Origin,
         req: MdtRequest,
     ) -> WireResult<MdtReply> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
         if LockTable::handles(&req) {
             let caller = Caller {
                 conn: conn_id,

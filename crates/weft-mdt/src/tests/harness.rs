@@ -39,6 +39,7 @@ pub fn opts() -> MdtOptions {
         destroy: DestroyConfig {
             retry_min: Duration::from_millis(5),
             retry_max: Duration::from_millis(20),
+            quiet: Duration::ZERO,
             ..DestroyConfig::default()
         },
         ..MdtOptions::default()

@@ -372,3 +372,77 @@ async fn destroy_records_removed_without_fsync_stay_removed_after_a_restart() {
     h.lookup(Fid::ROOT, "kept").await.unwrap();
     h.mdt.shutdown().await;
 }
+
+/// Until the destroy log is empty (at most `limit`).
+async fn drained_within(h: &H, limit: Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if h.mdt.stats().pending_destroys == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Sends requests every 50 ms for `how_long`, or until the destroy log is empty.
+async fn keep_busy(h: &H, how_long: Duration) {
+    let until = std::time::Instant::now() + how_long;
+    while std::time::Instant::now() < until && h.mdt.stats().pending_destroys > 0 {
+        h.getattr(Fid::ROOT).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn waiting_destroys(quiet: Duration, max_delay: Duration) -> MdtOptions {
+    let mut o = opts();
+    o.destroy.quiet = quiet;
+    o.destroy.max_delay = max_delay;
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroys_wait_while_requests_keep_coming_then_go() {
+    let h = H::with(
+        waiting_destroys(Duration::from_secs(1), Duration::from_secs(600)),
+        4,
+    )
+    .await;
+    h.mdt.start_background();
+    let f = h.create(Fid::ROOT, "f").await;
+    let MdtReply::Layout(Some(layout)) = h.run(MdtRequest::GetLayout { fid: f }).await.unwrap()
+    else {
+        panic!()
+    };
+    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+    h.run(MdtRequest::Sync).await.unwrap();
+    keep_busy(&h, Duration::from_millis(2500)).await;
+    assert!(
+        h.cluster.destroyed().is_empty(),
+        "destroyed while requests kept coming"
+    );
+    assert_eq!(h.mdt.stats().pending_destroys, 1);
+    // Requests pause: the objects go.
+    assert!(drained_within(&h, Duration::from_secs(10)).await);
+    let want: Vec<_> = layout.objects(f).collect();
+    assert_eq!(h.cluster.destroyed(), want);
+    h.mdt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroys_wait_no_longer_than_max_delay() {
+    let h = H::with(
+        waiting_destroys(Duration::from_secs(1), Duration::from_millis(300)),
+        4,
+    )
+    .await;
+    h.mdt.start_background();
+    h.create(Fid::ROOT, "f").await;
+    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
+    h.run(MdtRequest::Sync).await.unwrap();
+    // Requests never pause for a second, yet the log drains.
+    keep_busy(&h, Duration::from_secs(10)).await;
+    assert_eq!(h.mdt.stats().pending_destroys, 0);
+    assert!(!h.cluster.destroyed().is_empty());
+    h.mdt.shutdown().await;
+}
