@@ -352,12 +352,12 @@ impl Mdt {
         &self.dir
     }
 
-    /// Destroy-log records below this sequence are durable (see [`crate::destroy`]).
     /// Requests started so far (see [`crate::engine::Counters::requests`]).
     pub(crate) fn requests_started(&self) -> u64 {
         self.counters.requests.load(Ordering::Relaxed)
     }
 
+    /// Destroy-log records below this sequence are durable (see [`crate::destroy`]).
     pub(crate) fn durable_destroys(&self) -> u64 {
         self.counters.durable_destroys.load(Ordering::Acquire)
     }
