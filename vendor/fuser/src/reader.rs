@@ -18,8 +18,8 @@
 //! thread for a request the reader takes.
 //!
 //! The reader gives up its turn as soon as it has read a request, and wakes a waiting
-//! thread to take it only before work that copies a lot on the thread (reads and writes)
-//! or may sleep (fsync). Other requests are started on the reading thread one after the
+//! thread to take it only before work that copies a lot on the thread (reads and writes
+//! of [`BUSY_IO_BYTES`] or more) or may sleep (fsync). Other requests are started on the reading thread one after the
 //! other: the file system is expected to hand what must wait elsewhere (weftfs's mount
 //! answers on the thread only what needs no waiting). Waking helpers for requests that
 //! were merely queued made four processes creating files on two CPUs 20 % slower.
