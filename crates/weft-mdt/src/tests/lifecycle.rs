@@ -394,20 +394,16 @@ async fn keep_busy(h: &H, how_long: Duration) {
     }
 }
 
-fn waiting_destroys(quiet: Duration, max_delay: Duration) -> MdtOptions {
+/// An MDT whose destroys wait for a `quiet` pause in requests (at most `max_delay`), with
+/// one file unlinked durably: the MDT and that file's objects.
+async fn unlinked_with_waiting_destroys(
+    quiet: Duration,
+    max_delay: Duration,
+) -> (H, Vec<(u32, weft_proto::ObjectId)>) {
     let mut o = opts();
     o.destroy.quiet = quiet;
     o.destroy.max_delay = max_delay;
-    o
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn destroys_wait_while_requests_keep_coming_then_go() {
-    let h = H::with(
-        waiting_destroys(Duration::from_secs(1), Duration::from_secs(600)),
-        4,
-    )
-    .await;
+    let h = H::with(o, 4).await;
     h.mdt.start_background();
     let f = h.create(Fid::ROOT, "f").await;
     let MdtReply::Layout(Some(layout)) = h.run(MdtRequest::GetLayout { fid: f }).await.unwrap()
@@ -416,6 +412,13 @@ async fn destroys_wait_while_requests_keep_coming_then_go() {
     };
     h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
     h.run(MdtRequest::Sync).await.unwrap();
+    (h, layout.objects(f).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destroys_wait_while_requests_keep_coming_then_go() {
+    let (h, objects) =
+        unlinked_with_waiting_destroys(Duration::from_secs(1), Duration::from_secs(600)).await;
     keep_busy(&h, Duration::from_millis(2500)).await;
     assert!(
         h.cluster.destroyed().is_empty(),
@@ -424,25 +427,17 @@ async fn destroys_wait_while_requests_keep_coming_then_go() {
     assert_eq!(h.mdt.stats().pending_destroys, 1);
     // Requests pause: the objects go.
     assert!(drained_within(&h, Duration::from_secs(10)).await);
-    let want: Vec<_> = layout.objects(f).collect();
-    assert_eq!(h.cluster.destroyed(), want);
+    assert_eq!(h.cluster.destroyed(), objects);
     h.mdt.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroys_wait_no_longer_than_max_delay() {
-    let h = H::with(
-        waiting_destroys(Duration::from_secs(1), Duration::from_millis(300)),
-        4,
-    )
-    .await;
-    h.mdt.start_background();
-    h.create(Fid::ROOT, "f").await;
-    h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
-    h.run(MdtRequest::Sync).await.unwrap();
+    let (h, objects) =
+        unlinked_with_waiting_destroys(Duration::from_secs(1), Duration::from_millis(300)).await;
     // Requests never pause for a second, yet the log drains.
     keep_busy(&h, Duration::from_secs(10)).await;
     assert_eq!(h.mdt.stats().pending_destroys, 0);
-    assert!(!h.cluster.destroyed().is_empty());
+    assert_eq!(h.cluster.destroyed(), objects);
     h.mdt.shutdown().await;
 }
