@@ -304,8 +304,7 @@ impl Ost {
 
     /// Removes the object durably; a missing object is not an error.
     pub async fn destroy(self: &Arc<Self>, object: ObjectId) -> WireResult<()> {
-        self.blocking(move |ost| ost.destroy_blocking(&object))
-            .await
+        self.destroy_many(vec![object]).await
     }
 
     /// Removes the objects (missing ones are fine), then makes the removals durable with
@@ -474,10 +473,6 @@ impl Ost {
             blocks: meta.blocks(),
             data_version,
         })
-    }
-
-    fn destroy_blocking(&self, id: &ObjectId) -> WireResult<()> {
-        self.destroy_many_blocking(std::slice::from_ref(id))
     }
 
     fn destroy_many_blocking(&self, ids: &[ObjectId]) -> WireResult<()> {

@@ -73,8 +73,9 @@ impl TurnReader {
         })
     }
 
-    /// Waits for the turn, then reads one request into `buf` and returns its size. The
-    /// turn is held until [`TurnReader::pass`]; on an error it is already given up.
+    /// Waits for the turn, reads one request into `buf` and returns its size, giving up the
+    /// turn; wakes a waiting thread to read next if this one is about to be busy with the
+    /// request.
     pub(crate) fn receive(&self, ch: &Channel, buf: &mut [u8]) -> nix::Result<usize> {
         let hot = {
             let mut s = self.state.lock();
@@ -91,33 +92,23 @@ impl TurnReader {
         };
         let read = self.read(ch, buf, hot);
         let mut s = self.state.lock();
-        match read {
+        s.taken = false;
+        let wake = match read {
             Ok((size, in_time)) => {
                 s.hot = in_time;
-                Ok(size)
+                busy_opcode(&buf[..size])
             }
-            Err(e) => {
-                s.taken = false;
-                if e == Errno::ENODEV {
-                    s.done = true;
-                    self.turn.notify_all();
-                } else if s.waiting > 0 {
-                    self.turn.notify_one();
-                }
-                Err(e)
+            Err(Errno::ENODEV) => {
+                s.done = true;
+                self.turn.notify_all();
+                false
             }
-        }
-    }
-
-    /// Gives up the turn after reading `req`, waking a waiting thread to read next if this
-    /// one is about to be busy with it.
-    pub(crate) fn pass(&self, req: &[u8]) {
-        let wake = busy_opcode(req);
-        let mut s = self.state.lock();
-        s.taken = false;
+            Err(_) => true,
+        };
         if wake && s.waiting > 0 {
             self.turn.notify_one();
         }
+        read.map(|(size, _)| size)
     }
 
     /// Reads one request: its size and whether it came within the poll time.

@@ -538,9 +538,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
             let received = match &self.reader {
-                Some(reader) => reader.receive(&self.ch, buf).inspect(|&size| {
-                    reader.pass(&buf[..size]);
-                }),
+                Some(reader) => reader.receive(&self.ch, buf),
                 None => self.ch.receive_retrying(buf),
             };
             match received {

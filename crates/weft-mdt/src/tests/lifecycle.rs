@@ -232,11 +232,7 @@ async fn destroy_log_survives_restart_and_ost_outage() {
         h.cluster.set_down(i, true);
     }
     h.mdt.start_background();
-    let f = h.create(Fid::ROOT, "f").await;
-    let MdtReply::Layout(Some(layout)) = h.run(MdtRequest::GetLayout { fid: f }).await.unwrap()
-    else {
-        panic!()
-    };
+    let want = created_with_objects(&h, "f").await;
     h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
     for _ in 0..200 {
         if h.cluster.failed_destroys() >= 2 {
@@ -256,7 +252,6 @@ async fn destroy_log_survives_restart_and_ost_outage() {
     }
     h.mdt.start_background();
     h.wait_destroys().await;
-    let want: Vec<_> = layout.objects(f).collect();
     assert_eq!(h.cluster.destroyed(), want);
     h.mdt.shutdown().await;
 }
@@ -405,14 +400,20 @@ async fn unlinked_with_waiting_destroys(
     o.destroy.max_delay = max_delay;
     let h = H::with(o, 4).await;
     h.mdt.start_background();
-    let f = h.create(Fid::ROOT, "f").await;
-    let MdtReply::Layout(Some(layout)) = h.run(MdtRequest::GetLayout { fid: f }).await.unwrap()
-    else {
-        panic!()
-    };
+    let objects = created_with_objects(&h, "f").await;
     h.unlink_as(Fid::ROOT, "f", &root()).await.unwrap();
     h.run(MdtRequest::Sync).await.unwrap();
-    (h, layout.objects(f).collect())
+    (h, objects)
+}
+
+/// Creates `name` in the root and returns its objects.
+async fn created_with_objects(h: &H, name: &str) -> Vec<(u32, weft_proto::ObjectId)> {
+    let f = h.create(Fid::ROOT, name).await;
+    let MdtReply::Layout(Some(layout)) = h.run(MdtRequest::GetLayout { fid: f }).await.unwrap()
+    else {
+        panic!("{name} has no layout")
+    };
+    layout.objects(f).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
