@@ -131,7 +131,7 @@ impl Metrics {
                 sample(out, name, &target_label(*t), get(s) as f64);
             }
         }
-        let counters: [Gauge; 8] = [
+        let counters: [Gauge; 9] = [
             (
                 "weft_mdt_commits_total",
                 "Write transactions committed.",
@@ -151,6 +151,11 @@ impl Metrics {
                 "weft_mdt_fast_ops_total",
                 "Opens and closes answered without the commit thread.",
                 |s| s.fast_ops,
+            ),
+            (
+                "weft_mdt_reply_records_total",
+                "Replies recorded for numbered (resendable) requests.",
+                |s| s.reply_records,
             ),
             ("weft_mdt_lock_grants_total", "File locks granted.", |s| {
                 s.lock_grants

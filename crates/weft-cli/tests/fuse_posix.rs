@@ -659,7 +659,7 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
             "--data".into(),
             data.display().to_string(),
             "--listen".into(),
-            addr,
+            addr.clone(),
             "--mount".into(),
             up_mnt.display().to_string(),
         ],
@@ -676,6 +676,35 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
     }
     let wrote = fs::write(up_mnt.join("hello"), b"from weft up");
     let read = fs::read(up_mnt.join("hello"));
+    // The mount calls the MDT of its own process: its changes go unnumbered, so the MDT
+    // records no reply for them; a client over TCP numbers its changes and gets them
+    // recorded (to answer a resend after a broken connection).
+    let changed = fs::create_dir(up_mnt.join("d"))
+        .and_then(|()| fs::rename(up_mnt.join("d"), up_mnt.join("e")))
+        .and_then(|()| fs::remove_dir(up_mnt.join("e")));
+    let remote = weft_client::Cluster::connect(&addr, "weft", Default::default())
+        .await
+        .unwrap();
+    let records = || async {
+        let stats = remote
+            .mdt(0)
+            .unwrap()
+            .connection()
+            .connection()
+            .await?
+            .stats()
+            .await?;
+        let c = stats.counters.iter().find(|c| c.name == "reply_records");
+        Ok::<_, weft_rpc::RpcError>(c.map(|c| c.value))
+    };
+    let after_mount = records().await;
+    let cred = weft_proto::mdt::Credentials::root();
+    let mkdir = remote
+        .mdt(0)
+        .unwrap()
+        .mkdir(weft_proto::Fid::ROOT, b"tcp", 0o755, &cred)
+        .await;
+    let after_tcp = records().await;
     let status = up.stop().unwrap();
     if weft_fuse::is_mounted(&up_mnt) {
         let _ = weft_fuse::unmount(&up_mnt, true);
@@ -683,6 +712,10 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
     }
     wrote.unwrap();
     assert_eq!(read.unwrap(), b"from weft up");
+    changed.unwrap();
+    mkdir.unwrap();
+    assert_eq!(after_mount.unwrap(), Some(0), "{}", up.log());
+    assert!(after_tcp.unwrap().is_some_and(|n| n >= 1));
     assert!(status.success(), "{}", up.log());
     assert!(up.log().contains("mounted at"), "{}", up.log());
 }

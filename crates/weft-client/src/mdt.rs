@@ -124,6 +124,15 @@ impl Drop for Answered<'_> {
     }
 }
 
+/// Whether a request may be sent again after its connection broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Yes: a read, a lock request that only reads, or a numbered change.
+    Resendable,
+    /// No: an unnumbered change (to an MDT of this process, waited for without deadline).
+    Once,
+}
+
 /// A client of one metadata target.
 pub struct MdtClient {
     index: u32,
@@ -269,12 +278,21 @@ impl MdtClient {
                 .begin_entry(change_scope(&req), changed_entry(&req))
         });
         let r = if is_read(&req) || is_lock(&req) {
-            self.call_resending(&req, start).await
+            self.call_resending(&req, start, Sent::Resendable).await
         } else {
             self.unsynced.store(true, Ordering::Release);
-            let (seq, acked) = self.number();
-            let _answered = Answered(&self.numbering, seq);
-            let r = weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await;
+            let r = if matches!(self.conn.is_in_process().await, Ok(true)) {
+                // An MDT of this process: the request cannot be lost on the way and runs
+                // to its end even if nobody waits, so it is sent once, unnumbered, and
+                // waited for without a deadline. The MDT then keeps no reply record for
+                // it (a table write in every change's commit).
+                self.call_resending(&req, start, Sent::Once).await
+            } else {
+                let (seq, acked) = self.number();
+                let _answered = Answered(&self.numbering, seq);
+                let sent = self.call_resending(&req, start, Sent::Resendable);
+                weft_rpc::resend::with_seq(seq, acked, sent).await
+            };
             // Again once done: a sync that ran while it was in flight may not cover it.
             self.unsynced.store(true, Ordering::Release);
             r
@@ -293,11 +311,12 @@ impl MdtClient {
         &self,
         req: &MdtRequest,
         start: std::time::Instant,
+        sent: Sent,
     ) -> Result<MdtReply, ClientError> {
         let mut delay = std::time::Duration::from_millis(50);
         // A migration copies a whole directory before it answers: no deadline.
-        let timeout = match req {
-            MdtRequest::MigrateDir { .. } => std::time::Duration::MAX,
+        let timeout = match (req, sent) {
+            (MdtRequest::MigrateDir { .. }, _) | (_, Sent::Once) => std::time::Duration::MAX,
             _ => self.conn.options().request_timeout,
         };
         let mut migrating = std::time::Duration::from_millis(10);
@@ -325,7 +344,8 @@ impl MdtClient {
                 // A restarting server listens before it serves its targets: its handshake
                 // refuses a target it does not serve yet (ENOENT) for a moment.
                 Err(e)
-                    if (e.is_connection_error() || is_target_not_served_yet(&e))
+                    if sent == Sent::Resendable
+                        && (e.is_connection_error() || is_target_not_served_yet(&e))
                         && (!is_lock(req) || is_read(req))
                         && start.elapsed() + delay < RESEND_FOR =>
                 {

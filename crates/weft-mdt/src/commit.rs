@@ -627,7 +627,7 @@ fn apply_numbered(
     if let Ok(reply) = &r
         && fx.wrote
     {
-        crate::replies::record(tx, n, reply)?;
+        crate::replies::record(&engine.counters, tx, n, reply)?;
     }
     fx.wrote |= wrote_before;
     r

@@ -120,6 +120,8 @@ pub struct Counters {
     /// Requests of clients and other servers started (the destroy worker waits while
     /// they keep coming, see `destroy.rs`).
     pub requests: AtomicU64,
+    /// Replies recorded for numbered requests (see `replies.rs`).
+    pub reply_records: AtomicU64,
     /// FIDs allocatable without asking the MGS (saturating).
     pub fids_left: AtomicU64,
 }

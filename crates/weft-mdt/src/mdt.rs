@@ -90,6 +90,9 @@ pub struct MdtStats {
     pub durable_commits: u64,
     /// Operations handled by the commit thread since start.
     pub write_ops: u64,
+    /// Replies recorded since start, for numbered requests to answer a resend with
+    /// (clients of this process send their changes unnumbered: nothing to record).
+    pub reply_records: u64,
     /// Opens and closes answered without the commit thread since start (they changed
     /// nothing stored).
     pub fast_ops: u64,
@@ -598,6 +601,7 @@ impl Mdt {
             commits: self.counters.commits.load(Ordering::Relaxed),
             write_ops: self.counters.ops.load(Ordering::Relaxed),
             fast_ops: self.counters.fast_ops.load(Ordering::Relaxed),
+            reply_records: self.counters.reply_records.load(Ordering::Relaxed),
             durable_commits: self.counters.durable_commits.load(Ordering::Relaxed),
             locks_held: locks.held,
             lock_waiters: locks.waiting,

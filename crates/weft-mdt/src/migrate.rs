@@ -315,7 +315,7 @@ impl Engine {
                 seq: intent.seq,
                 acked: 0,
             };
-            crate::replies::record(tx, &origin, &reply)?;
+            crate::replies::record(&self.counters, tx, &origin, &reply)?;
         }
         let mut next = intent.clone();
         next.kind = IntentKind::Migrate {

@@ -427,7 +427,7 @@ impl Engine {
                 seq: intent.seq,
                 acked: 0,
             };
-            replies::record(tx, &origin, &reply)?;
+            replies::record(&self.counters, tx, &origin, &reply)?;
         }
         Ok(reply)
     }

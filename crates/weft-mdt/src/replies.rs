@@ -12,12 +12,13 @@
 //! gets a new handle on the same inode with the same access, as long as the inode exists.
 
 use crate::commit::Origin;
-use crate::engine::{Effects, Engine, Tx};
+use crate::engine::{Counters, Effects, Engine, Tx};
 use crate::error::{Fail, StoreError, fail};
 use crate::handles::{Handle, Undo};
 use crate::store;
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
 use weft_proto::mdt::{AccessMode, MdtReply, MdtRequest};
 use weft_proto::{Errno, Fid, Timestamp};
 
@@ -49,7 +50,13 @@ pub(crate) fn recorded(tx: &Tx<'_>, n: &Origin) -> Result<Option<MdtReply>, Stor
 }
 
 /// Records the reply of `n` and forgets the client's replies it has acknowledged.
-pub(crate) fn record(tx: &mut Tx<'_>, n: &Origin, reply: &MdtReply) -> Result<(), StoreError> {
+pub(crate) fn record(
+    counters: &Counters,
+    tx: &mut Tx<'_>,
+    n: &Origin,
+    reply: &MdtReply,
+) -> Result<(), StoreError> {
+    counters.reply_records.fetch_add(1, Ordering::Relaxed);
     let v = store::encode(&Recorded {
         at: Timestamp::now().sec,
         reply: reply.clone(),

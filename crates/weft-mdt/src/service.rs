@@ -87,6 +87,7 @@ impl Handler for MdtHandler {
             ("durable_commits", s.durable_commits),
             ("write_ops", s.write_ops),
             ("fast_ops", s.fast_ops),
+            ("reply_records", s.reply_records),
             ("locks_held", s.locks_held),
             ("lock_waiters", s.lock_waiters),
             ("lock_grants", s.lock_grants),

@@ -375,6 +375,13 @@ impl Reconnecting {
         Ok(c)
     }
 
+    /// Whether calls go to a server of this process (connecting first if there is no
+    /// connection): such a call is never lost in transit, and it runs to its end on the
+    /// server even if its caller stops waiting.
+    pub async fn is_in_process(&self) -> Result<bool, RpcError> {
+        Ok(self.connection().await?.is_in_process())
+    }
+
     /// Calls over the current connection; a connection failure drops it so the next call
     /// reconnects.
     pub async fn call<Req: Message, Rep: DeserializeOwned>(
