@@ -676,9 +676,9 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
     }
     let wrote = fs::write(up_mnt.join("hello"), b"from weft up");
     let read = fs::read(up_mnt.join("hello"));
-    // The mount calls the MDT of its own process: its changes go unnumbered, so the MDT
-    // records no reply for them; a client over TCP numbers its changes and gets them
-    // recorded (to answer a resend after a broken connection).
+    // The mount calls the MDT of its own process, which records no reply for its changes
+    // (it never resends); a client over TCP gets its changes recorded (to answer a resend
+    // after a broken connection).
     let changed = fs::create_dir(up_mnt.join("d"))
         .and_then(|()| fs::rename(up_mnt.join("d"), up_mnt.join("e")))
         .and_then(|()| fs::remove_dir(up_mnt.join("e")));

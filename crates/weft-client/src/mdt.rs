@@ -129,7 +129,7 @@ impl Drop for Answered<'_> {
 enum Sent {
     /// Yes: a read, a lock request that only reads, or a numbered change.
     Resendable,
-    /// No: an unnumbered change (to an MDT of this process, waited for without deadline).
+    /// No: a change sent to an MDT of this process (waited for without a deadline).
     Once,
 }
 
@@ -281,18 +281,19 @@ impl MdtClient {
             self.call_resending(&req, start, Sent::Resendable).await
         } else {
             self.unsynced.store(true, Ordering::Release);
-            let r = if matches!(self.conn.is_in_process().await, Ok(true)) {
-                // An MDT of this process: the request cannot be lost on the way and runs
-                // to its end even if nobody waits, so it is sent once, unnumbered, and
-                // waited for without a deadline. The MDT then keeps no reply record for
-                // it (a table write in every change's commit).
-                self.call_resending(&req, start, Sent::Once).await
-            } else {
-                let (seq, acked) = self.number();
-                let _answered = Answered(&self.numbering, seq);
-                let sent = self.call_resending(&req, start, Sent::Resendable);
-                weft_rpc::resend::with_seq(seq, acked, sent).await
+            // An MDT of this process: the request cannot be lost on the way and runs to its
+            // end even if nobody waits, so it is sent once and waited for without a
+            // deadline, and the MDT records no reply for it (a table write in every
+            // change's commit). It is numbered all the same: a cross-MDT operation knows
+            // its own request by the number when it comes back to finish.
+            let sent = match self.conn.is_in_process().await {
+                Ok(true) => Sent::Once,
+                _ => Sent::Resendable,
             };
+            let (seq, acked) = self.number();
+            let _answered = Answered(&self.numbering, seq);
+            let call = self.call_resending(&req, start, sent);
+            let r = weft_rpc::resend::with_seq(seq, acked, call).await;
             // Again once done: a sync that ran while it was in flight may not cover it.
             self.unsynced.store(true, Ordering::Release);
             r

@@ -116,6 +116,9 @@ pub struct Origin {
     pub seq: u64,
     /// Every number below this has been answered.
     pub acked: u64,
+    /// Whether the client may send the request again (over a connection that can break):
+    /// its reply is recorded then. A client of this process never does.
+    pub resendable: bool,
 }
 
 /// How an operation ended, as the commit thread reports it.
@@ -613,7 +616,7 @@ fn apply_numbered(
     req: &MdtRequest,
     dm: Option<&DirMove>,
 ) -> Result<MdtReply, Fail> {
-    if n.seq == 0 {
+    if n.seq == 0 || !n.resendable {
         return apply_req(engine, tx, fx, conn, n, req, dm);
     }
     if let Some(reply) = crate::replies::recorded(tx, n)? {

@@ -314,6 +314,7 @@ impl Engine {
                 client: intent.client,
                 seq: intent.seq,
                 acked: 0,
+                resendable: true,
             };
             crate::replies::record(&self.counters, tx, &origin, &reply)?;
         }

@@ -312,6 +312,7 @@ impl Engine {
                 client: intent.client,
                 seq: intent.seq,
                 acked: 0,
+                resendable: true,
             };
             if intent.seq != 0
                 && let Some(reply) = replies::recorded(tx, &origin)?
@@ -426,6 +427,7 @@ impl Engine {
                 client: intent.client,
                 seq: intent.seq,
                 acked: 0,
+                resendable: true,
             };
             replies::record(&self.counters, tx, &origin, &reply)?;
         }

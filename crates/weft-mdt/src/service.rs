@@ -44,6 +44,7 @@ impl Handler for MdtHandler {
         let mdt = self.mdt.clone();
         let conn = peer.conn_id;
         let client = peer.client_uuid;
+        let in_process = peer.in_process;
         let callbacks = peer.callbacks.clone();
         async move {
             // The transport marks the connection closed before it calls `disconnected`,
@@ -64,7 +65,12 @@ impl Handler for MdtHandler {
                     .map(|r| (r, Bytes::new()));
             }
             let (seq, acked) = weft_rpc::resend::current();
-            let origin = crate::Origin { client, seq, acked };
+            let origin = crate::Origin {
+                client,
+                seq,
+                acked,
+                resendable: !in_process,
+            };
             mdt.execute_from(conn, origin, request)
                 .await
                 .map(|r| (r, Bytes::new()))

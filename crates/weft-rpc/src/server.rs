@@ -290,6 +290,7 @@ async fn serve_connection(
             addr,
             callbacks: CallbackSender::new(endpoint.clone()),
             conn_id,
+            in_process: false,
         });
         tracing::debug!(peer = %addr, target = %hello.target, client = %hello.client_uuid, "connected");
         tokio::select! {

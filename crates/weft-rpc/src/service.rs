@@ -28,6 +28,9 @@ pub struct Peer {
     pub callbacks: CallbackSender,
     /// Identifies this connection (unique within the server process).
     pub conn_id: u64,
+    /// The peer calls from this process, directly (see [`crate::local`]): nothing it
+    /// sends is lost on the way, and it sends no request twice.
+    pub in_process: bool,
 }
 
 /// A target's request handler for one message type.

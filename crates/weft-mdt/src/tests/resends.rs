@@ -10,6 +10,7 @@ fn n(seq: u64, acked: u64) -> Origin {
         client: uuid::Uuid::from_u128(0x5eed),
         seq,
         acked,
+        resendable: true,
     }
 }
 
@@ -113,6 +114,7 @@ fn from(client: u128) -> Origin {
         client: uuid::Uuid::from_u128(client),
         seq: 0,
         acked: 0,
+        resendable: true,
     }
 }
 
@@ -188,4 +190,23 @@ async fn handles_of_a_broken_connection_wait_for_their_client() {
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     assert_eq!(errno(h.getattr(lost).await), Errno::Stale);
     assert_eq!(h.mdt.stats().open_handles, 0);
+}
+
+#[tokio::test]
+async fn a_change_from_a_client_of_this_process_is_not_recorded() {
+    let h = H::new().await;
+    let in_process = Origin {
+        resendable: false,
+        ..n(1, 1)
+    };
+    h.mdt.execute_from(1, in_process, mkdir("d")).await.unwrap();
+    assert_eq!(h.mdt.stats().reply_records, 0);
+    // Nothing to answer the same number from: done again, so EEXIST.
+    assert_eq!(
+        errno(h.mdt.execute_from(1, n(1, 1), mkdir("d")).await),
+        Errno::Exist
+    );
+    // The same change over a connection that can break is recorded.
+    h.mdt.execute_from(1, n(2, 1), mkdir("e")).await.unwrap();
+    assert_eq!(h.mdt.stats().reply_records, 1);
 }
