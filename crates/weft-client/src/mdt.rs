@@ -124,15 +124,6 @@ impl Drop for Answered<'_> {
     }
 }
 
-/// Whether a request may be sent again after its connection broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sent {
-    /// Yes: a read, a lock request that only reads, or a numbered change.
-    Resendable,
-    /// No: a change sent to an MDT of this process (waited for without a deadline).
-    Once,
-}
-
 /// A client of one metadata target.
 pub struct MdtClient {
     index: u32,
@@ -278,22 +269,15 @@ impl MdtClient {
                 .begin_entry(change_scope(&req), changed_entry(&req))
         });
         let r = if is_read(&req) || is_lock(&req) {
-            self.call_resending(&req, start, Sent::Resendable).await
+            self.call_resending(&req, start).await
         } else {
             self.unsynced.store(true, Ordering::Release);
-            // An MDT of this process: the request cannot be lost on the way and runs to its
-            // end even if nobody waits, so it is sent once and waited for without a
-            // deadline, and the MDT records no reply for it (a table write in every
-            // change's commit). It is numbered all the same: a cross-MDT operation knows
-            // its own request by the number when it comes back to finish.
-            let sent = match self.conn.is_in_process().await {
-                Ok(true) => Sent::Once,
-                _ => Sent::Resendable,
-            };
+            // Numbered even when the MDT is of this process (which records no reply, as
+            // the request is never resent): a cross-MDT operation knows its own request by
+            // the number when that comes back to finish it.
             let (seq, acked) = self.number();
             let _answered = Answered(&self.numbering, seq);
-            let call = self.call_resending(&req, start, sent);
-            let r = weft_rpc::resend::with_seq(seq, acked, call).await;
+            let r = weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await;
             // Again once done: a sync that ran while it was in flight may not cover it.
             self.unsynced.store(true, Ordering::Release);
             r
@@ -312,21 +296,22 @@ impl MdtClient {
         &self,
         req: &MdtRequest,
         start: std::time::Instant,
-        sent: Sent,
     ) -> Result<MdtReply, ClientError> {
         let mut delay = std::time::Duration::from_millis(50);
         // A migration copies a whole directory before it answers: no deadline.
-        let timeout = match (req, sent) {
-            (MdtRequest::MigrateDir { .. }, _) | (_, Sent::Once) => std::time::Duration::MAX,
+        let timeout = match req {
+            MdtRequest::MigrateDir { .. } => std::time::Duration::MAX,
             _ => self.conn.options().request_timeout,
         };
         let mut migrating = std::time::Duration::from_millis(10);
         loop {
-            let r = self
+            // An MDT of this process is waited for without a deadline and never asked
+            // twice (see `Reconnecting::call_noting_in_process`).
+            let (in_process, r) = self
                 .conn
-                .call_with_timeout(req, Bytes::new(), timeout)
-                .await
-                .map(|(r, _)| r);
+                .call_noting_in_process(req, Bytes::new(), timeout)
+                .await;
+            let r = r.map(|(r, _)| r);
             match r {
                 // A directory it changes is being migrated: wait and send it again.
                 Err(e) if is_in_progress(&e) => {
@@ -345,7 +330,7 @@ impl MdtClient {
                 // A restarting server listens before it serves its targets: its handshake
                 // refuses a target it does not serve yet (ENOENT) for a moment.
                 Err(e)
-                    if sent == Sent::Resendable
+                    if !in_process
                         && (e.is_connection_error() || is_target_not_served_yet(&e))
                         && (!is_lock(req) || is_read(req))
                         && start.elapsed() + delay < RESEND_FOR =>

@@ -375,13 +375,6 @@ impl Reconnecting {
         Ok(c)
     }
 
-    /// Whether calls go to a server of this process (connecting first if there is no
-    /// connection): such a call is never lost in transit, and it runs to its end on the
-    /// server even if its caller stops waiting.
-    pub async fn is_in_process(&self) -> Result<bool, RpcError> {
-        Ok(self.connection().await?.is_in_process())
-    }
-
     /// Calls over the current connection; a connection failure drops it so the next call
     /// reconnects.
     pub async fn call<Req: Message, Rep: DeserializeOwned>(
@@ -402,12 +395,39 @@ impl Reconnecting {
     ) -> Result<(Rep, Bytes), RpcError> {
         let c = self.connection().await?;
         let r = c.call_with_timeout(req, bulk, timeout).await;
+        self.forget_if_broken(&c, &r).await;
+        r
+    }
+
+    /// [`Reconnecting::call_with_timeout`], except that a call to a server of this process
+    /// has no deadline: it cannot be lost on the way and runs to its end on the server even
+    /// if its caller stops waiting, so giving up on it would only leave the caller unsure
+    /// whether it happened. Also says whether the call went in-process: such a call is
+    /// never to be sent again (its server keeps no record to answer a resend with).
+    pub async fn call_noting_in_process<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        req: &Req,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> (bool, Result<(Rep, Bytes), RpcError>) {
+        let c = match self.connection().await {
+            Ok(c) => c,
+            Err(e) => return (false, Err(e)),
+        };
+        let in_process = c.is_in_process();
+        let timeout = if in_process { Duration::MAX } else { timeout };
+        let r = c.call_with_timeout(req, bulk, timeout).await;
+        self.forget_if_broken(&c, &r).await;
+        (in_process, r)
+    }
+
+    /// Drops connection `c` after a connection failure, so that the next call reconnects.
+    async fn forget_if_broken<T>(&self, c: &Arc<Connection>, r: &Result<T, RpcError>) {
         if r.as_ref().is_err_and(RpcError::is_connection_error) {
             let mut cur = self.current.lock().await;
-            if cur.as_ref().is_some_and(|x| Arc::ptr_eq(x, &c)) {
+            if cur.as_ref().is_some_and(|x| Arc::ptr_eq(x, c)) {
                 *cur = None;
             }
         }
-        r
     }
 }
