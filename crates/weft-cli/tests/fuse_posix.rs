@@ -685,26 +685,14 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
     let remote = weft_client::Cluster::connect(&addr, "weft", Default::default())
         .await
         .unwrap();
-    let records = || async {
-        let stats = remote
-            .mdt(0)
-            .unwrap()
-            .connection()
-            .connection()
-            .await?
-            .stats()
-            .await?;
-        let c = stats.counters.iter().find(|c| c.name == "reply_records");
-        Ok::<_, weft_rpc::RpcError>(c.map(|c| c.value))
-    };
-    let after_mount = records().await;
+    let after_mount = weft_testkit::mdt_counter(&remote, 0, "reply_records").await;
     let cred = weft_proto::mdt::Credentials::root();
     let mkdir = remote
         .mdt(0)
         .unwrap()
         .mkdir(weft_proto::Fid::ROOT, b"tcp", 0o755, &cred)
         .await;
-    let after_tcp = records().await;
+    let after_tcp = weft_testkit::mdt_counter(&remote, 0, "reply_records").await;
     let status = up.stop().unwrap();
     if weft_fuse::is_mounted(&up_mnt) {
         let _ = weft_fuse::unmount(&up_mnt, true);
@@ -714,8 +702,8 @@ async fn mount_helper_and_umount_and_weft_up_mount() {
     assert_eq!(read.unwrap(), b"from weft up");
     changed.unwrap();
     mkdir.unwrap();
-    assert_eq!(after_mount.unwrap(), Some(0), "{}", up.log());
-    assert!(after_tcp.unwrap().is_some_and(|n| n >= 1));
+    assert_eq!(after_mount.unwrap(), 0, "{}", up.log());
+    assert!(after_tcp.unwrap() >= 1);
     assert!(status.success(), "{}", up.log());
     assert!(up.log().contains("mounted at"), "{}", up.log());
 }

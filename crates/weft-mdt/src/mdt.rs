@@ -91,7 +91,7 @@ pub struct MdtStats {
     /// Operations handled by the commit thread since start.
     pub write_ops: u64,
     /// Replies recorded since start, for numbered requests to answer a resend with
-    /// (clients of this process send their changes unnumbered: nothing to record).
+    /// (none for requests that came in-process: they are never resent).
     pub reply_records: u64,
     /// Opens and closes answered without the commit thread since start (they changed
     /// nothing stored).

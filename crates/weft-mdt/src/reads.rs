@@ -256,24 +256,17 @@ pub(crate) fn readdir(
     {
         let (k, v) = item.map_err(crate::error::StoreError::from)?;
         let (hash, name) = store::split_dirent_key(k.value())?;
-        if page.len() >= max || bytes >= READDIR_MAX_BYTES {
-            let last = page.last().map(|e| e.cookie);
-            let first = page.first().map(|e| e.cookie);
-            if last == Some(hash) {
-                if first != Some(hash) {
-                    // A group of names with one hash never straddles two pages: the cookie
-                    // of the next page must follow all of it.
-                    while page.last().map(|e| e.cookie) == Some(hash) {
-                        page.pop();
-                    }
-                    eof = false;
-                    break;
-                }
-                // One group fills the page: it cannot be split, so it goes out whole.
-            } else {
-                eof = false;
-                break;
+        // One group of names with one hash fills the page: it cannot be split, so it
+        // goes out whole.
+        let one_group = page.first().is_some_and(|e| e.cookie == hash);
+        if (page.len() >= max || bytes >= READDIR_MAX_BYTES) && !one_group {
+            // A group never straddles two pages: the cookie of the next page must follow
+            // all of it.
+            while page.last().map(|e| e.cookie) == Some(hash) {
+                page.pop();
             }
+            eof = false;
+            break;
         }
         let de: Dirent = store::decode("dirents", v.value())?;
         bytes += name.len() + ENTRY_OVERHEAD;

@@ -56,7 +56,6 @@ pub(crate) fn record(
     n: &Origin,
     reply: &MdtReply,
 ) -> Result<(), StoreError> {
-    counters.reply_records.fetch_add(1, Ordering::Relaxed);
     let v = store::encode(&Recorded {
         at: Timestamp::now().sec,
         reply: reply.clone(),
@@ -74,6 +73,7 @@ pub(crate) fn record(
             tx.replies.remove(k.as_slice())?;
         }
     }
+    counters.reply_records.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 

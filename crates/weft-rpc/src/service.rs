@@ -29,7 +29,8 @@ pub struct Peer {
     /// Identifies this connection (unique within the server process).
     pub conn_id: u64,
     /// The peer calls from this process, directly (see [`crate::local`]): nothing it
-    /// sends is lost on the way, and it sends no request twice.
+    /// sends is lost on the way, so a caller that goes by
+    /// [`crate::Reconnecting::call_noting_in_process`] never sends a request twice.
     pub in_process: bool,
 }
 

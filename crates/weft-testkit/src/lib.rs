@@ -626,20 +626,7 @@ impl TestCluster {
     /// Counter `name` of MDT `index` as its STATS request reports it (`MdtStats`: `dirs`,
     /// `files`, `orphans`, ...; what `weft get_param mdt.*.NAME` shows).
     pub async fn mdt_counter(&self, index: u32, name: &str) -> Result<u64> {
-        let c = self.client().await?;
-        let stats = c
-            .mdt(index)?
-            .connection()
-            .connection()
-            .await?
-            .stats()
-            .await?;
-        stats
-            .counters
-            .iter()
-            .find(|x| x.name == name)
-            .map(|x| x.value)
-            .with_context(|| format!("MDT{index} reports no counter {name}"))
+        mdt_counter(&*self.client().await?, index, name).await
     }
 
     /// A fresh client (its own node UUID and connections).
@@ -673,4 +660,22 @@ impl TestCluster {
         opts.rpc.connect_timeout = timeout;
         Ok(Cluster::connect(&self.mgs_addr, FSNAME, opts).await?)
     }
+}
+
+/// Counter `name` of MDT `index` of the file system `c` is connected to (see
+/// [`TestCluster::mdt_counter`]).
+pub async fn mdt_counter(c: &Cluster, index: u32, name: &str) -> Result<u64> {
+    let stats = c
+        .mdt(index)?
+        .connection()
+        .connection()
+        .await?
+        .stats()
+        .await?;
+    stats
+        .counters
+        .iter()
+        .find(|x| x.name == name)
+        .map(|x| x.value)
+        .with_context(|| format!("MDT{index} reports no counter {name}"))
 }
