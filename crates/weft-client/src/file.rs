@@ -1,5 +1,5 @@
 //! An open file: striped reads with read-ahead through the data cache, buffered writes
-//! flushed in full-size RPCs, truncate, fsync and close.
+//! flushed in full-size RPCs, truncate, fsync and close; holes in `sparse`.
 //!
 //! Write-back: writes go into the file's dirty extents (one copy from the caller), bounded
 //! by the client-wide `osc.*.max_dirty_mb` budget. Once a file holds a few full RPCs per
@@ -24,6 +24,8 @@ use tokio::task::JoinHandle;
 use weft_proto::layout::Layout;
 use weft_proto::mdt::{AccessMode, Attr};
 use weft_proto::{Errno, Fid, ObjectId, WireError};
+
+mod sparse;
 
 /// Read-ahead state of one open file.
 #[derive(Debug, Default)]
@@ -835,6 +837,14 @@ impl File {
         st.blocks.clear();
     }
 
+    /// Takes `size` as the file's size if it is more than this handle knows: another
+    /// handle of this client wrote up to it (and has written it back). A read clipped at
+    /// a size the file has outgrown would end short inside the file.
+    pub async fn grown_to(&self, size: u64) {
+        let mut st = self.state.lock().await;
+        st.size = st.size.max(size);
+    }
+
     /// Writes buffered data, makes it durable on the OSTs, records the size on the MDT
     /// and makes that (and this client's other metadata changes) durable there.
     pub async fn fsync(&self) -> Result<(), ClientError> {
@@ -917,23 +927,33 @@ impl Drop for File {
     }
 }
 
-/// Bytes `[offset, end)` of a file out of its consecutive cache pages from page `first` on
-/// (an empty page reads as nothing): a slice of the page when one page holds them all, else
-/// a copy.
+/// Bytes `[offset, end)` of a file out of its consecutive cache pages from page `first` on:
+/// a slice of the page when one page holds them all, else a copy.
+///
+/// A page shorter than [`CACHE_PAGE`] was fetched when the file ended inside it; `end` is
+/// the size now, so what lies past the page's bytes reads as zeros: a write there would
+/// have dropped the page, so only a hole (the file grown by a write further on, or by a
+/// truncate up) can be there. Serving it short instead made the kernel take the page's end
+/// for the end of the file.
 fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Bytes {
     if let [page] = pages {
         let base = first * CACHE_PAGE;
-        let b = ((end - base) as usize).min(page.len());
-        let a = ((offset - base) as usize).min(b);
-        return page.slice(a..b);
+        let (a, b) = ((offset - base) as usize, (end - base) as usize);
+        if b <= page.len() {
+            return page.slice(a..b);
+        }
     }
     let mut out = BytesMut::with_capacity((end - offset) as usize);
     for (k, page) in pages.iter().enumerate() {
         let base = (first + k as u64) * CACHE_PAGE;
         let a = offset.saturating_sub(base) as usize;
-        let b = ((end - base) as usize).min(page.len());
+        let b = (end - base).min(CACHE_PAGE) as usize;
         if a < b {
-            out.extend_from_slice(&page[a..b]);
+            let held = b.min(page.len());
+            if a < held {
+                out.extend_from_slice(&page[a..held]);
+            }
+            out.resize(out.len() + (b - held.max(a)), 0);
         }
     }
     out.freeze()

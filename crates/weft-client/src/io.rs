@@ -275,6 +275,34 @@ impl IoEngine {
             .await
     }
 
+    /// Deallocates `[offset, offset + len)` of an object, keeping its size.
+    pub async fn punch_range(
+        &self,
+        ost: u32,
+        object: weft_proto::ObjectId,
+        offset: u64,
+        len: u64,
+    ) -> Result<ObjectAttr, ClientError> {
+        self.with_retry(
+            ost,
+            |c| async move { c.punch_range(object, offset, len).await },
+        )
+        .await
+    }
+
+    /// Where an object's next data (or, with `hole`, next hole) at or after `offset`
+    /// starts; `None`: no data there.
+    pub async fn seek(
+        &self,
+        ost: u32,
+        object: weft_proto::ObjectId,
+        offset: u64,
+        hole: bool,
+    ) -> Result<Option<u64>, ClientError> {
+        self.with_retry(ost, |c| async move { c.seek(object, offset, hole).await })
+            .await
+    }
+
     /// Makes an object durable.
     pub async fn sync(&self, ost: u32, object: weft_proto::ObjectId) -> Result<(), ClientError> {
         self.with_retry(ost, |c| async move { c.sync(Some(object)).await })

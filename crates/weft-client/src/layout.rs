@@ -127,6 +127,36 @@ pub fn file_end_for(comp: &LayoutComponent, stripe: u32, object_size: u64) -> u6
         .saturating_add(1)
 }
 
+/// The first offset of stripe `stripe`'s object in `comp` that holds a file byte at or
+/// after file offset `x` (`x` at or past `comp.start`). With [`file_offset_of`], this
+/// turns a search of the file from `x` (SEEK_DATA, SEEK_HOLE) into one search per object.
+pub fn object_offset_from(comp: &LayoutComponent, stripe: u32, x: u64) -> u64 {
+    let s = comp.stripe_size.max(1);
+    let n = (comp.osts.len() as u64).max(1);
+    let rel = x.saturating_sub(comp.start);
+    let (chunk, within) = (rel / s, rel % s);
+    let (round, on) = (chunk / n, chunk % n);
+    let stripe = u64::from(stripe);
+    match on.cmp(&stripe) {
+        std::cmp::Ordering::Equal => round * s + within,
+        // The stripe's chunk of this round comes later in the file.
+        std::cmp::Ordering::Less => round * s,
+        std::cmp::Ordering::Greater => (round + 1) * s,
+    }
+}
+
+/// The file offset of byte `object_offset` of stripe `stripe`'s object in `comp` (past
+/// the component's end when the object holds more than the component covers).
+pub fn file_offset_of(comp: &LayoutComponent, stripe: u32, object_offset: u64) -> u64 {
+    let s = comp.stripe_size.max(1);
+    let n = (comp.osts.len() as u64).max(1);
+    let (round, within) = (object_offset / s, object_offset % s);
+    let chunk = round.saturating_mul(n).saturating_add(u64::from(stripe));
+    comp.start
+        .saturating_add(chunk.saturating_mul(s))
+        .saturating_add(within)
+}
+
 /// A run of a range mapped by [`map_sparse`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Span {
@@ -304,6 +334,29 @@ mod tests {
                 }
             }
             prop_assert_eq!(glimpsed, size);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn object_offsets_found_from_a_file_offset_agree_with_the_model(layout in arb_layout(), x in 0u64..3_000_000) {
+            let c = layout.component_at(x).unwrap().clone();
+            for stripe in 0..c.osts.len() as u32 {
+                let o = object_offset_from(&c, stripe, x);
+                let f = file_offset_of(&c, stripe, o);
+                // The byte found is on this stripe at that object offset, at or after x...
+                prop_assert!(f >= x);
+                if f < c.end {
+                    let (cid, st, ooff) = naive(&layout, f);
+                    prop_assert_eq!((cid, st, ooff), (c.id, stripe, o));
+                }
+                // ...and the stripe holds no byte in [x, f).
+                let mut y = x;
+                while y < f.min(c.end) {
+                    prop_assert_ne!(naive(&layout, y).1, stripe);
+                    y += (c.stripe_size / 4).max(1);
+                }
+            }
         }
     }
 

@@ -123,6 +123,43 @@ impl OstClient {
         }
     }
 
+    /// Deallocates `[offset, offset + len)` of the object, keeping its size.
+    pub async fn punch_range(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        len: u64,
+    ) -> Result<ObjectAttr, ClientError> {
+        let req = OstRequest::PunchRange {
+            object,
+            offset,
+            len,
+        };
+        match self.call(req, Bytes::new()).await? {
+            (OstReply::Attr(a), _) => Ok(a),
+            _ => Err(self.unexpected("punch_range")),
+        }
+    }
+
+    /// Where the object's next data (or, with `hole`, next hole) at or after `offset`
+    /// starts; `None`: no data there.
+    pub async fn seek(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        hole: bool,
+    ) -> Result<Option<u64>, ClientError> {
+        let req = OstRequest::Seek {
+            object,
+            offset,
+            hole,
+        };
+        match self.call(req, Bytes::new()).await? {
+            (OstReply::Offset(at), _) => Ok(at),
+            _ => Err(self.unexpected("seek")),
+        }
+    }
+
     /// Removes the object (a missing one is fine).
     pub async fn destroy(&self, object: ObjectId) -> Result<(), ClientError> {
         match self

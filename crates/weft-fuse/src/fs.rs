@@ -16,8 +16,8 @@ use crate::options::MountOptions;
 use fuser::{
     AccessFlags, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenAccMode, OpenFlags, RenameFlags as KRenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -329,7 +329,8 @@ error_reply!(
     ReplyXattr,
     ReplyDirectory,
     ReplyDirectoryPlus,
-    ReplyLock
+    ReplyLock,
+    ReplyLseek
 );
 
 /// A found or made inode, ready to hand to the kernel.
@@ -373,11 +374,33 @@ impl Shared {
     }
 
     fn writers_of(&self, ino: u64) -> Vec<Arc<OpenFile>> {
+        let mut handles = self.handles_of(ino);
+        handles.retain(|f| f.writable);
+        handles
+    }
+
+    /// Every handle of `ino` open in this mount, read-only ones included.
+    fn handles_of(&self, ino: u64) -> Vec<Arc<OpenFile>> {
         lock(&self.files)
             .values()
-            .filter(|f| f.ino == ino && f.writable)
+            .filter(|f| f.ino == ino)
             .cloned()
             .collect()
+    }
+
+    /// Makes every write(2) made through another handle of `f`'s inode in this mount
+    /// visible to `f`: bytes that handle still buffers go to the OSTs (the kernel's page
+    /// cache hides them only while it keeps the pages), and the end of the file its writes
+    /// moved becomes `f`'s too, so that a read through `f` does not end short.
+    async fn write_back_others(&self, f: &Arc<OpenFile>) {
+        for w in self.writers_of(f.ino) {
+            if !Arc::ptr_eq(&w, f) {
+                if w.wrote.swap(false, Ordering::AcqRel) {
+                    w.file.write_back().await;
+                }
+                f.file.grown_to(w.file.size().await).await;
+            }
+        }
     }
 
     /// Attributes as this mount must show them: a file it has open for writing may hold
@@ -509,16 +532,16 @@ impl Shared {
                 Some(fh) => self.file(fh).ok().filter(|f| f.writable),
                 None => None,
             };
-            // Every other writable handle of this mount (a process may keep many, and a
-            // descriptor closed while still mapped is released only at munmap): the
-            // truncate must cut the bytes it buffered, and its idea of the size must not
-            // show in stat or grow the file back at close.
+            // Every other handle of this mount (a process may keep many, and a descriptor
+            // closed while still mapped is released only at munmap): the truncate must
+            // cut the bytes a writable one buffered, and their idea of the size must not
+            // show in stat, grow the file back at close, or end a read short.
             let others: Vec<Arc<OpenFile>> = self
-                .writers_of(ino)
+                .handles_of(ino)
                 .into_iter()
                 .filter(|f| !handle.as_ref().is_some_and(|h| Arc::ptr_eq(h, f)))
                 .collect();
-            for f in &others {
+            for f in others.iter().filter(|f| f.writable) {
                 f.file.write_back().await;
             }
             if let Some(f) = &handle {
@@ -1106,14 +1129,7 @@ impl Filesystem for WeftFs {
             req,
             |s| async move {
                 let f = s.file(fh)?;
-                // Every write(2) that returned must be seen, including one made through
-                // another descriptor of this mount whose bytes that handle still buffers
-                // (the kernel's page cache hides this only while it keeps the pages).
-                for w in s.writers_of(f.ino) {
-                    if !Arc::ptr_eq(&w, &f) && w.wrote.swap(false, Ordering::AcqRel) {
-                        w.file.write_back().await;
-                    }
-                }
+                s.write_back_others(&f).await;
                 Ok(f.file.read_at(offset, u64::from(size)).await?)
             },
             reply,
@@ -1576,6 +1592,13 @@ impl Filesystem for WeftFs {
                 let end = offset
                     .checked_add(length)
                     .ok_or(Failed::code(libc::EFBIG))?;
+                const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
+                const ZERO_KEEP: i32 = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
+                if matches!(mode, PUNCH | ZERO | ZERO_KEEP) {
+                    // The range, as every handle of this mount sees the file.
+                    s.write_back_others(&f).await;
+                }
                 match mode {
                     // Space is not reserved on the OSTs (they allocate on write); the size
                     // grows as posix_fallocate promises.
@@ -1586,11 +1609,55 @@ impl Filesystem for WeftFs {
                         Ok(())
                     }
                     libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+                    // Zeroing deallocates too: the range reads as zeros either way, and
+                    // OSTs allocate on write.
+                    PUNCH | ZERO_KEEP => Ok(f.file.punch(offset, length).await?),
+                    ZERO => {
+                        f.file.punch(offset, length).await?;
+                        if end > f.file.size().await {
+                            f.file.truncate(end).await?;
+                        }
+                        Ok(())
+                    }
                     _ => Err(Failed::code(libc::EOPNOTSUPP)),
                 }
             },
             reply,
             |r, (), _| r.ok(),
+        );
+    }
+
+    fn lseek(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        // The kernel sends only SEEK_DATA and SEEK_HOLE; it moves the offset itself for
+        // the others.
+        let hole = match whence {
+            libc::SEEK_DATA => false,
+            libc::SEEK_HOLE => true,
+            _ => return reply.error(fuser::Errno::EINVAL),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(fuser::Errno::ENXIO);
+        };
+        self.spawn(
+            req,
+            move |s| async move {
+                let f = s.file(fh)?;
+                s.write_back_others(&f).await;
+                let found = f.file.seek_hole_or_data(offset, hole).await?;
+                found
+                    .and_then(|at| i64::try_from(at).ok())
+                    .ok_or(Failed::code(libc::ENXIO))
+            },
+            reply,
+            |r, at, _| r.offset(at),
         );
     }
 

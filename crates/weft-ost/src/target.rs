@@ -242,6 +242,22 @@ impl Ost {
                 let (objects, next) = self.list_objects(after, max).await?;
                 Ok((OstReply::Objects { objects, next }, Bytes::new()))
             }
+            OstRequest::PunchRange {
+                object,
+                offset,
+                len,
+            } => Ok((
+                OstReply::Attr(self.punch_range(object, offset, len).await?),
+                Bytes::new(),
+            )),
+            OstRequest::Seek {
+                object,
+                offset,
+                hole,
+            } => Ok((
+                OstReply::Offset(self.seek(object, offset, hole).await?),
+                Bytes::new(),
+            )),
         }
     }
 
@@ -299,6 +315,30 @@ impl Ost {
     /// Sets the object's size, creating it if missing.
     pub async fn punch(self: &Arc<Self>, object: ObjectId, size: u64) -> WireResult<ObjectAttr> {
         self.blocking(move |ost| ost.punch_blocking(&object, size))
+            .await
+    }
+
+    /// Deallocates `[offset, offset + len)` of the object, keeping its size, so the range
+    /// reads as zeros and its blocks are free again. A missing object stays missing.
+    pub async fn punch_range(
+        self: &Arc<Self>,
+        object: ObjectId,
+        offset: u64,
+        len: u64,
+    ) -> WireResult<ObjectAttr> {
+        self.blocking(move |ost| ost.punch_range_blocking(&object, offset, len))
+            .await
+    }
+
+    /// Where the object's next data (or hole, with `hole`) at or after `offset` starts:
+    /// `None` for data past the last; the object's end counts as a hole.
+    pub async fn seek(
+        self: &Arc<Self>,
+        object: ObjectId,
+        offset: u64,
+        hole: bool,
+    ) -> WireResult<Option<u64>> {
+        self.blocking(move |ost| ost.seek_blocking(&object, offset, hole))
             .await
     }
 
@@ -475,6 +515,56 @@ impl Ost {
         })
     }
 
+    fn punch_range_blocking(&self, id: &ObjectId, offset: u64, len: u64) -> WireResult<ObjectAttr> {
+        let end = offset.checked_add(len).ok_or_else(|| {
+            WireError::new(
+                Errno::Inval,
+                format!("range of {len} bytes at {offset} overflows"),
+            )
+        })?;
+        // Nothing lies past the largest object: punching there is punching nothing.
+        let end = end.min(MAX_OBJECT_SIZE);
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = self.open_existing(id)? else {
+            return Ok(ObjectAttr::default());
+        };
+        if offset < end {
+            let punched = rustix::fs::fallocate(
+                &*file,
+                rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+                offset,
+                end - offset,
+            );
+            // Bumped whatever the punch did: part of the range may be gone already.
+            let version = self.bump_version(id, &file);
+            punched.map_err(|e| io_to_wire(&format!("punch {id}"), e.into()))?;
+            version?;
+        }
+        self.getattr_of(id, &file)
+    }
+
+    fn seek_blocking(&self, id: &ObjectId, offset: u64, hole: bool) -> WireResult<Option<u64>> {
+        let lock = self.lock_of(id);
+        let _life = lock.lifecycle.read().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = self.open_existing(id)? else {
+            return Ok(hole.then_some(offset));
+        };
+        let whence = if hole {
+            rustix::fs::SeekFrom::Hole(offset)
+        } else {
+            rustix::fs::SeekFrom::Data(offset)
+        };
+        // The descriptor is shared, but every other use of it is positional (pread,
+        // pwrite), so moving its offset here disturbs nothing.
+        match rustix::fs::seek(&*file, whence) {
+            Ok(found) => Ok(Some(found)),
+            // At or past the end: no more data, and the end itself is the hole.
+            Err(rustix::io::Errno::NXIO) => Ok(hole.then_some(offset)),
+            Err(e) => Err(io_to_wire(&format!("seek {id}"), e.into())),
+        }
+    }
+
     fn destroy_many_blocking(&self, ids: &[ObjectId]) -> WireResult<()> {
         // Every object is tried and every directory touched synced, whatever fails: the
         // MDT sends the whole batch again, and what is done stays done.
@@ -520,7 +610,12 @@ impl Ost {
         let Some(file) = self.open_existing(id)? else {
             return Ok(ObjectAttr::default());
         };
-        let data_version = self.version_of(id, &file)?;
+        self.getattr_of(id, &file)
+    }
+
+    /// The attributes of the object open as `file`.
+    fn getattr_of(&self, id: &ObjectId, file: &File) -> WireResult<ObjectAttr> {
+        let data_version = self.version_of(id, file)?;
         let meta = file.metadata().map_err(wire_io(format!("stat {id}")))?;
         Ok(ObjectAttr {
             exists: true,

@@ -63,6 +63,22 @@ pub enum OstRequest {
     /// target's listing order, which is stable while objects are not created or removed.
     /// The target caps `max` at [`MAX_LIST_OBJECTS`]; `max` 0 is invalid.
     ListObjects { after: Option<ObjectId>, max: u32 },
+    /// Deallocates `[offset, offset + len)` of the object, keeping its size: the range
+    /// reads as zeros and its space goes back to the target (`fallocate(2)`'s
+    /// `PUNCH_HOLE | KEEP_SIZE`). A missing object has nothing to punch.
+    PunchRange {
+        object: ObjectId,
+        offset: u64,
+        len: u64,
+    },
+    /// Where the object's next data (`hole: false`) or next hole (`hole: true`) at or
+    /// after `offset` starts (`lseek(2)`'s `SEEK_DATA` and `SEEK_HOLE`). The end of the
+    /// object counts as a hole; a missing object is one hole.
+    Seek {
+        object: ObjectId,
+        offset: u64,
+        hole: bool,
+    },
 }
 
 /// The most objects an OST returns in one [`OstRequest::ListObjects`] page, whatever the
@@ -94,6 +110,9 @@ pub enum OstReply {
         objects: Vec<(ObjectId, u64)>,
         next: Option<ObjectId>,
     },
+    /// The offset a [`OstRequest::Seek`] found; `None` when it looked for data and there
+    /// is none at or after the offset.
+    Offset(Option<u64>),
 }
 
 impl Message for OstRequest {
@@ -109,6 +128,8 @@ impl Message for OstRequest {
             OstRequest::Grant { .. } => 307,
             OstRequest::ListObjects { .. } => 308,
             OstRequest::DestroyMany { .. } => 309,
+            OstRequest::PunchRange { .. } => 310,
+            OstRequest::Seek { .. } => 311,
         }
     }
 
@@ -124,6 +145,8 @@ impl Message for OstRequest {
             OstRequest::Grant { .. } => "grant",
             OstRequest::ListObjects { .. } => "list_objects",
             OstRequest::DestroyMany { .. } => "destroy_many",
+            OstRequest::PunchRange { .. } => "punch_range",
+            OstRequest::Seek { .. } => "seek",
         }
     }
 }
@@ -171,6 +194,16 @@ mod tests {
             OstRequest::ListObjects {
                 after: None,
                 max: 100,
+            },
+            OstRequest::PunchRange {
+                object: o,
+                offset: 6,
+                len: 7,
+            },
+            OstRequest::Seek {
+                object: o,
+                offset: 8,
+                hole: true,
             },
         ]
     }
