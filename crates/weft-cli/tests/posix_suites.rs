@@ -4,12 +4,14 @@
 //! against a shadow copy, with and without mmap). Their configurations are in
 //! `tests/posix_suites/`; deviations from ext4 are listed in README.md.
 //!
-//! The tools are installed by `.ci/run` (`cargo install --locked`, pinned versions). A
-//! missing tool, or another version than the one configured here, fails the test with the
-//! command that installs it: these tests never skip.
+//! The tools are installed by the README's test command, `./test.sh` (`cargo install
+//! --locked`, pinned versions, into `target/test-tools`). A missing tool, or another
+//! version than the one configured here, fails the test with the command that installs
+//! it: these tests never skip.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod exerciser;
 mod fuse_common;
 
 use fuse_common::{FuseMount, bin};
@@ -25,7 +27,7 @@ use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::{AccessMode, Credentials};
 use weft_testkit::TestCluster;
 
-/// The versions `.ci/run` installs; the configurations were written for them.
+/// The versions `./test.sh` installs; the configurations were written for them.
 const PJDFSTEST_VERSION: &str = "0.2.2";
 const FSX_VERSION: &str = "0.3.2";
 /// fsx operations per run, and the fixed seed that makes a failure reproducible.
@@ -53,7 +55,10 @@ fn tool(name: &str, version: &str) -> PathBuf {
         dirs.push(PathBuf::from(home).join(".cargo/bin"));
     }
     let Some(path) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) else {
-        panic!("{name} is not installed; this test needs it and never skips: run `{install}`");
+        panic!(
+            "{name} is not installed; this test needs it and never skips: run the tests with \
+             ./test.sh (it installs the tools), or `{install}`"
+        );
     };
     let out = Command::new(&path).arg("--version").output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -245,11 +250,8 @@ async fn pjdfstest_passes_on_the_mount() {
     .unwrap();
 }
 
-/// Runs fsx with `config` on a file striped over every OST in 64 KiB stripes.
-async fn fsx_passes(config: &str) {
-    let fsx = tool("fsx", FSX_VERSION);
-    require_root("fsx through the mount");
-    let tc = TestCluster::start(bin(), 4).await.unwrap();
+/// Creates `name` in the root, empty, with `layout`.
+async fn create_striped(tc: &TestCluster, name: &[u8], layout: LayoutTemplate) {
     let client = tc.fs_client(Duration::from_secs(30)).await.unwrap();
     let opts = OpenOptions {
         access: AccessMode::ReadWrite,
@@ -258,19 +260,19 @@ async fn fsx_passes(config: &str) {
         truncate: false,
         append: false,
     };
-    let striped = LayoutTemplate::raid0(-1, 64 << 10, -1);
     let f = client
-        .open_in(
-            Fid::ROOT,
-            b"fsx-file",
-            opts,
-            Some(striped),
-            &Credentials::root(),
-        )
+        .open_in(Fid::ROOT, name, opts, Some(layout), &Credentials::root())
         .await
         .unwrap();
-    assert_eq!(f.layout().unwrap().components[0].osts.len(), 4);
     f.close().await.unwrap();
+}
+
+/// Runs fsx with `config` on a new file of `layout`.
+async fn fsx_passes(config: &str, layout: LayoutTemplate) {
+    let fsx = tool("fsx", FSX_VERSION);
+    require_root("fsx through the mount");
+    let tc = TestCluster::start(bin(), 4).await.unwrap();
+    create_striped(&tc, b"fsx-file", layout).await;
     let m = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
     let config = suite_file(config);
     tokio::task::spawn_blocking(move || {
@@ -302,12 +304,79 @@ async fn fsx_passes(config: &str) {
     .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fsx_with_mmap_matches_its_shadow_copy() {
-    fsx_passes("fsx-mmap.toml").await;
+/// One stripe of 1 MiB: the file system's default layout.
+fn one_stripe() -> LayoutTemplate {
+    LayoutTemplate::raid0(1, 1 << 20, -1)
+}
+
+/// Four stripes of 1 MiB: every operation up to 1 MiB touches one or two objects.
+fn four_stripes_of_1m() -> LayoutTemplate {
+    LayoutTemplate::raid0(4, 1 << 20, -1)
+}
+
+/// Four stripes of 64 KiB: every operation crosses stripe and object boundaries.
+fn four_stripes_of_64k() -> LayoutTemplate {
+    LayoutTemplate::raid0(4, 64 << 10, -1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fsx_without_mmap_matches_its_shadow_copy() {
-    fsx_passes("fsx-nommap.toml").await;
+async fn fsx_with_mmap_on_one_stripe() {
+    fsx_passes("fsx-mmap.toml", one_stripe()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_with_mmap_on_four_stripes_of_1m() {
+    fsx_passes("fsx-mmap.toml", four_stripes_of_1m()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_with_mmap_on_four_stripes_of_64k() {
+    fsx_passes("fsx-mmap.toml", four_stripes_of_64k()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_without_mmap_on_one_stripe() {
+    fsx_passes("fsx-nommap.toml", one_stripe()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_without_mmap_on_four_stripes_of_1m() {
+    fsx_passes("fsx-nommap.toml", four_stripes_of_1m()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_without_mmap_on_four_stripes_of_64k() {
+    fsx_passes("fsx-nommap.toml", four_stripes_of_64k()).await;
+}
+
+/// Operations of the two-mount exerciser run.
+const EXERCISER_OPS: u64 = 100_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_mounts_taking_turns_match_a_shadow_copy() {
+    require_root("the exerciser's mounts");
+    let tc = TestCluster::start(bin(), 4).await.unwrap();
+    create_striped(&tc, b"shared", four_stripes_of_64k()).await;
+    let a = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
+    let b = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
+    let cfg = exerciser::Config {
+        paths: vec![a.path("shared"), b.path("shared")],
+        flen: 16 << 20,
+        max_op: 1 << 20,
+        ops: EXERCISER_OPS,
+        ops_per_open: 64,
+        seed: FSX_SEED,
+    };
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        if let Err(e) = exerciser::run(&cfg) {
+            panic!("{e}\nmount a log:\n{}\nmount b log:\n{}", a.log(), b.log());
+        }
+        eprintln!(
+            "exerciser: {EXERCISER_OPS} operations over two mounts in {:.0?}",
+            started.elapsed()
+        );
+    })
+    .await
+    .unwrap();
 }

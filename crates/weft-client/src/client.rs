@@ -117,6 +117,8 @@ pub struct Client {
     stripes: crate::dirs::StripeCache,
     /// Directory entries read ahead of lookups ([`crate::statahead`]).
     pub(crate) statahead: crate::statahead::Statahead,
+    /// The size of every open file, shared by its handles.
+    open_sizes: crate::file::OpenSizes,
 }
 
 const KIB: u64 = 1024;
@@ -159,6 +161,7 @@ impl Client {
             readahead,
             stripes: Default::default(),
             statahead: Default::default(),
+            open_sizes: Default::default(),
         }))
     }
 
@@ -337,6 +340,7 @@ impl Client {
             let layout = mdt.get_layout(fid).await?;
             self.truncate_objects(fid, layout.as_ref(), size).await?;
             self.cache.invalidate(fid);
+            self.open_sizes.truncated(fid, size);
             return Ok(attr);
         }
         let owner_or_mode = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
@@ -886,7 +890,13 @@ impl Client {
             layout,
             opts.access,
             opts.append,
+            opts.truncate && opts.access != AccessMode::Read,
         ))
+    }
+
+    /// The shared sizes of open files.
+    pub(crate) fn open_sizes(&self) -> &crate::file::OpenSizes {
+        &self.open_sizes
     }
 
     /// Reads a whole file by path (a convenience for small files).

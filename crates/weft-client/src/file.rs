@@ -25,7 +25,11 @@ use weft_proto::layout::Layout;
 use weft_proto::mdt::{AccessMode, Attr};
 use weft_proto::{Errno, Fid, ObjectId, WireError};
 
+mod size;
 mod sparse;
+
+use size::OpenSize;
+pub(crate) use size::OpenSizes;
 
 /// Read-ahead state of one open file.
 #[derive(Debug, Default)]
@@ -75,7 +79,6 @@ type FlushResult = Result<Vec<((u32, ObjectId), u64)>, ClientError>;
 type Flush = JoinHandle<FlushResult>;
 
 struct State {
-    size: u64,
     dirty: BTreeMap<u64, BytesMut>,
     dirty_bytes: u64,
     flushing: Option<Flush>,
@@ -116,6 +119,9 @@ pub struct File {
     opened: Attr,
     /// This open created the file.
     created: bool,
+    /// The file's size as every handle of it in this client knows it (the size at open,
+    /// grown by writes, set by truncates).
+    size: Arc<OpenSize>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -140,9 +146,10 @@ impl File {
         layout: Option<Layout>,
         access: AccessMode,
         append: bool,
+        truncated: bool,
     ) -> Self {
+        let size = client.open_sizes().join(attr.fid, attr.size, truncated);
         let state = State {
-            size: attr.size,
             dirty: BTreeMap::new(),
             dirty_bytes: 0,
             flushing: None,
@@ -164,6 +171,7 @@ impl File {
             append,
             opened: attr.clone(),
             created: false,
+            size,
             state: tokio::sync::Mutex::new(state),
         }
     }
@@ -260,9 +268,10 @@ impl File {
         Ok(self.layout())
     }
 
-    /// The size as this handle knows it (the size at open, grown by its own writes).
+    /// The size as this client knows it: the size at open, grown by writes through any
+    /// of its handles of the file, set by truncates.
     pub async fn size(&self) -> u64 {
-        self.state.lock().await.size
+        self.size.get()
     }
 
     fn pieces(&self, offset: u64, len: u64) -> Result<Vec<Piece>, ClientError> {
@@ -408,7 +417,8 @@ impl File {
                 return Err(e);
             }
         }
-        let end = offset.saturating_add(len).min(st.size);
+        let size = self.size.get();
+        let end = offset.saturating_add(len).min(size);
         if offset >= end {
             return Ok(Bytes::new());
         }
@@ -439,7 +449,6 @@ impl File {
         // Noted while no write of this handle can slip in: pages fetched from here on
         // are cached only if no write or truncate dropped the file's pages meanwhile.
         let generation = self.client.cache().generation(self.fid);
-        let size = st.size;
         let window = st.ra.window;
         let strided = !sequential && st.ra.stride_hits >= 2 && ra_max > 0;
         let stride = st.ra.stride;
@@ -493,7 +502,8 @@ impl File {
             .params()
             .mb(Param::MaxReadAheadPerFileMb)
             .min(self.client.params().mb(Param::MaxReadAheadMb));
-        let end = offset.saturating_add(len).min(st.size);
+        let size = self.size.get();
+        let end = offset.saturating_add(len).min(size);
         if offset >= end || ra_max == 0 || !st.ra.continues(offset) {
             return None;
         }
@@ -505,11 +515,11 @@ impl File {
         }
         let data = cut_pages(&pages, first, offset, end);
         st.ra.advance(offset, end, ra_max);
-        let ahead_end = self.readahead_stop(st.ra.last_end.saturating_add(st.ra.window), st.size);
+        let ahead_end = self.readahead_stop(st.ra.last_end.saturating_add(st.ra.window), size);
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
-            let (size, generation) = (st.size, cache.generation(self.fid));
+            let generation = cache.generation(self.fid);
             drop(st);
             self.prefetch(from, ahead_end, size, generation);
         }
@@ -657,7 +667,7 @@ impl File {
         if let Some(e) = st.error.take() {
             return Err(ClientError::Remote(e));
         }
-        let offset = if append { st.size } else { offset };
+        let offset = if append { self.size.get() } else { offset };
         let end = offset
             .checked_add(len)
             .ok_or_else(|| errno(Errno::FBig, "write past the largest offset"))?;
@@ -757,7 +767,7 @@ impl File {
             }
         }
         st.dirty_bytes += len;
-        st.size = st.size.max(end);
+        self.size.grow(end);
         st.modified = true;
     }
 
@@ -807,7 +817,7 @@ impl File {
     /// explicitly after a flush (`cp -p`, `touch -d`) stay.
     async fn merge_size(&self, st: &mut State) -> Result<(), ClientError> {
         if st.modified {
-            let (size, blocks) = (st.size, st.known_blocks());
+            let (size, blocks) = (self.size.get(), st.known_blocks());
             self.on_handle(|h| self.mdt.size_merge(h, Some(size), blocks, true))
                 .await?;
             st.modified = false;
@@ -833,16 +843,8 @@ impl File {
     /// recorded at close start from it.
     pub async fn size_changed(&self, size: u64) {
         let mut st = self.state.lock().await;
-        st.size = size;
+        self.size.set(size);
         st.blocks.clear();
-    }
-
-    /// Takes `size` as the file's size if it is more than this handle knows: another
-    /// handle of this client wrote up to it (and has written it back). A read clipped at
-    /// a size the file has outgrown would end short inside the file.
-    pub async fn grown_to(&self, size: u64) {
-        let mut st = self.state.lock().await;
-        st.size = st.size.max(size);
     }
 
     /// Writes buffered data, makes it durable on the OSTs, records the size on the MDT
@@ -884,7 +886,7 @@ impl File {
             .setattr(self.fid, set, &weft_proto::mdt::Credentials::root())
             .await?;
         self.client.cache().invalidate(self.fid);
-        st.size = size;
+        self.size.set(size);
         st.blocks.clear();
         Ok(())
     }
@@ -896,7 +898,7 @@ impl File {
         self.check_open(&st)?;
         let flushed = self.flush_locked(&mut st).await;
         st.closed = true;
-        let size = st.modified.then_some(st.size);
+        let size = st.modified.then(|| self.size.get());
         let blocks = st.modified.then(|| st.known_blocks()).flatten();
         let modified = st.modified;
         let closed = self
@@ -916,6 +918,7 @@ impl Drop for File {
             .map_or((false, 0), |s| (s.closed, s.dirty_bytes));
         // Buffered bytes that will never be flushed go back to the client's budget.
         self.client.release_dirty(dirty);
+        self.client.open_sizes().leave(self.fid, &self.size);
         if !closed {
             let (mdt, handle) = (self.mdt.clone(), self.handle());
             if let Ok(rt) = tokio::runtime::Handle::try_current() {

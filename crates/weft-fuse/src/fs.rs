@@ -24,6 +24,7 @@ use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -161,6 +162,8 @@ struct Shared {
     locks: crate::locks::LockOwners,
     jobids: crate::jobid::JobIds,
     no_caps: crate::nocaps::NoCaps,
+    /// Tells the kernel to forget cached attributes; set once the session exists.
+    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 /// The weftfs FUSE file system: give it to a fuser session.
@@ -231,9 +234,16 @@ impl WeftFs {
                 locks: crate::locks::LockOwners::default(),
                 jobids,
                 no_caps: crate::nocaps::NoCaps::new(attr_timeout),
+                notifier: Arc::new(OnceLock::new()),
             }),
             rt,
         }
+    }
+
+    /// Where the mount puts the session's notifier once the session exists (the file
+    /// system is made first, then handed to the session).
+    pub fn notifier_slot(&self) -> Arc<OnceLock<fuser::Notifier>> {
+        self.shared.notifier.clone()
     }
 
     fn cred(&self, req: &Request) -> Credentials {
@@ -390,15 +400,12 @@ impl Shared {
 
     /// Makes every write(2) made through another handle of `f`'s inode in this mount
     /// visible to `f`: bytes that handle still buffers go to the OSTs (the kernel's page
-    /// cache hides them only while it keeps the pages), and the end of the file its writes
-    /// moved becomes `f`'s too, so that a read through `f` does not end short.
+    /// cache hides them only while it keeps the pages). The end of the file those writes
+    /// moved, the handles share already.
     async fn write_back_others(&self, f: &Arc<OpenFile>) {
         for w in self.writers_of(f.ino) {
-            if !Arc::ptr_eq(&w, f) {
-                if w.wrote.swap(false, Ordering::AcqRel) {
-                    w.file.write_back().await;
-                }
-                f.file.grown_to(w.file.size().await).await;
+            if !Arc::ptr_eq(&w, f) && w.wrote.swap(false, Ordering::AcqRel) {
+                w.file.write_back().await;
             }
         }
     }
@@ -575,6 +582,21 @@ impl Shared {
         Ok(self.local_view(ino, attr).await)
     }
 
+    /// Makes the kernel ask for `ino`'s attributes again at their next use: at an open
+    /// that found data newer than the kernel's pages, the size the kernel holds (kept for
+    /// up to `attr_timeout`) may be another mount's old one, and close-to-open means the
+    /// opener sees the size the last closer left. Only the attributes are dropped (no
+    /// offset), which takes no lock the kernel holds during an OPEN; done before the open is
+    /// answered, so the opener's next stat or read already asks.
+    fn forget_attributes(&self, ino: u64) {
+        if let Some(n) = self.notifier.get()
+            && let Err(e) = n.inval_inode(INodeNo(ino), -1, 0)
+        {
+            // ENOENT: the kernel no longer holds the inode, so it caches nothing.
+            tracing::debug!(ino, error = %e, "attribute invalidation refused");
+        }
+    }
+
     /// Opens `fid` and registers the handle; returns it with the flags for the kernel.
     fn register(&self, ino: u64, file: File, access: AccessMode) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -622,6 +644,9 @@ impl Shared {
         // at (close-to-open): the MDT's version at this open.
         let version = file.attr_at_open().data_version;
         let keep = !opts.truncate && self.inodes.page_cache_valid(ino, version);
+        if !keep {
+            self.forget_attributes(ino);
+        }
         let fh = self.register(ino, file, access);
         Ok((fh, self.fopen_flags(keep)))
     }

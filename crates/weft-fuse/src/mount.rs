@@ -80,7 +80,10 @@ impl Mount {
         config.clone_fd = true;
         config.poll = Some(opts.poll);
         let fs = WeftFs::new(client, opts, rt);
+        let notifier = fs.notifier_slot();
         let session = fuser::Session::new(fs, mountpoint, &config)?;
+        // Set before any request is served (run() has not started).
+        let _ = notifier.set(session.notifier());
         Ok(Self {
             session,
             mountpoint: mountpoint.to_path_buf(),

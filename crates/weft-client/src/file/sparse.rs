@@ -24,7 +24,7 @@ impl File {
         let end = offset
             .checked_add(len)
             .ok_or_else(|| errno(Errno::FBig, "punch past the largest offset"))?
-            .min(st.size);
+            .min(self.size.get());
         if offset >= end {
             return Ok(());
         }
@@ -78,7 +78,7 @@ impl File {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
         self.flush_locked(&mut st).await?;
-        let size = st.size;
+        let size = self.size.get();
         drop(st);
         if offset >= size {
             return Ok(None);

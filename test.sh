@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need from outside the workspace
+# (once; a second run installs nothing), then runs every test of the workspace and of the
+# vendored fuser. Extra arguments go to `cargo test` (e.g. `./test.sh -p weft-client`).
+#
+# Needs: Linux with /dev/fuse, root (the tests mount FUSE file systems and switch to other
+# users), Rust (cargo), and the crates.io registry for the pinned test tools.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: the tests mount FUSE file systems and act as other users: run it as root" >&2
+    echo "         (sudo -E ./test.sh); 'cargo test -p weft-proto' and the like need no root." >&2
+    exit 1
+fi
+if [ ! -c /dev/fuse ]; then
+    echo "test.sh: /dev/fuse is missing: load the fuse module (modprobe fuse)" >&2
+    exit 1
+fi
+
+# The POSIX suites (crates/weft-cli/tests/posix_suites.rs), at the versions their
+# configurations were written for, installed under target/ so that nothing outside the
+# checkout changes.
+tools="$PWD/target/test-tools"
+install_tool() {
+    local name=$1 version=$2
+    local bin="$tools/bin/$name"
+    if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -qw "$version"; then
+        return
+    fi
+    echo "== installing $name $version into $tools"
+    cargo install --quiet --locked --force --root "$tools" "$name" --version "$version"
+}
+install_tool pjdfstest 0.2.2
+install_tool fsx 0.3.2
+export PATH="$tools/bin:$PATH"
+
+# The unprivileged users and groups pjdfstest switches to (its configuration's
+# dummy_auth): Debian and Ubuntu have them; other systems get them made here.
+ensure_group() {
+    getent group "$1" >/dev/null || groupadd --system "$1"
+}
+ensure_user() {
+    local user=$1 group=$2
+    ensure_group "$group"
+    getent passwd "$user" >/dev/null ||
+        useradd --system --gid "$group" --no-create-home --shell /usr/sbin/nologin "$user"
+}
+ensure_user nobody nogroup
+ensure_user daemon daemon
+
+# Every test binary runs even when one fails (--no-fail-fast); the per-binary summaries
+# are added up at the end so that the last line says how many tests ran in all.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+if [ $# -eq 0 ]; then
+    # The vendored fuser is outside the workspace (vendor/README.md): its unit tests, with
+    # those of the turn-taking reader weftfs added, run here.
+    cargo test --manifest-path vendor/fuser/Cargo.toml --lib --locked --target-dir target/vendor-fuser \
+        2>&1 | tee -a "$log"
+    fuser_status=${PIPESTATUS[0]}
+    [ "$status" -ne 0 ] || status=$fuser_status
+fi
+set -e
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+exit "$status"
