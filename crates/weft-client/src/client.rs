@@ -882,16 +882,7 @@ impl Client {
         } else {
             attr
         };
-        Ok(File::new(
-            self.clone(),
-            mdt,
-            handle,
-            &attr,
-            layout,
-            opts.access,
-            opts.append,
-            opts.truncate && opts.access != AccessMode::Read,
-        ))
+        Ok(File::new(self.clone(), mdt, handle, &attr, layout, opts))
     }
 
     /// The shared sizes of open files.

@@ -9,7 +9,7 @@
 //! POSIX asks. Reads, truncates and overlapping writes first wait for the flush.
 
 use crate::cache::CACHE_PAGE;
-use crate::client::Client;
+use crate::client::{Client, OpenOptions};
 use crate::error::ClientError;
 use crate::io::Parts;
 use crate::layout::{self, MapError, Piece};
@@ -144,10 +144,10 @@ impl File {
         handle: u64,
         attr: &Attr,
         layout: Option<Layout>,
-        access: AccessMode,
-        append: bool,
-        truncated: bool,
+        opts: OpenOptions,
     ) -> Self {
+        let (access, append) = (opts.access, opts.append);
+        let truncated = opts.truncate && access != AccessMode::Read;
         let size = client.open_sizes().join(attr.fid, attr.size, truncated);
         let state = State {
             dirty: BTreeMap::new(),
