@@ -54,7 +54,12 @@ ensure_user daemon daemon
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log"
+if [ $# -eq 0 ]; then
+    cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
+else
+    # A selection (`-p CRATE`, `--test NAME`, filters): cargo takes --workspace over -p.
+    cargo test --no-fail-fast "$@" 2>&1 | tee "$log"
+fi
 status=${PIPESTATUS[0]}
 if [ $# -eq 0 ]; then
     # The vendored fuser is outside the workspace (vendor/README.md): its unit tests, with

@@ -30,11 +30,32 @@ use weft_testkit::TestCluster;
 /// The versions `./test.sh` installs; the configurations were written for them.
 const PJDFSTEST_VERSION: &str = "0.2.2";
 const FSX_VERSION: &str = "0.3.2";
-/// fsx operations per run, and the fixed seed that makes a failure reproducible.
-const FSX_OPS: u64 = 100_000;
+/// fsx operations per run in CI, and the fixed seed that makes a failure reproducible.
+/// With files of 16 MiB and operations of up to 1 MiB, 100,000 operations of the mmap
+/// configuration take over 15 minutes on CI's two cores, which six configurations and
+/// the exerciser cannot share with the rest of the suite: CI runs `FSX_OPS` of each, and
+/// `WEFT_FSX_OPS=100000 WEFT_EXERCISER_OPS=100000 ./test.sh -p weft-cli --test
+/// posix_suites` runs the full size.
+const FSX_OPS: u64 = 16_000;
 const FSX_SEED: u64 = 20_261_123;
+
+/// The operation count of a random-operation run: `var` from the environment if set.
+fn ops_from_env(var: &str, default: u64) -> u64 {
+    match std::env::var(var) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={v:?} is not a number of operations")),
+        Err(_) => default,
+    }
+}
 /// Longest a suite may run before it is killed as hung.
 const SUITE_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// How long a random-operation run of `ops` operations may take: the suite limit, or 30
+/// ms an operation for the longer runs made by hand.
+fn random_run_limit(ops: u64) -> Duration {
+    SUITE_LIMIT.max(Duration::from_millis(ops.saturating_mul(30)))
+}
 
 fn suite_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -76,9 +97,9 @@ fn require_root(what: &str) {
     assert_eq!(euid, 0, "{what} must run as root (mounts, other users)");
 }
 
-/// Runs `cmd` with stdout and stderr into one log, killing it after `SUITE_LIMIT`;
-/// returns whether it exited successfully, and the log.
-fn run_logged(mut cmd: Command, log: &Path) -> (bool, String) {
+/// Runs `cmd` with stdout and stderr into one log, killing it after `limit`; returns
+/// whether it exited successfully, and the log.
+fn run_logged(mut cmd: Command, log: &Path, limit: Duration) -> (bool, String) {
     let out = fs::File::create(log).unwrap();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -92,11 +113,11 @@ fn run_logged(mut cmd: Command, log: &Path) -> (bool, String) {
         if let Some(status) = child.try_wait().unwrap() {
             break status.success();
         }
-        if start.elapsed() > SUITE_LIMIT {
+        if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "killed after {SUITE_LIMIT:?}: {:?}\n{}",
+                "killed after {limit:?}: {:?}\n{}",
                 cmd,
                 fs::read_to_string(log).unwrap_or_default()
             );
@@ -149,7 +170,7 @@ fn pjdfstest(pjd: &Path, config: &Path, dir: &Path, secondary: &Path, only: &[&s
     cmd.arg("-c").arg(config).arg("-p").arg(dir);
     cmd.arg("-s").arg(secondary);
     cmd.args(only);
-    let (ok, log) = run_logged(cmd, &secondary.with_extension("log"));
+    let (ok, log) = run_logged(cmd, &secondary.with_extension("log"), SUITE_LIMIT);
     let mut r = PjdResult {
         ok,
         ..Default::default()
@@ -271,31 +292,33 @@ async fn create_striped(tc: &TestCluster, name: &[u8], layout: LayoutTemplate) {
 async fn fsx_passes(config: &str, layout: LayoutTemplate) {
     let fsx = tool("fsx", FSX_VERSION);
     require_root("fsx through the mount");
+    let ops = ops_from_env("WEFT_FSX_OPS", FSX_OPS);
+    let limit = random_run_limit(ops);
     let tc = TestCluster::start(bin(), 4).await.unwrap();
     create_striped(&tc, b"fsx-file", layout).await;
-    let m = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
+    let m = FuseMount::start_with_watchdog(&tc, "", limit * 2);
     let config = suite_file(config);
     tokio::task::spawn_blocking(move || {
         let artifacts = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(&fsx);
         cmd.arg("-f").arg(&config);
-        cmd.arg("-N").arg(FSX_OPS.to_string());
+        cmd.arg("-N").arg(ops.to_string());
         cmd.arg("-S").arg(FSX_SEED.to_string());
         cmd.arg("-P").arg(artifacts.path());
         cmd.arg(m.path("fsx-file"));
         let started = Instant::now();
-        let (ok, log) = run_logged(cmd, &artifacts.path().join("fsx.log"));
+        let (ok, log) = run_logged(cmd, &artifacts.path().join("fsx.log"), limit);
         let tail: Vec<&str> = log.lines().rev().take(60).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         assert!(
             ok && log.contains("All operations completed A-OK!"),
-            "fsx -f {} -N {FSX_OPS} -S {FSX_SEED} failed:\n{}\nmount log:\n{}",
+            "fsx -f {} -N {ops} -S {FSX_SEED} failed:\n{}\nmount log:\n{}",
             config.display(),
             tail.join("\n"),
             m.log()
         );
         eprintln!(
-            "fsx: {FSX_OPS} operations ({}) in {:.0?}",
+            "fsx: {ops} operations ({}) in {:.0?}",
             config.display(),
             started.elapsed()
         );
@@ -349,21 +372,24 @@ async fn fsx_without_mmap_on_four_stripes_of_64k() {
     fsx_passes("fsx-nommap.toml", four_stripes_of_64k()).await;
 }
 
-/// Operations of the two-mount exerciser run.
-const EXERCISER_OPS: u64 = 100_000;
+/// Operations of the two-mount exerciser in CI (`WEFT_EXERCISER_OPS` sets another
+/// count; see `FSX_OPS`).
+const EXERCISER_OPS: u64 = 40_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_mounts_taking_turns_match_a_shadow_copy() {
     require_root("the exerciser's mounts");
+    let ops = ops_from_env("WEFT_EXERCISER_OPS", EXERCISER_OPS);
+    let limit = random_run_limit(ops);
     let tc = TestCluster::start(bin(), 4).await.unwrap();
     create_striped(&tc, b"shared", four_stripes_of_64k()).await;
-    let a = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
-    let b = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
+    let a = FuseMount::start_with_watchdog(&tc, "", limit);
+    let b = FuseMount::start_with_watchdog(&tc, "", limit);
     let cfg = exerciser::Config {
         paths: vec![a.path("shared"), b.path("shared")],
         flen: 16 << 20,
         max_op: 1 << 20,
-        ops: EXERCISER_OPS,
+        ops,
         ops_per_open: 64,
         seed: FSX_SEED,
     };
@@ -373,7 +399,7 @@ async fn two_mounts_taking_turns_match_a_shadow_copy() {
             panic!("{e}\nmount a log:\n{}\nmount b log:\n{}", a.log(), b.log());
         }
         eprintln!(
-            "exerciser: {EXERCISER_OPS} operations over two mounts in {:.0?}",
+            "exerciser: {ops} operations over two mounts in {:.0?}",
             started.elapsed()
         );
     })

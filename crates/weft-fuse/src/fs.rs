@@ -541,8 +541,8 @@ impl Shared {
             };
             // Every other handle of this mount (a process may keep many, and a descriptor
             // closed while still mapped is released only at munmap): the truncate must
-            // cut the bytes a writable one buffered, and their idea of the size must not
-            // show in stat, grow the file back at close, or end a read short.
+            // cut the bytes a writable one buffered, and what they know of the objects'
+            // blocks no longer holds (the size they share follows the truncate).
             let others: Vec<Arc<OpenFile>> = self
                 .handles_of(ino)
                 .into_iter()

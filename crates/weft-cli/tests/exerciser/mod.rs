@@ -208,7 +208,8 @@ impl Run<'_> {
                     .map(|i| (i as u8).wrapping_mul(29).wrapping_add(tag) | 1)
                     .collect();
                 f.write_all_at(&data, offset).map_err(|e| self.fail(e))?;
-                if offset + len > size {
+                // A write of nothing moves no end of file.
+                if len > 0 && offset + len > size {
                     self.set_size(offset + len);
                 }
                 self.shadow[offset as usize..(offset + len) as usize].copy_from_slice(&data);
