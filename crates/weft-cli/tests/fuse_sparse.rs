@@ -8,47 +8,19 @@
 
 mod fuse_common;
 
-use fuse_common::{FuseMount, bin, check};
+use fuse_common::{FuseMount, bin, create_with_layout, fallocate, seek_data_or_hole};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
-use weft_client::OpenOptions as ClientOpen;
-use weft_proto::Fid;
 use weft_proto::layout::LayoutTemplate;
-use weft_proto::mdt::{AccessMode, Credentials};
 use weft_testkit::{FSNAME, TestCluster};
 
 const MIB: u64 = 1 << 20;
 /// The block size of the OSTs' file systems (ext4, tmpfs): what a hole is made of.
 const BLOCK: u64 = 4096;
-
-/// Creates `name` in the root with `layout`, empty.
-async fn create_with_layout(tc: &TestCluster, name: &str, layout: LayoutTemplate) {
-    let client = tc.fs_client(Duration::from_secs(30)).await.unwrap();
-    let opts = ClientOpen {
-        access: AccessMode::ReadWrite,
-        create: Some(0o644),
-        exclusive: true,
-        truncate: false,
-        append: false,
-    };
-    let f = client
-        .open_in(
-            Fid::ROOT,
-            name.as_bytes(),
-            opts,
-            Some(layout),
-            &Credentials::root(),
-        )
-        .await
-        .unwrap();
-    f.close().await.unwrap();
-}
 
 /// The layouts every test runs on: the default one stripe of 1 MiB, and four stripes of
 /// 64 KiB (ranges cross stripes and objects every 64 KiB).
@@ -65,25 +37,10 @@ fn pattern(seed: u8, len: u64) -> Vec<u8> {
         .collect()
 }
 
-fn fallocate(f: &File, mode: i32, offset: u64, len: u64) -> std::io::Result<()> {
-    // SAFETY: fallocate(2) on an open descriptor; no memory is passed.
-    check(unsafe { libc::fallocate(f.as_raw_fd(), mode, offset as i64, len as i64) })
-}
-
-/// `lseek(2)` with `whence`; `None` for ENXIO.
+/// `lseek(2)` with `whence`; `None` for ENXIO, which is the only error expected.
 fn seek(f: &File, offset: u64, whence: i32) -> Option<u64> {
-    // SAFETY: lseek(2) on an open descriptor; no memory is passed.
-    let r = unsafe { libc::lseek(f.as_raw_fd(), offset as i64, whence) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        assert_eq!(
-            e.raw_os_error(),
-            Some(libc::ENXIO),
-            "lseek({offset}, {whence}): {e}"
-        );
-        return None;
-    }
-    Some(r as u64)
+    seek_data_or_hole(f, offset, whence)
+        .unwrap_or_else(|e| panic!("lseek({offset}, {whence}): {e}"))
 }
 
 /// Reads `len` bytes at `offset` in one pread, asserting it is not short.

@@ -14,17 +14,14 @@
 mod exerciser;
 mod fuse_common;
 
-use fuse_common::{FuseMount, bin};
+use fuse_common::{FuseMount, bin, create_with_layout};
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use weft_client::OpenOptions;
-use weft_proto::Fid;
 use weft_proto::layout::LayoutTemplate;
-use weft_proto::mdt::{AccessMode, Credentials};
 use weft_testkit::TestCluster;
 
 /// The versions `./test.sh` installs; the configurations were written for them.
@@ -271,23 +268,6 @@ async fn pjdfstest_passes_on_the_mount() {
     .unwrap();
 }
 
-/// Creates `name` in the root, empty, with `layout`.
-async fn create_striped(tc: &TestCluster, name: &[u8], layout: LayoutTemplate) {
-    let client = tc.fs_client(Duration::from_secs(30)).await.unwrap();
-    let opts = OpenOptions {
-        access: AccessMode::ReadWrite,
-        create: Some(0o644),
-        exclusive: true,
-        truncate: false,
-        append: false,
-    };
-    let f = client
-        .open_in(Fid::ROOT, name, opts, Some(layout), &Credentials::root())
-        .await
-        .unwrap();
-    f.close().await.unwrap();
-}
-
 /// Runs fsx with `config` on a new file of `layout`.
 async fn fsx_passes(config: &str, layout: LayoutTemplate) {
     let fsx = tool("fsx", FSX_VERSION);
@@ -295,7 +275,7 @@ async fn fsx_passes(config: &str, layout: LayoutTemplate) {
     let ops = ops_from_env("WEFT_FSX_OPS", FSX_OPS);
     let limit = random_run_limit(ops);
     let tc = TestCluster::start(bin(), 4).await.unwrap();
-    create_striped(&tc, b"fsx-file", layout).await;
+    create_with_layout(&tc, "fsx-file", layout).await;
     let m = FuseMount::start_with_watchdog(&tc, "", limit * 2);
     let config = suite_file(config);
     tokio::task::spawn_blocking(move || {
@@ -382,7 +362,7 @@ async fn two_mounts_taking_turns_match_a_shadow_copy() {
     let ops = ops_from_env("WEFT_EXERCISER_OPS", EXERCISER_OPS);
     let limit = random_run_limit(ops);
     let tc = TestCluster::start(bin(), 4).await.unwrap();
-    create_striped(&tc, b"shared", four_stripes_of_64k()).await;
+    create_with_layout(&tc, "shared", four_stripes_of_64k()).await;
     let a = FuseMount::start_with_watchdog(&tc, "", limit);
     let b = FuseMount::start_with_watchdog(&tc, "", limit);
     let cfg = exerciser::Config {

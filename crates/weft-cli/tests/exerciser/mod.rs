@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+use crate::fuse_common::{fallocate, seek_data_or_hole};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
@@ -75,23 +76,6 @@ fn libc_result(r: libc::c_long) -> io::Result<u64> {
         Err(io::Error::last_os_error())
     } else {
         Ok(r as u64)
-    }
-}
-
-fn fallocate(f: &File, mode: i32, offset: u64, len: u64) -> io::Result<()> {
-    // SAFETY: fallocate(2) on an open descriptor; no memory is passed.
-    let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, offset as i64, len as i64) };
-    libc_result(r.into()).map(|_| ())
-}
-
-/// `lseek(2)`; `None` for ENXIO.
-fn seek(f: &File, offset: u64, whence: i32) -> io::Result<Option<u64>> {
-    // SAFETY: lseek(2) on an open descriptor; no memory is passed.
-    let r = unsafe { libc::lseek(f.as_raw_fd(), offset as i64, whence) };
-    match libc_result(r) {
-        Ok(at) => Ok(Some(at)),
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
@@ -286,7 +270,7 @@ impl Run<'_> {
                 } else {
                     libc::SEEK_DATA
                 };
-                let found = seek(f, at, whence).map_err(|e| self.fail(e))?;
+                let found = seek_data_or_hole(f, at, whence).map_err(|e| self.fail(e))?;
                 self.check_seek(at, hole, found)?;
             }
         }

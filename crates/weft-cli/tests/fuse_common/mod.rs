@@ -249,3 +249,54 @@ pub fn weft_stdin(args: &[&str], input: &str) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Creates `name` in the root of the test cluster's file system, empty, with `layout`.
+pub async fn create_with_layout(
+    tc: &TestCluster,
+    name: &str,
+    layout: weft_proto::layout::LayoutTemplate,
+) {
+    use weft_proto::mdt::{AccessMode, Credentials};
+    let client = tc.fs_client(Duration::from_secs(30)).await.unwrap();
+    let opts = weft_client::OpenOptions {
+        access: AccessMode::ReadWrite,
+        create: Some(0o644),
+        exclusive: true,
+        truncate: false,
+        append: false,
+    };
+    let f = client
+        .open_in(
+            weft_proto::Fid::ROOT,
+            name.as_bytes(),
+            opts,
+            Some(layout),
+            &Credentials::root(),
+        )
+        .await
+        .unwrap();
+    f.close().await.unwrap();
+}
+
+/// fallocate(2) with `mode` on an open file.
+pub fn fallocate(f: &std::fs::File, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate(2) on an open descriptor; no memory is passed.
+    check(unsafe { libc::fallocate(f.as_raw_fd(), mode, offset as i64, len as i64) })
+}
+
+/// lseek(2) with `whence` (SEEK_DATA, SEEK_HOLE); `None` for ENXIO.
+pub fn seek_data_or_hole(f: &std::fs::File, offset: u64, whence: i32) -> io::Result<Option<u64>> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: lseek(2) on an open descriptor; no memory is passed.
+    let r = unsafe { libc::lseek(f.as_raw_fd(), offset as i64, whence) };
+    if r >= 0 {
+        return Ok(Some(r as u64));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENXIO) {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
