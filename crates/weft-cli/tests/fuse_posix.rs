@@ -939,15 +939,19 @@ async fn a_sparse_file_over_4_gib_reads_back_with_holes_as_zeros() {
             hole.fill(1);
         }
         assert_eq!(f.read_at(&mut buf, size).unwrap(), 0, "EOF at the size");
-        // SEEK_DATA/SEEK_HOLE: the mount reports no holes (the whole file is data, the
-        // fallback POSIX allows); past the end is ENXIO.
+        // SEEK_DATA/SEEK_HOLE report the objects' holes (4 KiB blocks): the first data is
+        // the block of "across 4 GiB", which ends in the block after it; past the end is
+        // ENXIO.
         let fd = f.as_raw_fd_for_test();
         // SAFETY: lseek on an open descriptor.
         let data_at = unsafe { libc::lseek(fd, 4096, libc::SEEK_DATA) };
-        assert_eq!(data_at, 4096);
+        assert_eq!(data_at as u64, four - 4096);
         // SAFETY: as above.
         let hole_at = unsafe { libc::lseek(fd, 0, libc::SEEK_HOLE) };
-        assert_eq!(hole_at as u64, size);
+        assert_eq!(hole_at, 0);
+        // SAFETY: as above.
+        let hole_at = unsafe { libc::lseek(fd, (four - 6) as i64, libc::SEEK_HOLE) };
+        assert_eq!(hole_at as u64, four + 4096);
         // SAFETY: as above.
         let past = check(unsafe { libc::lseek(fd, size as i64, libc::SEEK_DATA) } as i32);
         assert_eq!(errno(past), libc::ENXIO);

@@ -33,7 +33,7 @@ const FSX_VERSION: &str = "0.3.2";
 /// the exerciser cannot share with the rest of the suite: CI runs `FSX_OPS` of each, and
 /// `WEFT_FSX_OPS=100000 WEFT_EXERCISER_OPS=100000 ./test.sh -p weft-cli --test
 /// posix_suites` runs the full size.
-const FSX_OPS: u64 = 16_000;
+const FSX_OPS: u64 = 12_000;
 const FSX_SEED: u64 = 20_261_123;
 
 /// The operation count of a random-operation run: `var` from the environment if set.
@@ -354,7 +354,7 @@ async fn fsx_without_mmap_on_four_stripes_of_64k() {
 
 /// Operations of the two-mount exerciser in CI (`WEFT_EXERCISER_OPS` sets another
 /// count; see `FSX_OPS`).
-const EXERCISER_OPS: u64 = 40_000;
+const EXERCISER_OPS: u64 = 30_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_mounts_taking_turns_match_a_shadow_copy() {
