@@ -45,6 +45,7 @@ fn ops_from_env(var: &str, default: u64) -> u64 {
         Err(_) => default,
     }
 }
+
 /// Longest a suite may run before it is killed as hung.
 const SUITE_LIMIT: Duration = Duration::from_secs(15 * 60);
 
