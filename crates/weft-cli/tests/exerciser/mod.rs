@@ -192,11 +192,13 @@ impl Run<'_> {
                     .map(|i| (i as u8).wrapping_mul(29).wrapping_add(tag) | 1)
                     .collect();
                 f.write_all_at(&data, offset).map_err(|e| self.fail(e))?;
-                // A write of nothing moves no end of file.
-                if len > 0 && offset + len > size {
-                    self.set_size(offset + len);
+                // A write of nothing changes nothing, not even the end of file.
+                if len > 0 {
+                    if offset + len > size {
+                        self.set_size(offset + len);
+                    }
+                    self.shadow[offset as usize..(offset + len) as usize].copy_from_slice(&data);
                 }
-                self.shadow[offset as usize..(offset + len) as usize].copy_from_slice(&data);
             }
             Op::Truncate => {
                 let to = self.rng.random_range(0..=flen);
