@@ -18,7 +18,7 @@ if [ ! -c /dev/fuse ]; then
     exit 1
 fi
 
-# The POSIX suites (crates/weft-cli/tests/posix_suites.rs), at the versions their
+# The POSIX suites (crates/weft-cli/tests/it/posix_suites.rs), at the versions their
 # configurations were written for, installed under target/ so that nothing outside the
 # checkout changes.
 tools="$PWD/target/test-tools"

@@ -4,6 +4,12 @@
 //! Integration tests of the crate that builds the `weft` binary pass its path
 //! (`env!("CARGO_BIN_EXE_weft")`); everything else here is independent of the binary.
 
+mod data;
+mod wait;
+
+pub use data::pattern;
+pub use wait::{WAIT_LIMIT, eventually, wait_until, wait_until_async};
+
 use anyhow::{Context, Result, bail};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -2,16 +2,15 @@
 //! mount through its control socket, `set_param -P` reaches it live through the MGS, and
 //! its Prometheus endpoint (`-o metrics=HOST:PORT`) parses and counts its requests.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, eventually, weft};
+use crate::bin;
+use crate::fuse_common::FuseMount;
+use crate::support::weft;
 use std::collections::HashMap;
 use std::fs;
 use std::process::{Command, Stdio};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_testkit::TestCluster;
+use weft_testkit::wait_until;
 
 /// `get_param` output as name -> value (multi-line values joined).
 fn params(out: &str) -> HashMap<String, String> {
@@ -129,7 +128,7 @@ async fn a_mounted_client_shows_and_takes_its_parameters() {
         "llite.*.max_read_ahead_per_file_mb=17",
     ]);
     assert!(ok, "{err}");
-    eventually("the running mount applies the stored setting", || {
+    wait_until("the running mount applies the stored setting", || {
         let (_, out, _) = weft(&[
             "get_param",
             "-n",
@@ -342,7 +341,7 @@ async fn stats_of_a_directory_come_from_statahead_and_stay_true() {
     for i in 0..10 {
         check(i);
     }
-    eventually("a scan read the whole directory", || {
+    wait_until("a scan read the whole directory", || {
         let (_, scans, entries) = statahead_stats(&reader.mnt);
         scans == 1 && entries >= N as u64
     });

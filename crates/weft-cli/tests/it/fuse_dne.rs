@@ -2,16 +2,15 @@
 //! MDS process of its own): `weft mkdir -i 1` in the mount, then plain POSIX calls and
 //! tools inside and around the remote directory.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, errno, eventually, weft};
+use crate::bin;
+use crate::fuse_common::{FuseMount, errno};
+use crate::support::weft;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 use weft_testkit::TestCluster;
+use weft_testkit::wait_until;
 
 fn p(path: &Path) -> String {
     path.display().to_string()
@@ -67,7 +66,7 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
     assert!(out.contains("lmv_stripe_offset: 1"), "{out}");
     assert_eq!(mdt_of(&m.mnt), 0);
     assert!(fs::metadata(&r).unwrap().is_dir());
-    eventually("the root's link count counts the remote directory", || {
+    wait_until("the root's link count counts the remote directory", || {
         fs::metadata(&m.mnt).unwrap().nlink() == root_nlink + 1
     });
 
@@ -113,7 +112,7 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
     assert_eq!(fs::metadata(m.path("top")).unwrap().nlink(), 2);
     assert_eq!(fs::read(r.join("top")).unwrap(), b"top");
     fs::remove_file(r.join("top")).unwrap();
-    eventually("the link count drops", || {
+    wait_until("the link count drops", || {
         fs::metadata(m.path("top")).unwrap().nlink() == 1
     });
     fs::write(r.join("sub2/c"), b"c").unwrap();
@@ -183,7 +182,7 @@ async fn remote_directory_through_the_mount_with_posix_calls_and_tools() {
     let mut left = names(&m.mnt);
     left.retain(|n| !n.starts_with('.'));
     assert_eq!(left, ["a2", "moved", "top"]);
-    eventually("the root's link count is back", || {
+    wait_until("the root's link count is back", || {
         fs::metadata(&m.mnt).unwrap().nlink() == root_nlink + 1
     });
     // Nothing is left on MDT1 but the inodes of a2 and of /moved and its file, whose
@@ -304,7 +303,7 @@ async fn striped_directory_through_the_mount() {
     assert_eq!(errno(fs::remove_dir(&s)), libc::ENOTEMPTY);
     sh("rm", &["-r", &p(&s)]);
     assert_eq!(errno(fs::metadata(&s)), libc::ENOENT);
-    eventually("MDT1 holds nothing", || {
+    wait_until("MDT1 holds nothing", || {
         let rt = tokio::runtime::Handle::current();
         let (dirs, files) = tokio::task::block_in_place(|| {
             rt.block_on(async {

@@ -1,9 +1,7 @@
 //! Malformed input against real server processes: each bad connection gets a clear error or
 //! is closed, and the server keeps serving everybody else.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::Path;
+use crate::bin;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -15,10 +13,6 @@ use weft_proto::{
     ConnectReply, ConnectRequest, Errno, Fid, PROTOCOL_VERSION, RequestHeader, TargetId, WireResult,
 };
 use weft_testkit::{FSNAME, TestCluster};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
 
 async fn send(s: &mut TcpStream, opcode: u16, xid: u64, body: &[u8]) {
     let h = FrameHeader::new(opcode, 0, xid, body, &[]).unwrap();

@@ -5,8 +5,6 @@
 //! against a shadow copy of the file; a failure names the seed, the operation number and
 //! the operations before it.
 
-#![allow(dead_code)]
-
 use crate::fuse_common::{fallocate, seek_data_or_hole};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

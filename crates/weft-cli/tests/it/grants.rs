@@ -1,26 +1,12 @@
 //! Buffered writes never overrun an OST: space is granted before data is buffered, so a
 //! full OST answers ENOSPC at write() and everything accepted reaches the disk at close.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::Path;
+use crate::bin;
+use crate::support::RW;
 use std::time::Duration;
-use weft_client::OpenOptions;
-use weft_proto::mdt::{AccessMode, Credentials};
+use weft_proto::mdt::Credentials;
 use weft_proto::{Errno, Fid};
 use weft_testkit::TestCluster;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-const RW: OpenOptions = OpenOptions {
-    access: AccessMode::ReadWrite,
-    create: Some(0o644),
-    exclusive: false,
-    truncate: false,
-    append: false,
-};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_ost_refuses_buffered_writes_at_write_time_not_at_close() {

@@ -2,19 +2,15 @@
 //! processes): pjdfstest (the Rust rewrite: every syscall's rules, times and errnos, with
 //! other users' permissions) and fsx (random reads, writes, truncates and mmap checked
 //! against a shadow copy, with and without mmap). Their configurations are in
-//! `tests/posix_suites/`; deviations from ext4 are listed in README.md.
+//! `tests/it/posix_suites/`; deviations from ext4 are listed in README.md.
 //!
 //! The tools are installed by the README's test command, `./test.sh` (`cargo install
 //! --locked`, pinned versions, into `target/test-tools`). A missing tool, or another
 //! version than the one configured here, fails the test with the command that installs
 //! it: these tests never skip.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod exerciser;
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, create_with_layout};
+use crate::bin;
+use crate::fuse_common::{FuseMount, create_with_layout};
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -57,7 +53,7 @@ fn random_run_limit(ops: u64) -> Duration {
 
 fn suite_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/posix_suites")
+        .join("tests/it/posix_suites")
         .join(name)
 }
 
@@ -366,7 +362,7 @@ async fn two_mounts_taking_turns_match_a_shadow_copy() {
     create_with_layout(&tc, "shared", four_stripes_of_64k()).await;
     let a = FuseMount::start_with_watchdog(&tc, "", limit);
     let b = FuseMount::start_with_watchdog(&tc, "", limit);
-    let cfg = exerciser::Config {
+    let cfg = crate::exerciser::Config {
         paths: vec![a.path("shared"), b.path("shared")],
         flen: 16 << 20,
         max_op: 1 << 20,
@@ -376,7 +372,7 @@ async fn two_mounts_taking_turns_match_a_shadow_copy() {
     };
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        if let Err(e) = exerciser::run(&cfg) {
+        if let Err(e) = crate::exerciser::run(&cfg) {
             panic!("{e}\nmount a log:\n{}\nmount b log:\n{}", a.log(), b.log());
         }
         eprintln!(

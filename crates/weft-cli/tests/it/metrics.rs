@@ -1,18 +1,13 @@
 //! Each server's Prometheus endpoint, scraped over HTTP and parsed with a real text-format
 //! parser; the figures follow the work the servers did.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use crate::bin;
 use bytes::Bytes;
 use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_proto::mdt::Credentials;
 use weft_proto::{Fid, ObjectId};
 use weft_testkit::TestCluster;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
 
 async fn get(addr: &str, path: &str) -> (String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

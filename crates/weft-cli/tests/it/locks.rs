@@ -2,19 +2,13 @@
 //! wait outlives the request timeout, a cancelled wait leaves nothing, and what an MDT
 //! restart does to held locks and waiters.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::Path;
+use crate::bin;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_client::{Client, ClientOptions};
 use weft_proto::mdt::{Credentials, FileLock, LOCK_TO_EOF, LockKind, LockType};
 use weft_proto::{Errno, Fid};
 use weft_testkit::{FSNAME, TestCluster};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
 
 /// A client whose ordinary requests time out after `timeout`.
 async fn client(tc: &TestCluster, timeout: Duration) -> Arc<Client> {

@@ -14,11 +14,8 @@
 //!   nothing and every name listed can be stat'ed (and every file read).
 //! - Regression tests of what the random mix found.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod dne_common;
-
-use dne_common::{PLAIN, bin, errno, root};
+use crate::bin;
+use crate::dne_common::{PLAIN, errno, root};
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -32,6 +29,7 @@ use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError};
 use weft_proto::mdt::{Attr, DirEntry, DirHash, FileKind, MdtReply, MdtRequest};
 use weft_proto::{Errno, Fid};
+use weft_testkit::pattern;
 use weft_testkit::{FSNAME, TestCluster};
 
 const BEFORE_REMOTE: &str = "cross_mdt.before_remote";
@@ -76,13 +74,6 @@ async fn names(c: &Client, fid: Fid) -> BTreeSet<String> {
 
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| n.to_string()).collect()
-}
-
-/// Recognisable contents for file number `n`.
-fn pattern(len: usize, n: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i % 251) as u8 ^ n.wrapping_mul(37))
-        .collect()
 }
 
 /// `weft fsck --dry-run` of the cluster: its exit status and output (bounded by 60 s).
@@ -279,11 +270,11 @@ async fn set_up(c: &Arc<Client>, a_mdt: u32, op: Op) -> Scene {
         striped: None,
     };
     if let Some(p) = f_path {
-        c.write_file(p, &pattern(F_LEN, 1), &cred).await.unwrap();
+        c.write_file(p, &pattern(0, F_LEN, 1), &cred).await.unwrap();
         scene.f = Some(c.resolve(p, true, &cred).await.unwrap());
     }
     if let Some(p) = victim_path {
-        c.write_file(p, &pattern(G_LEN, 2), &cred).await.unwrap();
+        c.write_file(p, &pattern(0, G_LEN, 2), &cred).await.unwrap();
         scene.victim = Some(c.resolve(p, true, &cred).await.unwrap());
     }
     match op {
@@ -404,10 +395,12 @@ async fn check_done(
             // The directory works: names land in both shards and read back.
             for i in 0..6u8 {
                 let p = format!("/a/x/n{i}");
-                c.write_file(&p, &pattern(1000, i), &cred).await.unwrap();
+                c.write_file(&p, &pattern(0, 1000, u64::from(i)), &cred)
+                    .await
+                    .unwrap();
                 assert_eq!(
                     c.read_file(&p, &cred).await.unwrap().to_vec(),
-                    pattern(1000, i)
+                    pattern(0, 1000, u64::from(i))
                 );
             }
             assert_eq!(names(c, x.fid).await.len(), 6);
@@ -440,14 +433,14 @@ async fn check_done(
             let r = reply.expect("link answers the attributes");
             assert_eq!((r.fid, r.nlink), (f, 2), "the reply");
             assert_eq!(nlink(f).await, 2, "one link added");
-            assert_eq!(read("/a/l").await, pattern(F_LEN, 1));
-            assert_eq!(read("/b/f").await, pattern(F_LEN, 1));
+            assert_eq!(read("/a/l").await, pattern(0, F_LEN, 1));
+            assert_eq!(read("/b/f").await, pattern(0, F_LEN, 1));
         }
         Op::Unlink => {
             let f = s.f.as_ref().unwrap().fid;
             assert_eq!(errno(c.lookup(s.a, b"l", &cred).await), Errno::NoEnt);
             assert_eq!(nlink(f).await, 1, "one link dropped");
-            assert_eq!(read("/b/f").await, pattern(F_LEN, 1));
+            assert_eq!(read("/b/f").await, pattern(0, F_LEN, 1));
         }
         Op::UnlinkLast => {
             assert_eq!(errno(c.lookup(s.a, b"l", &cred).await), Errno::NoEnt);
@@ -460,7 +453,7 @@ async fn check_done(
             assert_eq!(c.lookup(s.b, b"g", &cred).await.unwrap().fid, f);
             assert_eq!(c.mdt_index_of(f).unwrap(), a_mdt, "the inode stays");
             assert_eq!(nlink(f).await, 1);
-            assert_eq!(read("/b/g").await, pattern(F_LEN, 1));
+            assert_eq!(read("/b/g").await, pattern(0, F_LEN, 1));
             if op == Op::RenameReplace {
                 gone(s.victim.as_ref().unwrap().fid).await;
                 want.get_mut(&other).unwrap().1 -= 1;
@@ -474,8 +467,8 @@ async fn check_done(
             assert_eq!(c.lookup(s.b, b"v", &cred).await.unwrap().fid, v);
             assert_eq!(nlink(f).await, 1);
             assert_eq!(nlink(v).await, 1, "the replaced name's inode lost one link");
-            assert_eq!(read("/a/v").await, pattern(F_LEN, 1));
-            assert_eq!(read("/b/v").await, pattern(G_LEN, 2));
+            assert_eq!(read("/a/v").await, pattern(0, F_LEN, 1));
+            assert_eq!(read("/b/v").await, pattern(0, G_LEN, 2));
         }
         Op::RenameOverRemoteLastName => {
             let f = s.f.as_ref().unwrap().fid;
@@ -483,7 +476,7 @@ async fn check_done(
             assert_eq!(c.lookup(s.a, b"v", &cred).await.unwrap().fid, f);
             assert_eq!(nlink(f).await, 1);
             gone(s.victim.as_ref().unwrap().fid).await;
-            assert_eq!(read("/a/v").await, pattern(F_LEN, 1));
+            assert_eq!(read("/a/v").await, pattern(0, F_LEN, 1));
             want.get_mut(&other).unwrap().1 -= 1;
         }
         Op::RenameOntoRemoteName => {
@@ -493,8 +486,8 @@ async fn check_done(
             assert_eq!(c.lookup(s.a, b"h", &cred).await.unwrap().fid, h);
             assert_eq!(nlink(f).await, 1);
             assert_eq!(nlink(h).await, 1, "the replaced name's inode lost one link");
-            assert_eq!(read("/b/g").await, pattern(F_LEN, 1));
-            assert_eq!(read("/a/h").await, pattern(G_LEN, 2));
+            assert_eq!(read("/b/g").await, pattern(0, F_LEN, 1));
+            assert_eq!(read("/a/h").await, pattern(0, G_LEN, 2));
         }
     }
     if op != Op::MkdirStriped && op != Op::RmdirStriped {
@@ -933,7 +926,7 @@ async fn rename_across_mdts_onto_another_name_of_the_same_inode_does_nothing() {
     let a = c.mkdir(Fid::ROOT, b"a", 0o755, &cred).await.unwrap();
     let b = c.mkdir_on(Fid::ROOT, b"b", 0o755, 1, &cred).await.unwrap();
     for (i, (from, to)) in [("/a/f", "/b/g"), ("/b/h", "/a/k")].into_iter().enumerate() {
-        c.write_file(from, &pattern(1000, i as u8), &cred)
+        c.write_file(from, &pattern(0, 1000, u64::from(i as u8)), &cred)
             .await
             .unwrap();
         let f = c.resolve(from, true, &cred).await.unwrap();
@@ -984,7 +977,7 @@ async fn a_striped_directory_renamed_towards_another_mdt_is_removed_whole() {
         .unwrap();
     let shards = c.dir_stripes(x.fid).await.unwrap().unwrap().shards.clone();
     for i in 0..8u8 {
-        c.write_file(&format!("/a/x/f{i}"), &pattern(100, i), &cred)
+        c.write_file(&format!("/a/x/f{i}"), &pattern(0, 100, u64::from(i)), &cred)
             .await
             .unwrap();
     }

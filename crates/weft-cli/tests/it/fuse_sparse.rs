@@ -4,11 +4,8 @@
 //! on files of one stripe and striped over four OSTs, with ranges that cross stripe and
 //! object boundaries.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, create_with_layout, fallocate, seek_data_or_hole};
+use crate::bin;
+use crate::fuse_common::{FuseMount, create_with_layout, fallocate, seek_data_or_hole};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fs::{self, File, OpenOptions};
@@ -16,6 +13,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::process::Command;
 use weft_proto::layout::LayoutTemplate;
+use weft_testkit::pattern;
 use weft_testkit::{FSNAME, TestCluster};
 
 const MIB: u64 = 1 << 20;
@@ -29,12 +27,6 @@ fn layouts() -> [(&'static str, LayoutTemplate); 2] {
         ("one-stripe", LayoutTemplate::raid0(1, MIB, -1)),
         ("four-stripes", LayoutTemplate::raid0(4, 64 << 10, -1)),
     ]
-}
-
-fn pattern(seed: u8, len: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
-        .collect()
 }
 
 /// `lseek(2)` with `whence`; `None` for ENXIO, which is the only error expected.
@@ -105,21 +97,29 @@ async fn a_read_through_one_descriptor_sees_the_end_another_moved() {
     let m = FuseMount::start(&tc, "");
     let path = m.path("two-fds");
     tokio::task::spawn_blocking(move || {
-        fs::write(&path, pattern(1, 2 * MIB)).unwrap();
+        fs::write(&path, pattern(0, (2 * MIB) as usize, 1)).unwrap();
         let reader = File::open(&path).unwrap();
         let writer = OpenOptions::new().write(true).open(&path).unwrap();
         read_full(&reader, 0, 2 * MIB);
         // Extended through the other descriptor, past a hole.
-        writer.write_all_at(&pattern(2, MIB), 5 * MIB).unwrap();
+        writer
+            .write_all_at(&pattern(0, MIB as usize, 2), 5 * MIB)
+            .unwrap();
         let got = read_full(&reader, MIB, 5 * MIB);
-        assert_eq!(&got[..MIB as usize], &pattern(1, 2 * MIB)[MIB as usize..]);
+        assert_eq!(
+            &got[..MIB as usize],
+            &pattern(0, (2 * MIB) as usize, 1)[MIB as usize..]
+        );
         assert!(got[MIB as usize..4 * MIB as usize].iter().all(|&b| b == 0));
-        assert_eq!(&got[4 * MIB as usize..], &pattern(2, MIB)[..]);
+        assert_eq!(&got[4 * MIB as usize..], &pattern(0, MIB as usize, 2)[..]);
         // Cut and grown again through the other descriptor: the reader follows both.
         writer.set_len(MIB / 2).unwrap();
         writer.set_len(3 * MIB).unwrap();
         let got = read_full(&reader, 0, 3 * MIB);
-        assert_eq!(&got[..MIB as usize / 2], &pattern(1, MIB / 2)[..]);
+        assert_eq!(
+            &got[..MIB as usize / 2],
+            &pattern(0, (MIB / 2) as usize, 1)[..]
+        );
         assert!(got[MIB as usize / 2..].iter().all(|&b| b == 0));
     })
     .await
@@ -181,7 +181,7 @@ impl BlockModel {
 fn punch_zero_and_seek(path: &Path, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let size = 24 * MIB;
-    let mut shadow = pattern(7, size);
+    let mut shadow = pattern(0, size as usize, 7);
     let f = OpenOptions::new()
         .read(true)
         .write(true)
@@ -213,7 +213,7 @@ fn punch_zero_and_seek(path: &Path, seed: u64) {
             }
             _ => {
                 // Data again, in the middle of holes.
-                let data = pattern(step as u8, len);
+                let data = pattern(0, len as usize, u64::from(step as u8));
                 f.write_all_at(&data, offset).unwrap();
                 shadow[offset as usize..(offset + len) as usize].copy_from_slice(&data);
                 model.write(offset, len);
@@ -282,8 +282,9 @@ async fn sparse_files_written_with_holes_report_them_and_copy_sparse() {
             .write(true)
             .open(&path)
             .unwrap();
-        f.write_all_at(&pattern(3, 200 << 10), MIB).unwrap();
-        f.write_all_at(&pattern(4, 8 << 10), 10 * MIB + (100 << 10))
+        f.write_all_at(&pattern(0, (200 << 10) as usize, 3), MIB)
+            .unwrap();
+        f.write_all_at(&pattern(0, (8 << 10) as usize, 4), 10 * MIB + (100 << 10))
             .unwrap();
         f.set_len(16 * MIB).unwrap();
         // Buffered writes count without an fsync.
@@ -347,7 +348,8 @@ async fn punched_space_goes_back_to_the_osts_as_weft_df_shows() {
             .write(true)
             .open(&path)
             .unwrap();
-        f.write_all_at(&pattern(5, 64 * MIB), 0).unwrap();
+        f.write_all_at(&pattern(0, (64 * MIB) as usize, 5), 0)
+            .unwrap();
         f.sync_all().unwrap();
         let written = df_used_kib(&tc);
         assert!(written >= before + 63 * 1024, "{before} -> {written} KiB");
@@ -367,7 +369,7 @@ async fn punched_space_goes_back_to_the_osts_as_weft_df_shows() {
         );
         assert_eq!(f.metadata().unwrap().len(), 64 * MIB);
         let got = read_full(&f, 0, 64 * MIB);
-        let mut expect = pattern(5, 64 * MIB);
+        let mut expect = pattern(0, (64 * MIB) as usize, 5);
         expect[(MIB - 1000) as usize..(63 * MIB + 1000) as usize].fill(0);
         assert_eq!(first_difference(&got, &expect), None);
         tc

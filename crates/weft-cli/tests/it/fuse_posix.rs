@@ -3,11 +3,8 @@
 //! directories, data, exact errnos, permissions of other users, and two mounts of one file
 //! system seeing each other's changes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, check, cpath, errno, eventually, run_as};
+use crate::bin;
+use crate::fuse_common::{FuseMount, check, cpath, errno, run_as};
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -16,6 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_testkit::TestCluster;
+use weft_testkit::pattern;
+use weft_testkit::wait_until;
 
 fn set_xattr(p: &Path, name: &str, value: &[u8], flags: i32) -> std::io::Result<()> {
     let n = std::ffi::CString::new(name).unwrap();
@@ -517,31 +516,31 @@ async fn two_mounts_see_each_others_changes() {
     let b = FuseMount::start(&tc, "attr_timeout=0.2,entry_timeout=0.2");
     tokio::task::spawn_blocking(move || {
         fs::create_dir(a.path("shared")).unwrap();
-        eventually("B sees A's mkdir", || b.path("shared").is_dir());
+        wait_until("B sees A's mkdir", || b.path("shared").is_dir());
         // Written and closed in A: B's next open reads it (close-to-open).
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         fs::write(a.path("shared/f"), &data).unwrap();
-        eventually("B sees A's file and size", || {
+        wait_until("B sees A's file and size", || {
             fs::metadata(b.path("shared/f")).is_ok_and(|m| m.len() == data.len() as u64)
         });
         assert!(fs::read(b.path("shared/f")).unwrap() == data);
         // Rewritten in B: A's next open sees the new bytes, not its cached pages.
         assert!(fs::read(a.path("shared/f")).unwrap() == data);
         fs::write(b.path("shared/f"), b"rewritten by B").unwrap();
-        eventually("A reads B's rewrite", || {
+        wait_until("A reads B's rewrite", || {
             fs::read(a.path("shared/f")).is_ok_and(|d| d == b"rewritten by B")
         });
         // Renames, attributes and removals travel too.
         fs::rename(b.path("shared/f"), b.path("shared/g")).unwrap();
-        eventually("A sees B's rename", || {
+        wait_until("A sees B's rename", || {
             !a.path("shared/f").exists() && a.path("shared/g").exists()
         });
         fs::set_permissions(a.path("shared/g"), fs::Permissions::from_mode(0o600)).unwrap();
-        eventually("B sees A's chmod", || {
+        wait_until("B sees A's chmod", || {
             fs::metadata(b.path("shared/g")).is_ok_and(|m| m.mode() & 0o777 == 0o600)
         });
         fs::remove_file(a.path("shared/g")).unwrap();
-        eventually("B sees A's unlink", || !b.path("shared/g").exists());
+        wait_until("B sees A's unlink", || !b.path("shared/g").exists());
         let inos = (
             fs::metadata(a.path("shared")).unwrap().ino(),
             fs::metadata(b.path("shared")).unwrap().ino(),
@@ -728,7 +727,7 @@ async fn writeback_cache_and_direct_io_mounts_keep_data_right() {
         want.resize(12_000, 0);
         want.extend_from_slice(b"tail");
         assert!(fs::read(&p).unwrap() == want);
-        eventually(
+        wait_until(
             "the direct_io mount reads what the writeback mount wrote",
             || fs::read(dio.path("wb")).is_ok_and(|d| d == want),
         );
@@ -814,12 +813,6 @@ impl Drop for Mapping {
     }
 }
 
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32)
-        .map(|i| (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mmap_reads_and_shared_writes_reach_another_mount_after_msync_and_close() {
     let tc = TestCluster::start(bin(), 2).await.unwrap();
@@ -827,10 +820,10 @@ async fn mmap_reads_and_shared_writes_reach_another_mount_after_msync_and_close(
     let b = FuseMount::start(&tc, "attr_timeout=0.2,entry_timeout=0.2");
     tokio::task::spawn_blocking(move || {
         let len = (3 << 20) + 1234;
-        let data = pattern(len, 1);
+        let data = pattern(0, len, 1);
         fs::write(a.path("mapped"), &data).unwrap();
         // B maps what A wrote and closed.
-        eventually("B sees A's file", || {
+        wait_until("B sees A's file", || {
             fs::metadata(b.path("mapped")).is_ok_and(|m| m.len() == len as u64)
         });
         {
@@ -855,7 +848,7 @@ async fn mmap_reads_and_shared_writes_reach_another_mount_after_msync_and_close(
             m.msync();
         }
         assert!(fs::read(a.path("mapped")).unwrap() == want);
-        eventually("B reads A's stores after msync and close", || {
+        wait_until("B reads A's stores after msync and close", || {
             fs::read(b.path("mapped")).is_ok_and(|d| d == want)
         });
         // ...and sees them through a new mapping too; B's stores travel back to A.
@@ -871,7 +864,7 @@ async fn mmap_reads_and_shared_writes_reach_another_mount_after_msync_and_close(
             want[100..104].copy_from_slice(b"from");
             m.msync();
         }
-        eventually("A reads B's mmap stores", || {
+        wait_until("A reads B's mmap stores", || {
             fs::read(a.path("mapped")).is_ok_and(|d| d == want)
         });
         assert_eq!(fs::metadata(a.path("mapped")).unwrap().len(), len as u64);
@@ -966,7 +959,7 @@ async fn a_sparse_file_over_4_gib_reads_back_with_holes_as_zeros() {
         );
         // A file without holes takes at least its size (`du`, `tar --sparse` trust it).
         let dense = m.path("dense");
-        fs::write(&dense, pattern(3 << 20, 3)).unwrap();
+        fs::write(&dense, pattern(0, 3 << 20, 3)).unwrap();
         let blocks = fs::metadata(&dense).unwrap().blocks();
         assert!(blocks * 512 >= 3 << 20, "st_blocks {blocks} for 3 MiB");
         let held = fs::File::open(&dense).unwrap();
@@ -996,7 +989,7 @@ async fn a_file_unlinked_by_another_mount_stays_usable_until_the_last_close() {
         };
         let before = inodes_used(&a);
         assert_eq!(ost_objects(&tc2).0, 0);
-        let data = pattern(2 << 20, 7);
+        let data = pattern(0, 2 << 20, 7);
         fs::write(a.path("doomed"), &data).unwrap();
         assert_eq!(inodes_used(&a), before + 1);
         let objects = ost_objects(&tc2).0;
@@ -1007,9 +1000,9 @@ async fn a_file_unlinked_by_another_mount_stays_usable_until_the_last_close() {
             .open(a.path("doomed"))
             .unwrap();
         // B unlinks it while A has it open.
-        eventually("B sees the file", || b.path("doomed").exists());
+        wait_until("B sees the file", || b.path("doomed").exists());
         fs::remove_file(b.path("doomed")).unwrap();
-        eventually("A no longer finds the name", || !a.path("doomed").exists());
+        wait_until("A no longer finds the name", || !a.path("doomed").exists());
         let mut got = Vec::new();
         keep.read_to_end(&mut got).unwrap();
         assert!(got == data, "the unlinked file's data changed");
@@ -1028,8 +1021,8 @@ async fn a_file_unlinked_by_another_mount_stays_usable_until_the_last_close() {
         assert_eq!(inodes_used(&a), before + 1, "the orphan inode is kept");
         // The last close destroys the inode and, in the background, its objects.
         drop(keep);
-        eventually("the orphan inode is gone", || inodes_used(&a) == before);
-        eventually("the objects are destroyed", || ost_objects(&tc2).0 == 0);
+        wait_until("the orphan inode is gone", || inodes_used(&a) == before);
+        wait_until("the objects are destroyed", || ost_objects(&tc2).0 == 0);
     })
     .await
     .unwrap();

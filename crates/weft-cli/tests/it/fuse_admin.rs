@@ -3,11 +3,9 @@
 //! only when written), `find` against a brute-force walk, `migrate` while other readers
 //! keep reading, and `df` on a path.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, eventually, weft, weft_stdin};
+use crate::bin;
+use crate::fuse_common::FuseMount;
+use crate::support::{weft, weft_stdin};
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Write};
@@ -19,6 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use weft_client::{LayoutOf, OpenOptions};
 use weft_proto::mdt::Credentials;
 use weft_testkit::TestCluster;
+use weft_testkit::pattern;
+use weft_testkit::wait_until;
 
 fn p(path: &Path) -> String {
     path.display().to_string()
@@ -38,18 +38,6 @@ fn component_osts(layout: &serde_json::Value, i: usize) -> Vec<u64> {
         .unwrap()
         .iter()
         .map(|x| x.as_u64().unwrap())
-        .collect()
-}
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
         .collect()
 }
 
@@ -100,7 +88,7 @@ async fn setstripe_and_getstripe_round_trip_through_the_mount() {
     assert_eq!(component_osts(&l, 0), vec![1, 3]);
     assert_eq!(l["layout"]["components"][0]["stripe_size"], 131072);
     // Its data goes where the layout says, and reads back.
-    let data = pattern(1 << 20, 7);
+    let data = pattern(0, 1 << 20, 7);
     fs::write(&f2, &data).unwrap();
     assert_eq!(fs::read(&f2).unwrap(), data);
     // A file with data keeps its layout; -d on a file and bad sizes are refused.
@@ -162,14 +150,14 @@ async fn pfl_components_are_instantiated_only_when_written() {
     assert_eq!(l["layout"]["components"][1]["stripe_size"], 1 << 20);
 
     // 3 MiB reaches the second component only.
-    let head = pattern(3 << 20, 1);
+    let head = pattern(0, 3 << 20, 1);
     fs::write(&f, &head).unwrap();
     let l = json_layout(&f);
     assert_eq!(init(&l), [true, true, false]);
     assert_eq!(component_osts(&l, 1).len(), 2);
 
     // A write at 20 MiB instantiates the last one; the gap reads as zeros.
-    let tail = pattern(100_000, 2);
+    let tail = pattern(0, 100_000, 2);
     {
         let mut h = fs::OpenOptions::new().write(true).open(&f).unwrap();
         std::io::Seek::seek(&mut h, std::io::SeekFrom::Start(20 << 20)).unwrap();
@@ -348,7 +336,7 @@ async fn migrate_restripes_while_others_read() {
     let f = m.path("ckpt");
     let (ok, _, err) = weft(&["setstripe", "-c", "1", "-i", "0", &p(&f)]);
     assert!(ok, "{err}");
-    let data = Arc::new(pattern(24 << 20, 11));
+    let data = Arc::new(pattern(0, 24 << 20, 11));
     fs::write(&f, &*data).unwrap();
     let before = json_layout(&f);
     assert_eq!(component_osts(&before, 0), vec![0]);
@@ -412,7 +400,7 @@ async fn migrate_restripes_while_others_read() {
     };
     let pinned = objects_on_ost0();
     held.close().await.unwrap();
-    eventually(
+    wait_until(
         "the old objects are destroyed after the last reader closes",
         || objects_on_ost0() < pinned,
     );
@@ -503,7 +491,7 @@ async fn df_counts_what_was_written_through_the_mount() {
     let f = m.path("on-ost1");
     let (ok, _, err) = weft(&["setstripe", "-c", "1", "-i", "1", &p(&f)]);
     assert!(ok, "{err}");
-    fs::write(&f, pattern((5 << 20) + 100, 3)).unwrap();
+    fs::write(&f, pattern(0, (5 << 20) + 100, 3)).unwrap();
     let (blocks1, inodes1) = (df(false), df(true));
 
     // In 1 KiB units: 5 MiB and one 4 KiB block for the last 100 bytes.

@@ -1,16 +1,8 @@
 //! Helpers shared by the tests of several MDTs (`dne*.rs`).
 
-#![allow(dead_code)]
-
-use std::path::Path;
 use weft_client::ClientError;
 use weft_proto::Errno;
 use weft_proto::mdt::{Credentials, RenameFlags};
-
-/// The `weft` binary under test.
-pub fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
 
 pub fn root() -> Credentials {
     Credentials::root()

@@ -2,8 +2,7 @@
 //! mount point, always unmounted when the guard drops (even when the test fails), and
 //! killed by a watchdog if a test hangs, so that no request blocks forever.
 
-#![allow(dead_code)]
-
+use crate::bin;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -14,10 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use weft_testkit::TestCluster;
-
-pub fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
 
 /// Longest a test may keep a mount before the watchdog kills its server.
 const WATCHDOG: Duration = Duration::from_secs(240);
@@ -207,45 +202,6 @@ pub fn run_as(uid: u32, gid: u32, groups: &[u32], script: &str) -> (i32, String)
         .expect("setpriv (util-linux) is needed for permission tests");
     (
         out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Waits (bounded) until `f` holds; the kernel's caches make other mounts see changes
-/// within the attribute and entry timeouts.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Runs `weft args...` and returns (success, stdout, stderr).
-pub fn weft(args: &[&str]) -> (bool, String, String) {
-    weft_stdin(args, "")
-}
-
-/// [`weft`] with `input` on its standard input.
-pub fn weft_stdin(args: &[&str], input: &str) -> (bool, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }

@@ -6,11 +6,10 @@
 //! consistent (no dangling entry, no orphan directory, right link counts); `weft mkdir -i`
 //! and `weft getdirstripe`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod dne_common;
-
-use dne_common::{PLAIN, bin, errno, root, user};
+use crate::bin;
+use crate::dne_common::{PLAIN, errno, root, user};
+use crate::support::weft;
+use weft_testkit::eventually;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
@@ -141,21 +140,6 @@ async fn check_consistent(tc: &TestCluster, c: &Client) -> Census {
         // Counters are published after each commit: give a late one a moment.
         assert!(Instant::now() < deadline, "{}", mismatch.join("; "));
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Retries `f` until it succeeds or 30 s pass (servers coming back up).
-async fn eventually<T, F: std::future::Future<Output = Result<T, ClientError>>>(
-    what: &str,
-    mut f: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => panic!("{what}: still failing after 30 s: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
     }
 }
 
@@ -916,8 +900,22 @@ async fn files_in_remote_directories_follow_the_root_default_layout() {
     .unwrap();
     c.mkdir(a.fid, b"local", 0o755, &cred).await.unwrap();
     c.mkdir_on(a.fid, b"remote", 0o755, 1, &cred).await.unwrap();
-    // Other MDTs learn the root's default from MDT0 within their poll interval (2 s).
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Other MDTs learn the root's default from MDT0 within their poll interval (2 s):
+    // wait until a file made in a directory of MDT1 gets it.
+    let deadline = Instant::now() + weft_testkit::WAIT_LIMIT;
+    for probe in 0.. {
+        let path = format!("/early_remote/probe{probe}");
+        c.write_file(&path, b"p", &cred).await.unwrap();
+        let f = c.resolve(&path, true, &cred).await.unwrap();
+        if stripes(f.fid).await == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "MDT1 never learned the root's default"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let mut got = BTreeMap::new();
     for dir in ["early_local", "early_remote", "a/local", "a/remote"] {
         let path = format!("/{dir}/f");
@@ -1218,28 +1216,6 @@ async fn remote_mkdir_rmdir_loop_survives_sigkill_of_the_other_mds() {
 // ---------------------------------------------------------------------------------------
 // The command line
 // ---------------------------------------------------------------------------------------
-
-/// Runs `weft args...` (bounded by 60 s) and returns (success, stdout, stderr).
-fn weft(args: &[&str]) -> (bool, String, String) {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "weft {args:?} did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weft_mkdir_i_and_getdirstripe_on_spec_paths() {

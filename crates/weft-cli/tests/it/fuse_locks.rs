@@ -7,16 +7,14 @@
 //! the contender must be different processes. A child only makes raw system calls (no
 //! allocation) and is driven over a pair of pipes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod fuse_common;
-
-use fuse_common::{FuseMount, bin, cpath};
+use crate::bin;
+use crate::fuse_common::{FuseMount, cpath};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use weft_testkit::TestCluster;
+use weft_testkit::wait_until;
 
 /// A command to a holder: what to do, then start and length for the byte-range ones.
 #[derive(Clone, Copy)]
@@ -327,7 +325,7 @@ async fn setlkw_waits_for_the_other_mount_and_a_killed_waiter_goes_away() {
         );
         drop(waiter); // killed: its lock goes with it
         let f = rw(&b.path("f"));
-        fuse_common::eventually("the lock is free once its holders are gone", || {
+        wait_until("the lock is free once its holders are gone", || {
             setlk(&f, libc::F_SETLK, libc::F_WRLCK, 0, 1).is_ok()
         });
     })
@@ -360,7 +358,7 @@ async fn flock_excludes_across_mounts_until_the_last_close() {
         // Closing the holder's descriptor releases the flock (soon after: the kernel sends
         // the release of a file in the background once close(2) has returned).
         assert_eq!(h.run(Cmd::Close, 0, 0), 0);
-        fuse_common::eventually("flock free after its holder closed", || {
+        wait_until("flock free after its holder closed", || {
             flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_ok()
         });
         assert_eq!(
@@ -375,7 +373,7 @@ async fn flock_excludes_across_mounts_until_the_last_close() {
         assert_eq!(w.reply(Duration::from_secs(10)), Some(0));
         // Shared locks share.
         drop(w);
-        fuse_common::eventually("flock free after its holder died", || {
+        wait_until("flock free after its holder died", || {
             flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok()
         });
         flock(&g, libc::LOCK_SH | libc::LOCK_NB).unwrap();

@@ -1,32 +1,13 @@
 //! Administration verbs against separate server processes: pools (and that a pool
 //! restricts placement) and `weft df`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+use crate::bin;
+use crate::support::weft;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use weft_proto::layout::{EOF, LayoutTemplate, TemplateComponent};
 use weft_proto::mdt::Credentials;
 use weft_proto::{Fid, TargetId};
 use weft_testkit::{FSNAME, TestCluster};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-/// Runs `weft args...` (it exits by itself) and returns (success, stdout, stderr).
-fn weft(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_are_managed_from_the_cli_and_restrict_placement() {

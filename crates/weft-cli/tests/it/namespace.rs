@@ -1,19 +1,13 @@
 //! Every metadata operation through the protocol, against separate MGS, MDS and OSS
 //! processes on loopback.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::Path;
+use crate::bin;
 use weft_client::{Cluster, MdtClient};
 use weft_proto::mdt::{
     AccessMode, Credentials, FileKind, OpenFlags, RenameFlags, SetAttr, TimeSet, XattrMode,
 };
 use weft_proto::{Errno, Fid, Timestamp};
 use weft_testkit::TestCluster;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
 
 fn root() -> Credentials {
     Credentials::root()

@@ -8,11 +8,8 @@
 //! to another MDT) while others read and write in it, and crashes of the coordinating MDS
 //! in each of its phases. `weft fsck --dry-run` checks every directory's ".." afterwards.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod dne_common;
-
-use dne_common::{PLAIN, bin, errno, root, user};
+use crate::bin;
+use crate::dne_common::{PLAIN, errno, root, user};
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};

@@ -1,32 +1,13 @@
 //! Fault tests: every server process is killed (SIGKILL) and restarted, and every change it
 //! acknowledged is still there; object destruction survives OST and MDT restarts.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use crate::bin;
 use bytes::Bytes;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use weft_proto::mdt::{Credentials, XattrMode};
 use weft_proto::{Errno, Fid, ObjectId, TargetId};
 use weft_testkit::TestCluster;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
-/// Retries `f` until it succeeds or 20 s pass (servers coming back up).
-async fn eventually<T, E: std::fmt::Debug, F: std::future::Future<Output = Result<T, E>>>(
-    mut f: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => panic!("still failing after 20 s: {e:?}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
+use weft_testkit::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
@@ -95,7 +76,10 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
     tc.wait_ready().await.unwrap();
 
     // The old client reconnects by itself.
-    let entries = eventually(|| mdt.readdir_all(dir.fid, &cred)).await;
+    let entries = eventually("the restarted MDS lists the directory", || {
+        mdt.readdir_all(dir.fid, &cred)
+    })
+    .await;
     assert_eq!(entries.len(), 201);
     for (i, fid) in fids.iter().enumerate() {
         assert_eq!(
@@ -110,7 +94,10 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
     assert_eq!(mdt.getattr(dir.fid).await.unwrap().mode & 0o7777, 0o750);
     for i in 0..2 {
         let ost = client.ost(i).unwrap();
-        let (data, attr) = eventually(|| ost.read(obj(i), 0, 4 << 20)).await;
+        let (data, attr) = eventually("the restarted OSS reads the object", || {
+            ost.read(obj(i), 0, 4 << 20)
+        })
+        .await;
         assert_eq!(attr.size, 4096 + payload.len() as u64);
         assert!(
             data[..4096].iter().all(|&b| b == 0),
@@ -145,8 +132,11 @@ async fn changes_answered_before_they_were_durable_survive_an_mds_kill() {
     let log_len = || std::fs::metadata(&redo).unwrap().len();
     let client = tc.client().await.unwrap();
     let cred = Credentials::root();
-    let mdt = eventually(|| async { client.mdt(0) }).await;
-    let dir = eventually(|| mdt.mkdir(Fid::ROOT, b"d", 0o755, &cred)).await;
+    let mdt = eventually("the client finds MDT0", || async { client.mdt(0) }).await;
+    let dir = eventually("a mkdir after the restart", || {
+        mdt.mkdir(Fid::ROOT, b"d", 0o755, &cred)
+    })
+    .await;
 
     // Fewer changes than make a durable commit on their own.
     let mut fids = Vec::new();
@@ -181,7 +171,10 @@ async fn changes_answered_before_they_were_durable_survive_an_mds_kill() {
     tc.mds.restart().unwrap();
     tc.wait_ready().await.unwrap();
 
-    let entries = eventually(|| mdt.readdir_all(dir.fid, &cred)).await;
+    let entries = eventually("the restarted MDS lists the directory", || {
+        mdt.readdir_all(dir.fid, &cred)
+    })
+    .await;
     let mut names: Vec<String> = entries
         .iter()
         .map(|e| String::from_utf8_lossy(&e.name).into_owned())
@@ -301,7 +294,7 @@ async fn a_dead_ost_surfaces_as_an_error_and_a_restarted_one_serves_again() {
     let err = ost.read(obj, 0, 5).await.unwrap_err();
     assert_eq!(err.errno(), Errno::Io, "{err}");
     tc.oss.restart().unwrap();
-    let (data, _) = eventually(|| ost.read(obj, 0, 5)).await;
+    let (data, _) = eventually("the restarted OSS reads the object", || ost.read(obj, 0, 5)).await;
     assert_eq!(&data[..], b"hello");
 }
 
@@ -400,7 +393,7 @@ async fn open_files_are_opened_again_after_an_mds_restart() {
     tc.mds.restart().unwrap();
 
     ckpt.write_at(head.len() as u64, tail).await.unwrap();
-    eventually(|| ckpt.flush()).await;
+    eventually("the checkpoint flushes", || ckpt.flush()).await;
     ckpt.close().await.unwrap();
     let back = fs.read_file("/ckpt", &cred).await.unwrap();
     assert!(back == data, "the checkpoint reads back whole");

@@ -1,40 +1,21 @@
 //! The client file API against separate server processes: striping, write-back, read-ahead,
 //! consistency between two clients, truncate, holes, EOF, dead OSTs and damaged bulk.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::Path;
+use crate::bin;
+use crate::support::RW;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use weft_client::{Client, OpenOptions};
 use weft_proto::layout::LayoutTemplate;
-use weft_proto::mdt::{AccessMode, Credentials};
+use weft_proto::mdt::Credentials;
 use weft_proto::{Errno, Fid};
 use weft_testkit::TestCluster;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
+use weft_testkit::pattern;
 
 fn root() -> Credentials {
     Credentials::root()
 }
-
-/// Deterministic bytes: position-dependent so misplaced data shows.
-fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| ((offset + i).wrapping_mul(2_654_435_761) >> 7) as u8 ^ seed)
-        .collect()
-}
-
-const RW: OpenOptions = OpenOptions {
-    access: AccessMode::ReadWrite,
-    create: Some(0o644),
-    exclusive: false,
-    truncate: false,
-    append: false,
-};
 
 /// 64 KiB stripes over every OST, so small tests cross many stripe boundaries.
 fn narrow() -> Option<LayoutTemplate> {

@@ -1,35 +1,18 @@
 //! The `weft` command line: `weft up` end to end, and clear failures on bad flags, busy
 //! ports, unreachable MGS and data directories of another file system.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+use crate::bin;
+use crate::support::weft_run;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_client::{Cluster, ClusterOptions};
 use weft_proto::Fid;
 use weft_proto::mdt::Credentials;
 use weft_testkit::{ServerProcess, free_port};
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
-}
-
 /// Runs `weft args...` to completion (bounded by 60 s) and returns (exit code, stderr).
 fn run(args: &[&str]) -> (i32, String) {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "weft {args:?} did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = weft_run(args, "");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -1,0 +1,71 @@
+//! What every area's tests share: the `weft` binary under test and running it as a command
+//! with a bound on its run time, so that a command that hangs fails its test instead of
+//! blocking the whole binary.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use weft_client::OpenOptions;
+use weft_proto::mdt::AccessMode;
+
+/// Open for reading and writing, creating the file (0644) if it is missing.
+pub const RW: OpenOptions = OpenOptions {
+    access: AccessMode::ReadWrite,
+    create: Some(0o644),
+    exclusive: false,
+    truncate: false,
+    append: false,
+};
+
+/// Longest a `weft` command run by [`weft_run`] may take.
+const COMMAND_LIMIT: Duration = Duration::from_secs(60);
+
+/// The `weft` binary under test.
+pub fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// Runs `weft args...` with `input` on its standard input and returns what it did; panics
+/// (after killing it) if it runs longer than [`COMMAND_LIMIT`].
+pub fn weft_run(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A command that does not read its input closes the pipe: that is not an error.
+    let _ = stdin.write_all(input.as_bytes());
+    drop(stdin);
+    let pid = rustix::process::Pid::from_child(&child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(COMMAND_LIMIT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            panic!("weft {args:?} did not exit in {COMMAND_LIMIT:?}");
+        }
+    }
+}
+
+/// Runs `weft args...` and returns (success, stdout, stderr).
+pub fn weft(args: &[&str]) -> (bool, String, String) {
+    weft_stdin(args, "")
+}
+
+/// [`weft`] with `input` on its standard input.
+pub fn weft_stdin(args: &[&str], input: &str) -> (bool, String, String) {
+    let out = weft_run(args, input);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
