@@ -27,28 +27,28 @@ pub(crate) const DIRECT_ALIGN: usize = BULK_ALIGN;
 /// objects at a time than the buffered descriptors' cache serves.
 const DIRECT_FD_CAPACITY: usize = 256;
 
-/// What `O_DIRECT` answers for alignment it refuses; the buffered path then does the I/O.
-pub(crate) const EINVAL: i32 = rustix::io::Errno::INVAL.raw_os_error();
+/// Whether `e` is what `O_DIRECT` answers for alignment it refuses (EINVAL); the buffered
+/// path then does the I/O.
+pub(crate) fn is_refusal(e: &io::Error) -> bool {
+    rustix::io::Errno::from_io_error(e) == Some(rustix::io::Errno::INVAL)
+}
 
 /// One OST's direct I/O: which I/O goes direct, and the descriptors it uses.
 pub(crate) struct DirectIo {
     fds: FdCache,
     /// False once the data directory's file system refused `O_DIRECT`.
     ok: AtomicBool,
-    limits: CacheLimits,
+    /// The sizes above which I/O goes direct (shared with the target, which sets them).
+    limits: Arc<CacheLimits>,
 }
 
 impl DirectIo {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(limits: Arc<CacheLimits>) -> Self {
         Self {
             fds: FdCache::new(DIRECT_FD_CAPACITY),
             ok: AtomicBool::new(true),
-            limits: CacheLimits::default(),
+            limits,
         }
-    }
-
-    pub(crate) fn limits(&self) -> &CacheLimits {
-        &self.limits
     }
 
     /// The descriptor to write `data` at `offset` of object `id` with, if the write goes
@@ -105,7 +105,7 @@ impl DirectIo {
                 self.fds.insert(*id, Arc::clone(&f));
                 Some(f)
             }
-            Err(e) if e.raw_os_error() == Some(EINVAL) => {
+            Err(e) if is_refusal(&e) => {
                 tracing::warn!(dir = %dir.display(), "the data directory's file system refuses O_DIRECT; all I/O goes through the page cache");
                 self.ok.store(false, Ordering::Relaxed);
                 None

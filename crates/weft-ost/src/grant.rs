@@ -5,8 +5,8 @@
 //! from anyone else, a write from the holder uses up its grant, and a connection's grant
 //! returns to the pool when the connection closes.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// Most bytes one connection may hold (a bound on what one client can pin).
 pub const MAX_GRANT_PER_CONN: u64 = 4 << 30;
@@ -24,8 +24,8 @@ pub struct Grants {
 }
 
 impl Grants {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Bytes `conn` holds.

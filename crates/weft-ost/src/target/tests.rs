@@ -1,6 +1,15 @@
+//! The target over its production store (a data directory): round trips, limits,
+//! identity and format, data versions across restarts, `O_DIRECT` and a model test.
+
+use super::space::fits;
 use super::*;
 use crate::direct::MAX_MAX_IO_MB;
+use crate::fdcache::DEFAULT_CAPACITY;
+use crate::object::object_path;
+use crate::store::fs::format_reserve;
 use weft_proto::Fid;
+use weft_proto::frame::MAX_BULK;
+use weft_proto::ost::{OstReply, OstRequest};
 
 fn oid(n: u32) -> ObjectId {
     ObjectId {
@@ -571,7 +580,7 @@ fn an_interrupted_format_is_resumed() {
     let dir = tempfile::tempdir().unwrap();
     // What a crash during format can leave: some subdirectories, the reservation, a temp file.
     std::fs::create_dir_all(dir.path().join("O/00")).unwrap();
-    DataVersions::format(dir.path()).unwrap();
+    format_reserve(dir.path()).unwrap();
     std::fs::write(dir.path().join("target.json.tmp"), b"{").unwrap();
     let ost = Ost::open(dir.path(), opts()).unwrap();
     assert_eq!(ost.index(), 3);
