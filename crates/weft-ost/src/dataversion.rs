@@ -92,7 +92,6 @@ mod tests {
         }
         assert!(a.is_current(last));
         // A crash: no clean shutdown, the next run must still start above `last`.
-        drop(a);
         let b = DataVersions::open(&store).unwrap();
         let v = b.next(&store).unwrap();
         assert!(v > last);
@@ -108,7 +107,6 @@ mod tests {
             c.next = c.reserved_end;
         }
         let v = a.next(&store).unwrap();
-        drop(a);
         let b = DataVersions::open(&store).unwrap();
         assert!(b.next(&store).unwrap() > v);
     }

@@ -50,19 +50,7 @@ impl FdCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_proto::Fid;
-
-    fn id(n: u32) -> ObjectId {
-        ObjectId {
-            fid: Fid {
-                seq: 1,
-                oid: n,
-                ver: 0,
-            },
-            component: 0,
-            stripe: 0,
-        }
-    }
+    use crate::testutil::oid as id;
 
     #[test]
     fn evicts_least_recently_used() {

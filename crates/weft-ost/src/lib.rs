@@ -54,6 +54,8 @@ mod object;
 mod service;
 pub mod store;
 mod target;
+#[cfg(test)]
+mod testutil;
 
 pub use brw::{BRW_BUCKETS, BrwBucket, OstStats};
 pub use dataversion::RESERVE_BLOCK;

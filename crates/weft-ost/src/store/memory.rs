@@ -313,26 +313,17 @@ impl ObjectStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_proto::Fid;
-
-    fn oid(n: u32) -> ObjectId {
-        ObjectId {
-            fid: Fid {
-                seq: 1,
-                oid: n,
-                ver: 0,
-            },
-            component: 0,
-            stripe: 0,
-        }
-    }
+    use crate::testutil::oid;
 
     #[test]
     fn sparse_pages_read_seek_and_punch_like_a_file() {
         let s = MemoryStore::new();
         let id = oid(1);
         assert!(matches!(s.stat(&id), Err(StoreError::NotFound(_))));
-        assert!(s.write(&id, 3 * PAGE64 + 10, &Bytes::from_static(b"abc")).unwrap());
+        assert!(
+            s.write(&id, 3 * PAGE64 + 10, &Bytes::from_static(b"abc"))
+                .unwrap()
+        );
         assert!(!s.write(&id, 0, &Bytes::from_static(b"xy")).unwrap());
         let st = s.stat(&id).unwrap();
         assert_eq!((st.size, st.blocks), (3 * PAGE64 + 13, 16));
@@ -348,7 +339,11 @@ mod tests {
         assert_eq!(s.seek(&id, st.size, true).unwrap(), None);
         s.punch(&id, 1, 4 * PAGE64).unwrap();
         let st2 = s.stat(&id).unwrap();
-        assert_eq!((st2.size, st2.blocks), (st.size, 8), "size kept, page 3 freed");
+        assert_eq!(
+            (st2.size, st2.blocks),
+            (st.size, 8),
+            "size kept, page 3 freed"
+        );
         assert_eq!(&s.read(&id, 0, 4).unwrap()[..], b"x\0\0\0");
         s.set_size(&id, 1).unwrap();
         s.set_size(&id, 10).unwrap();

@@ -106,7 +106,7 @@ pub trait ObjectStore: Send + Sync + 'static {
     fn sync_all(&self) -> StoreResult<()>;
 
     /// Up to `max` (> 0) objects after the cursor `after`, with their sizes, in the order
-    /// of (hashed subdirectory, object id) ([`crate::object::subdir_of`]): an order that
+    /// of (hashed subdirectory, object id) (`object::subdir_of`): an order that
     /// depends on the ids only, so paging lists every object present throughout exactly
     /// once.
     fn list(&self, after: Option<&ObjectId>, max: usize) -> StoreResult<ListPage>;

@@ -92,8 +92,7 @@ impl Ost {
     pub fn open(dir: &Path, opts: OstOptions) -> Result<Arc<Ost>, OstError> {
         check_options(&opts)?;
         let limits = Arc::new(CacheLimits::default());
-        let (store, identity) =
-            FsStore::open(dir, &opts.fsname, opts.index, Arc::clone(&limits))?;
+        let (store, identity) = FsStore::open(dir, &opts.fsname, opts.index, Arc::clone(&limits))?;
         let ost = Self::assemble(Arc::new(store), identity, limits)?;
         tracing::info!(dir = %dir.display(), fsname = %ost.identity.fsname, index = ost.identity.index, uuid = %ost.identity.uuid, "OST opened");
         Ok(ost)
@@ -331,3 +330,5 @@ mod tests;
 mod tests_failing;
 #[cfg(test)]
 mod tests_memory;
+#[cfg(test)]
+mod tests_model;

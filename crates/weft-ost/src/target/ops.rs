@@ -5,7 +5,7 @@
 
 use super::space::check_end;
 use super::{MAX_OBJECT_SIZE, Ost};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{ObjectStat, StoreError, StoreResult};
 use bytes::Bytes;
 use weft_proto::frame::MAX_BULK;
 use weft_proto::ost::ObjectAttr;
@@ -17,6 +17,16 @@ fn existing<T>(r: StoreResult<T>) -> StoreResult<Option<T>> {
         Ok(t) => Ok(Some(t)),
         Err(StoreError::NotFound(_)) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// The attributes of an existing object.
+fn attr(st: ObjectStat, data_version: u64) -> ObjectAttr {
+    ObjectAttr {
+        exists: true,
+        size: st.size,
+        blocks: st.blocks,
+        data_version,
     }
 }
 
@@ -40,15 +50,7 @@ impl Ost {
         let buf = self.store.read(id, offset, len as usize)?;
         let st = self.store.stat(id)?;
         self.stats.record_read(buf.len() as u64);
-        Ok((
-            ObjectAttr {
-                exists: true,
-                size: st.size,
-                blocks: st.blocks,
-                data_version,
-            },
-            buf,
-        ))
+        Ok((attr(st, data_version), buf))
     }
 
     pub(super) fn write_blocking(
@@ -75,12 +77,7 @@ impl Ost {
         let st = self.store.stat(id)?;
         self.stats.record_write(len);
         self.grants.consume(conn, len);
-        Ok(ObjectAttr {
-            exists: true,
-            size: st.size,
-            blocks: st.blocks,
-            data_version,
-        })
+        Ok(attr(st, data_version))
     }
 
     pub(super) fn punch_blocking(&self, id: &ObjectId, size: u64) -> WireResult<ObjectAttr> {
@@ -96,12 +93,7 @@ impl Ost {
         punched?;
         let data_version = version?;
         let st = self.store.stat(id)?;
-        Ok(ObjectAttr {
-            exists: true,
-            size: st.size,
-            blocks: st.blocks,
-            data_version,
-        })
+        Ok(attr(st, data_version))
     }
 
     pub(super) fn punch_range_blocking(
@@ -176,16 +168,13 @@ impl Ost {
     fn attr_of(&self, id: &ObjectId) -> StoreResult<ObjectAttr> {
         let data_version = self.version_of(id)?;
         let st = self.store.stat(id)?;
-        Ok(ObjectAttr {
-            exists: true,
-            size: st.size,
-            blocks: st.blocks,
-            data_version,
-        })
+        Ok(attr(st, data_version))
     }
 
     pub(super) fn sync_object_blocking(&self, id: &ObjectId) -> WireResult<()> {
         let _life = self.lock_of(id).lifecycle.read();
-        Ok(existing(self.store.sync_object(id))?.unwrap_or(()))
+        // A missing object has nothing to make durable.
+        existing(self.store.sync_object(id))?;
+        Ok(())
     }
 }

@@ -14,7 +14,10 @@ impl Ost {
     pub(super) fn free_beyond_reserve(&self) -> WireResult<u64> {
         let st = self.store.statfs()?;
         let unit = u64::from(st.bsize.max(1));
-        let (avail, total) = (st.bavail.saturating_mul(unit), st.blocks.saturating_mul(unit));
+        let (avail, total) = (
+            st.bavail.saturating_mul(unit),
+            st.blocks.saturating_mul(unit),
+        );
         Ok(avail.saturating_sub(reserve_of(total)))
     }
 

@@ -1,5 +1,5 @@
 //! The file-system store: each object a sparse file in a data directory
-//! (`O/<hh>/<name>`, see [`crate::object`]), its data version in an extended attribute,
+//! (`O/<hh>/<name>`, see [`crate::object_path`]), its data version in an extended attribute,
 //! open descriptors in an LRU cache, large aligned I/O around the page cache.
 //!
 //! [`FsStore::open`] also owns the directory's lifecycle: the exclusive `flock` held while
@@ -10,9 +10,9 @@ mod io;
 mod list;
 mod meta;
 
-pub use meta::{DV_XATTR, RESERVE_FILE};
 #[cfg(test)]
 pub(crate) use meta::format_reserve;
+pub use meta::{DV_XATTR, RESERVE_FILE};
 
 use crate::direct::{CacheLimits, DirectIo};
 use crate::error::OstError;
