@@ -9,9 +9,8 @@
 use crate::fdcache::FdCache;
 use crate::object::object_path;
 use bytes::Bytes;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,18 +93,18 @@ impl DirectIo {
         if let Some(f) = self.fds.get(id) {
             return Some(f);
         }
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(object_path(dir, id))
-        {
-            Ok(f) => {
-                let f = Arc::new(f);
+        use rustix::fs::{Mode, OFlags};
+        match rustix::fs::open(
+            object_path(dir, id),
+            OFlags::RDWR | OFlags::DIRECT | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let f = Arc::new(File::from(fd));
                 self.fds.insert(*id, Arc::clone(&f));
                 Some(f)
             }
-            Err(e) if is_refusal(&e) => {
+            Err(rustix::io::Errno::INVAL) => {
                 tracing::warn!(dir = %dir.display(), "the data directory's file system refuses O_DIRECT; all I/O goes through the page cache");
                 self.ok.store(false, Ordering::Relaxed);
                 None
