@@ -26,18 +26,19 @@ async fn setup() -> (Arc<Failing>, Arc<Ost>, ObjectAttr) {
     (store, ost, acked)
 }
 
+/// The wire error a client gets for `request` (with `bulk`), which must fail.
+async fn error_of(ost: &Arc<Ost>, request: OstRequest, bulk: Bytes) -> WireError {
+    ost.execute(request, bulk).await.unwrap_err()
+}
+
 /// A write request as a client sends it; the wire error it gets.
 async fn write_err(ost: &Arc<Ost>, offset: u64, fill: u8, sync: bool) -> WireError {
-    ost.execute(
-        OstRequest::Write {
-            object: oid(1),
-            offset,
-            sync,
-        },
-        Bytes::from(vec![fill; LEN]),
-    )
-    .await
-    .unwrap_err()
+    let write = OstRequest::Write {
+        object: oid(1),
+        offset,
+        sync,
+    };
+    error_of(ost, write, Bytes::from(vec![fill; LEN])).await
 }
 
 /// The whole of object 1 and its attributes, as a client would read them.
@@ -63,17 +64,16 @@ async fn read_all(ost: &Arc<Ost>) -> (ObjectAttr, Bytes) {
 async fn eio_on_read_is_eio_and_changes_nothing() {
     let (store, ost, acked) = setup().await;
     store.fail_next(Op::Read, Fault::Io);
-    let e = ost
-        .execute(
-            OstRequest::Read {
-                object: oid(1),
-                offset: 0,
-                len: 100,
-            },
-            Bytes::new(),
-        )
-        .await
-        .unwrap_err();
+    let e = error_of(
+        &ost,
+        OstRequest::Read {
+            object: oid(1),
+            offset: 0,
+            len: 100,
+        },
+        Bytes::new(),
+    )
+    .await;
     assert_eq!(e.errno, Errno::Io, "{e}");
     assert_eq!(store.injected(), 1);
     let (attr, data) = read_all(&ost).await;
@@ -160,40 +160,37 @@ async fn failures_after_the_data_landed_are_still_errors() {
 async fn failed_truncate_punch_and_sync_report_eio() {
     let (store, ost, acked) = setup().await;
     store.fail_next(Op::SetSize, Fault::Io);
-    let e = ost
-        .execute(
-            OstRequest::Punch {
-                object: oid(1),
-                size: 10,
-            },
-            Bytes::new(),
-        )
-        .await
-        .unwrap_err();
+    let e = error_of(
+        &ost,
+        OstRequest::Punch {
+            object: oid(1),
+            size: 10,
+        },
+        Bytes::new(),
+    )
+    .await;
     assert_eq!(e.errno, Errno::Io);
     store.fail_next(Op::Punch, Fault::Io);
-    let e = ost
-        .execute(
-            OstRequest::PunchRange {
-                object: oid(1),
-                offset: 0,
-                len: 4096,
-            },
-            Bytes::new(),
-        )
-        .await
-        .unwrap_err();
+    let e = error_of(
+        &ost,
+        OstRequest::PunchRange {
+            object: oid(1),
+            offset: 0,
+            len: 4096,
+        },
+        Bytes::new(),
+    )
+    .await;
     assert_eq!(e.errno, Errno::Io);
     store.fail_next(Op::SyncObject, Fault::Io);
-    let e = ost
-        .execute(
-            OstRequest::Sync {
-                object: Some(oid(1)),
-            },
-            Bytes::new(),
-        )
-        .await
-        .unwrap_err();
+    let e = error_of(
+        &ost,
+        OstRequest::Sync {
+            object: Some(oid(1)),
+        },
+        Bytes::new(),
+    )
+    .await;
     assert_eq!(e.errno, Errno::Io);
     let (attr, data) = read_all(&ost).await;
     assert_eq!(attr.size, LEN as u64);
@@ -210,25 +207,21 @@ async fn a_failed_removal_fails_the_batch_but_the_others_go() {
             .unwrap();
     }
     store.fail_nth(Op::Remove, 2, Fault::Io);
-    let e = ost
-        .execute(
-            OstRequest::DestroyMany {
-                objects: (1..5).map(oid).collect(),
-            },
-            Bytes::new(),
-        )
-        .await
-        .unwrap_err();
+    let e = error_of(
+        &ost,
+        OstRequest::DestroyMany {
+            objects: (1..5).map(oid).collect(),
+        },
+        Bytes::new(),
+    )
+    .await;
     assert_eq!(e.errno, Errno::Io);
-    let left: Vec<u32> = {
-        let mut v = Vec::new();
-        for n in 1..5 {
-            if ost.getattr(oid(n)).await.unwrap().exists {
-                v.push(n);
-            }
+    let mut left = Vec::new();
+    for n in 1..5 {
+        if ost.getattr(oid(n)).await.unwrap().exists {
+            left.push(n);
         }
-        v
-    };
+    }
     assert_eq!(left, [2], "every other object was removed");
     // The MDT resends the batch: done is done, the rest goes now.
     store.fail_next(Op::SyncRemoved, Fault::Io);
