@@ -3,6 +3,7 @@
 //! latencies; these say how big the I/Os are, which is what tells a well-striped checkpoint
 //! (few large RPCs) from a badly tuned one (many small ones).
 
+use crate::store::StoreCounters;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,7 +39,8 @@ pub struct OstStats {
     pub brw: Vec<BrwBucket>,
     /// Objects returned by listings (`ListObjects` pages; the transport counts the pages).
     pub listed_objects: u64,
-    /// Reads that went around the page cache (`O_DIRECT`; see [`crate::direct`]).
+    /// Reads that went around the page cache (`O_DIRECT`; see [`crate::direct`]; counted
+    /// by the store).
     pub direct_reads: u64,
     /// Writes that went around the page cache.
     pub direct_writes: u64,
@@ -51,8 +53,6 @@ pub(crate) struct BrwStats {
     reads: [AtomicU64; BRW_BUCKETS],
     writes: [AtomicU64; BRW_BUCKETS],
     listed_objects: AtomicU64,
-    direct_reads: AtomicU64,
-    direct_writes: AtomicU64,
 }
 
 /// The bucket counting an I/O of `len` bytes.
@@ -80,20 +80,12 @@ impl BrwStats {
         }
     }
 
-    pub(crate) fn record_direct(&self, write: bool) {
-        let c = if write {
-            &self.direct_writes
-        } else {
-            &self.direct_reads
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-
     pub(crate) fn record_listed(&self, objects: u64) {
         self.listed_objects.fetch_add(objects, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> OstStats {
+    /// The counters now, with the store's own (`O_DIRECT` reads and writes).
+    pub(crate) fn snapshot(&self, store: StoreCounters) -> OstStats {
         let brw: Vec<BrwBucket> = self
             .reads
             .iter()
@@ -112,8 +104,8 @@ impl BrwStats {
             writes: brw.iter().map(|b| b.writes).sum(),
             brw,
             listed_objects: self.listed_objects.load(Ordering::Relaxed),
-            direct_reads: self.direct_reads.load(Ordering::Relaxed),
-            direct_writes: self.direct_writes.load(Ordering::Relaxed),
+            direct_reads: store.direct_reads,
+            direct_writes: store.direct_writes,
         }
     }
 }
@@ -134,7 +126,7 @@ mod tests {
         let s = BrwStats::default();
         s.record_write(1 << 20);
         s.record_read(100);
-        let snap = s.snapshot();
+        let snap = s.snapshot(StoreCounters::default());
         assert_eq!(
             snap.brw[8],
             BrwBucket {

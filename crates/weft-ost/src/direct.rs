@@ -9,9 +9,8 @@
 use crate::fdcache::FdCache;
 use crate::object::object_path;
 use bytes::Bytes;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,28 +26,28 @@ pub(crate) const DIRECT_ALIGN: usize = BULK_ALIGN;
 /// objects at a time than the buffered descriptors' cache serves.
 const DIRECT_FD_CAPACITY: usize = 256;
 
-/// What `O_DIRECT` answers for alignment it refuses; the buffered path then does the I/O.
-pub(crate) const EINVAL: i32 = rustix::io::Errno::INVAL.raw_os_error();
+/// Whether `e` is what `O_DIRECT` answers for alignment it refuses (EINVAL); the buffered
+/// path then does the I/O.
+pub(crate) fn is_refusal(e: &io::Error) -> bool {
+    rustix::io::Errno::from_io_error(e) == Some(rustix::io::Errno::INVAL)
+}
 
 /// One OST's direct I/O: which I/O goes direct, and the descriptors it uses.
 pub(crate) struct DirectIo {
     fds: FdCache,
     /// False once the data directory's file system refused `O_DIRECT`.
     ok: AtomicBool,
-    limits: CacheLimits,
+    /// The sizes above which I/O goes direct (shared with the target, which sets them).
+    limits: Arc<CacheLimits>,
 }
 
 impl DirectIo {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(limits: Arc<CacheLimits>) -> Self {
         Self {
             fds: FdCache::new(DIRECT_FD_CAPACITY),
             ok: AtomicBool::new(true),
-            limits: CacheLimits::default(),
+            limits,
         }
-    }
-
-    pub(crate) fn limits(&self) -> &CacheLimits {
-        &self.limits
     }
 
     /// The descriptor to write `data` at `offset` of object `id` with, if the write goes
@@ -94,18 +93,18 @@ impl DirectIo {
         if let Some(f) = self.fds.get(id) {
             return Some(f);
         }
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(object_path(dir, id))
-        {
-            Ok(f) => {
-                let f = Arc::new(f);
+        use rustix::fs::{Mode, OFlags};
+        match rustix::fs::open(
+            object_path(dir, id),
+            OFlags::RDWR | OFlags::DIRECT | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let f = Arc::new(File::from(fd));
                 self.fds.insert(*id, Arc::clone(&f));
                 Some(f)
             }
-            Err(e) if e.raw_os_error() == Some(EINVAL) => {
+            Err(rustix::io::Errno::INVAL) => {
                 tracing::warn!(dir = %dir.display(), "the data directory's file system refuses O_DIRECT; all I/O goes through the page cache");
                 self.ok.store(false, Ordering::Relaxed);
                 None

@@ -1,8 +1,10 @@
-//! Errors of opening a target, and how I/O errors of operations become wire errors.
+//! Errors of opening a target ([`OstError`]). Errors of object operations are the store's
+//! ([`crate::store::StoreError`], mapped to wire errors in `store/error.rs`) or wire errors
+//! the target decides itself (limits, space).
 
+use crate::store::StoreError;
 use std::io;
 use std::path::PathBuf;
-use weft_proto::{Errno, WireError};
 
 /// Why an OST could not be opened or formatted.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,10 @@ pub enum OstError {
         /// The error of the probe.
         source: io::Error,
     },
+    /// The store failed while the target was being opened (reading its data version
+    /// reservation, say).
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 impl OstError {
@@ -87,17 +93,4 @@ impl OstError {
             source,
         }
     }
-}
-
-/// Maps an I/O error of an object operation to the errno a client sees, keeping the
-/// message for logs.
-pub(crate) fn io_to_wire(what: &str, e: io::Error) -> WireError {
-    let errno = match e.raw_os_error() {
-        Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => Errno::NoSpc,
-        Some(code) if code == rustix::io::Errno::FBIG.raw_os_error() => Errno::FBig,
-        Some(code) if code == rustix::io::Errno::DQUOT.raw_os_error() => Errno::DQuot,
-        Some(code) if code == rustix::io::Errno::INVAL.raw_os_error() => Errno::Inval,
-        _ => Errno::Io,
-    };
-    WireError::new(errno, format!("{what}: {e}"))
 }

@@ -5,8 +5,8 @@
 //! from anyone else, a write from the holder uses up its grant, and a connection's grant
 //! returns to the pool when the connection closes.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// Most bytes one connection may hold (a bound on what one client can pin).
 pub const MAX_GRANT_PER_CONN: u64 = 4 << 30;
@@ -24,24 +24,20 @@ pub struct Grants {
 }
 
 impl Grants {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Bytes `conn` holds.
     pub fn held(&self, conn: u64) -> u64 {
-        self.lock().by_conn.get(&conn).copied().unwrap_or(0)
+        self.state.lock().by_conn.get(&conn).copied().unwrap_or(0)
     }
 
     /// Bytes held by every connection.
     pub fn total(&self) -> u64 {
-        self.lock().total
+        self.state.lock().total
     }
 
     /// Grants `conn` up to `want` more bytes out of `free` (free space beyond the reserve,
     /// before grants); returns how many it granted.
     pub fn grant(&self, conn: u64, want: u64, free: u64) -> u64 {
-        let mut s = self.lock();
+        let mut s = self.state.lock();
         let unpromised = free.saturating_sub(s.total);
         let held = s.by_conn.get(&conn).copied().unwrap_or(0);
         let give = want
@@ -55,14 +51,14 @@ impl Grants {
     /// Whether a write of `len` bytes from `conn` fits in `free` bytes: its own grant plus
     /// what nobody was promised.
     pub fn admits(&self, conn: u64, len: u64, free: u64) -> bool {
-        let s = self.lock();
+        let s = self.state.lock();
         let held = s.by_conn.get(&conn).copied().unwrap_or(0);
         held.saturating_add(free.saturating_sub(s.total)) >= len
     }
 
     /// Uses up to `len` bytes of `conn`'s grant (its data has landed).
     pub fn consume(&self, conn: u64, len: u64) {
-        let mut s = self.lock();
+        let mut s = self.state.lock();
         let Some(h) = s.by_conn.get_mut(&conn) else {
             return;
         };
@@ -76,7 +72,7 @@ impl Grants {
 
     /// Returns `conn`'s grant to the pool (its connection closed).
     pub fn release(&self, conn: u64) {
-        let mut s = self.lock();
+        let mut s = self.state.lock();
         if let Some(h) = s.by_conn.remove(&conn) {
             s.total -= h;
         }

@@ -20,7 +20,15 @@
 //! ```
 //!
 //! Objects are listed (`ListObjects`, for `weft fsck`) by (subdirectory, object id), a
-//! page at a time; see `list.rs` for the cursor and the cost.
+//! page at a time; see `store/fs/list.rs` for the cursor and the cost.
+//!
+//! # Layers
+//!
+//! [`Ost`] (`target/`) holds the target's logic: data versions, per-object locks, grants
+//! and space admission, size limits, bulk statistics. It reaches storage only through the
+//! [`store::ObjectStore`] trait: [`store::fs::FsStore`] keeps objects as files as described
+//! above; [`store::memory::MemoryStore`] and [`store::failing::FailingStore`] are the fake
+//! and the failure-injecting twin tests run the target over.
 //!
 //! `target.json` and `dv_reserve.json` are written with the durable recipe (temporary file,
 //! fsync, rename, fsync directory); `target.json` is written last at format, so a directory
@@ -42,15 +50,19 @@ mod error;
 mod fdcache;
 pub mod grant;
 mod identity;
-mod list;
 mod object;
 mod service;
+pub mod store;
 mod target;
+#[cfg(test)]
+mod testutil;
 
 pub use brw::{BRW_BUCKETS, BrwBucket, OstStats};
-pub use dataversion::{DV_XATTR, RESERVE_BLOCK, RESERVE_FILE};
+pub use dataversion::RESERVE_BLOCK;
 pub use error::OstError;
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE, Identity, validate_fsname};
 pub use object::{object_file_name, object_path, parse_object_file_name};
 pub use service::OstHandler;
+pub use store::fs::{DV_XATTR, RESERVE_FILE};
+pub use store::{ObjectStore, StoreError};
 pub use target::{MAX_OBJECT_SIZE, MAX_TARGET_INDEX, Ost, OstOptions};

@@ -1,27 +1,24 @@
+//! The target over its production store (a data directory): round trips, limits,
+//! identity and format, data versions across restarts, `O_DIRECT` and a model test.
+
+use super::space::fits;
 use super::*;
 use crate::direct::MAX_MAX_IO_MB;
-use weft_proto::Fid;
+use crate::fdcache::DEFAULT_CAPACITY;
+use crate::object::object_path;
+use crate::store::fs::format_reserve;
+pub(super) use crate::testutil::oid;
+use weft_proto::frame::MAX_BULK;
+use weft_proto::ost::{OstReply, OstRequest};
 
-fn oid(n: u32) -> ObjectId {
-    ObjectId {
-        fid: Fid {
-            seq: 0x2_0000_0400,
-            oid: n,
-            ver: 0,
-        },
-        component: 0,
-        stripe: 0,
-    }
-}
-
-fn opts() -> OstOptions {
+pub(super) fn opts() -> OstOptions {
     OstOptions {
         index: 3,
         fsname: "testfs".into(),
     }
 }
 
-fn new_ost() -> (tempfile::TempDir, Arc<Ost>) {
+pub(super) fn new_ost() -> (tempfile::TempDir, Arc<Ost>) {
     let dir = tempfile::tempdir().unwrap();
     let ost = Ost::open(dir.path(), opts()).unwrap();
     (dir, ost)
@@ -490,88 +487,12 @@ async fn many_objects_overflow_the_descriptor_cache_safely() {
     }
 }
 
-mod model {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[derive(Debug, Clone)]
-    enum Op {
-        Write { offset: u64, len: usize, fill: u8 },
-        Punch { size: u64 },
-        Read { offset: u64, len: u32 },
-    }
-
-    fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            (0u64..200_000, 0usize..20_000, any::<u8>())
-                .prop_map(|(offset, len, fill)| Op::Write { offset, len, fill }),
-            (0u64..250_000).prop_map(|size| Op::Punch { size }),
-            (0u64..250_000, 0u32..50_000).prop_map(|(offset, len)| Op::Read { offset, len }),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-        #[test]
-        fn object_behaves_like_a_byte_vector(ops in proptest::collection::vec(op(), 1..40)) {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
-            rt.block_on(async {
-                // One target for all cases (formatting costs several fsyncs), a new object each.
-                static SHARED: std::sync::LazyLock<(tempfile::TempDir, Arc<Ost>)> = std::sync::LazyLock::new(new_ost);
-                static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-                let ost = &SHARED.1;
-                let id = oid(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-                let mut model: Option<Vec<u8>> = None;
-                let mut last_version = 0;
-                for op in ops {
-                    match op {
-                        Op::Write { offset, len, fill } => {
-                            let a = ost.write(id, offset, Bytes::from(vec![fill; len]), false).await.unwrap();
-                            let m = model.get_or_insert_with(Vec::new);
-                            let end = offset as usize + len;
-                            if m.len() < end {
-                                m.resize(end, 0);
-                            }
-                            m[offset as usize..end].fill(fill);
-                            assert_eq!(a.size, m.len() as u64);
-                            assert!(a.data_version > last_version);
-                            last_version = a.data_version;
-                        }
-                        Op::Punch { size } => {
-                            let a = ost.punch(id, size).await.unwrap();
-                            model.get_or_insert_with(Vec::new).resize(size as usize, 0);
-                            assert_eq!(a.size, size);
-                            assert!(a.data_version > last_version);
-                            last_version = a.data_version;
-                        }
-                        Op::Read { offset, len } => {
-                            let (a, data) = ost.read(id, offset, len).await.unwrap();
-                            match &model {
-                                None => {
-                                    assert!(!a.exists);
-                                    assert!(data.is_empty());
-                                }
-                                Some(m) => {
-                                    let start = (offset as usize).min(m.len());
-                                    let end = (offset as usize + len as usize).min(m.len());
-                                    assert_eq!(&data[..], &m[start..end]);
-                                    assert_eq!(a.data_version, last_version);
-                                }
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    }
-}
-
 #[test]
 fn an_interrupted_format_is_resumed() {
     let dir = tempfile::tempdir().unwrap();
     // What a crash during format can leave: some subdirectories, the reservation, a temp file.
     std::fs::create_dir_all(dir.path().join("O/00")).unwrap();
-    DataVersions::format(dir.path()).unwrap();
+    format_reserve(dir.path()).unwrap();
     std::fs::write(dir.path().join("target.json.tmp"), b"{").unwrap();
     let ost = Ost::open(dir.path(), opts()).unwrap();
     assert_eq!(ost.index(), 3);

@@ -2,24 +2,13 @@
 //! make them.
 
 use crate::object::{object_file_name, object_path, subdir_name, subdir_of};
+use crate::testutil::object;
 use crate::{Ost, OstOptions};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weft_proto::ost::{MAX_LIST_OBJECTS, OstReply, OstRequest};
-use weft_proto::{Errno, Fid, ObjectId};
-
-fn object(oid: u32, component: u32, stripe: u32) -> ObjectId {
-    ObjectId {
-        fid: Fid {
-            seq: 0x2_0000_0400,
-            oid,
-            ver: 0,
-        },
-        component,
-        stripe,
-    }
-}
+use weft_proto::{Errno, ObjectId};
 
 fn new_ost() -> (tempfile::TempDir, Arc<Ost>) {
     let dir = tempfile::tempdir().unwrap();

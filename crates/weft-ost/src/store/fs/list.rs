@@ -1,4 +1,5 @@
-//! Paged listing of the objects a target holds (`OstRequest::ListObjects`, for `weft fsck`).
+//! Paged listing of the objects a data directory holds (`OstRequest::ListObjects`, for
+//! `weft fsck`).
 //!
 //! # Order and cursor
 //!
@@ -16,35 +17,25 @@
 //! cursor (a bounded heap), so its memory is O(`max`) however many objects the target
 //! holds; sizes are then read for the kept objects only. A subdirectory holding more
 //! objects than a page is read again for each page that ends inside it, so callers should
-//! ask for large pages ([`MAX_LIST_OBJECTS`]).
+//! ask for large pages ([`weft_proto::ost::MAX_LIST_OBJECTS`]).
 //!
 //! Only names that [`parse_object_file_name`] accepts, of regular files, in the
 //! subdirectory their hash picks, are listed: temporary files and strays are skipped (the
 //! latter with a warning, since no request would ever reach them).
 
-use crate::error::io_to_wire;
 use crate::object::{
     OBJECTS_DIR, SUBDIRS, object_path, parse_object_file_name, subdir_name, subdir_of,
 };
+use crate::store::{ListPage, StoreError, StoreResult};
 use std::collections::BinaryHeap;
 use std::io;
 use std::path::Path;
-use weft_proto::ost::MAX_LIST_OBJECTS;
-use weft_proto::{Errno, ObjectId, WireError, WireResult};
+use weft_proto::ObjectId;
 
-/// One page of the listing: objects with their sizes, and the cursor of the next page.
-pub(crate) type Page = (Vec<(ObjectId, u64)>, Option<ObjectId>);
-
-/// Lists up to `max` (capped at [`MAX_LIST_OBJECTS`]) objects of the data directory `root`
-/// after the cursor `after`. Blocking: run it off the reactor.
-pub(crate) fn list_page(root: &Path, after: Option<ObjectId>, max: u32) -> WireResult<Page> {
-    if max == 0 {
-        return Err(WireError::new(
-            Errno::Inval,
-            "a listing page of 0 objects".to_string(),
-        ));
-    }
-    let max = max.min(MAX_LIST_OBJECTS) as usize;
+/// Lists up to `max` (> 0; the target caps it) objects of the data directory `root` after
+/// the cursor `after`. Blocking: run it off the reactor.
+pub(super) fn list_page(root: &Path, after: Option<ObjectId>, max: usize) -> StoreResult<ListPage> {
+    let max = max.max(1);
     let objects = root.join(OBJECTS_DIR);
     let first = after.as_ref().map_or(0, subdir_of);
     let mut page: Vec<ObjectId> = Vec::with_capacity(max);
@@ -67,7 +58,7 @@ pub(crate) fn list_page(root: &Path, after: Option<ObjectId>, max: u32) -> WireR
             Ok(_) => {}
             // Destroyed since the directory was read.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_to_wire(&format!("stat {id}"), e)),
+            Err(e) => return Err(StoreError::io(format!("stat {id}"), e)),
         }
     }
     Ok((out, next))
@@ -80,13 +71,13 @@ fn smallest_above(
     sub: usize,
     floor: Option<&ObjectId>,
     keep: usize,
-) -> WireResult<(Vec<ObjectId>, bool)> {
+) -> StoreResult<(Vec<ObjectId>, bool)> {
     let dir = objects.join(subdir_name(sub));
     let what = || format!("list {}", dir.display());
     let mut heap: BinaryHeap<ObjectId> = BinaryHeap::with_capacity(keep.saturating_add(1));
     let mut overflow = false;
-    for entry in std::fs::read_dir(&dir).map_err(|e| io_to_wire(&what(), e))? {
-        let entry = entry.map_err(|e| io_to_wire(&what(), e))?;
+    for entry in std::fs::read_dir(&dir).map_err(|e| StoreError::io(what(), e))? {
+        let entry = entry.map_err(|e| StoreError::io(what(), e))?;
         let name = entry.file_name();
         let Some(id) = name.to_str().and_then(parse_object_file_name) else {
             tracing::debug!(dir = %dir.display(), name = ?name, "not an object: skipped in listing");
@@ -102,7 +93,7 @@ fn smallest_above(
         // d_type from readdir: no extra system call on the common file systems.
         if !entry
             .file_type()
-            .map_err(|e| io_to_wire(&what(), e))?
+            .map_err(|e| StoreError::io(what(), e))?
             .is_file()
         {
             continue;
