@@ -147,7 +147,12 @@ impl DataCache {
 
     /// The file's generation: note it before fetching pages to [`insert`](Self::insert).
     pub fn generation(&self, fid: Fid) -> u64 {
-        self.inner.lock().generations.get(&fid).copied().unwrap_or(0)
+        self.inner
+            .lock()
+            .generations
+            .get(&fid)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Page `index` of a file, if cached (and marks it used).

@@ -28,8 +28,8 @@
 //! started or ended, at most `MAX_NAMES` of them before the older half is forgotten), so a
 //! process removing a directory's files one by one does not void the rest of the listing.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weft_proto::Fid;

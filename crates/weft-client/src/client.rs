@@ -288,5 +288,4 @@ impl Client {
     pub(crate) fn open_sizes(&self) -> &crate::file::OpenSizes {
         &self.open_sizes
     }
-
 }

@@ -6,8 +6,8 @@ use crate::error::ClientError;
 use crate::mdt::MdtClient;
 use crate::mgs::MgsClient;
 use crate::ost::OstClient;
-use std::collections::HashMap;
 use parking_lot::RwLock;
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -176,9 +176,7 @@ impl Cluster {
 
     /// The configuration as last fetched.
     pub fn config(&self) -> Arc<FsConfig> {
-        self.config
-            .read()
-            .clone()
+        self.config.read().clone()
     }
 
     /// Fetches the configuration again and re-points clients of targets that moved.
@@ -205,20 +203,12 @@ impl Cluster {
             };
             match t.id.kind {
                 TargetKind::Mdt => {
-                    if let Some(c) = self
-                        .mdts
-                        .read()
-                        .get(&t.id.index)
-                    {
+                    if let Some(c) = self.mdts.read().get(&t.id.index) {
                         conn_addr(c.connection());
                     }
                 }
                 TargetKind::Ost => {
-                    if let Some(c) = self
-                        .osts
-                        .read()
-                        .get(&t.id.index)
-                    {
+                    if let Some(c) = self.osts.read().get(&t.id.index) {
                         conn_addr(c.connection());
                     }
                 }
@@ -254,18 +244,8 @@ impl Cluster {
 
     /// The MDT and OST clients opened so far (for statistics), in index order.
     pub fn open_targets(&self) -> (Vec<Arc<MdtClient>>, Vec<Arc<OstClient>>) {
-        let mut mdts: Vec<_> = self
-            .mdts
-            .read()
-            .values()
-            .cloned()
-            .collect();
-        let mut osts: Vec<_> = self
-            .osts
-            .read()
-            .values()
-            .cloned()
-            .collect();
+        let mut mdts: Vec<_> = self.mdts.read().values().cloned().collect();
+        let mut osts: Vec<_> = self.osts.read().values().cloned().collect();
         mdts.sort_by_key(|m| m.index());
         osts.sort_by_key(|o| o.index());
         (mdts, osts)
@@ -280,11 +260,7 @@ impl Cluster {
 
     /// The client of MDT `index`.
     pub fn mdt(&self, index: u32) -> Result<Arc<MdtClient>, ClientError> {
-        if let Some(c) = self
-            .mdts
-            .read()
-            .get(&index)
-        {
+        if let Some(c) = self.mdts.read().get(&index) {
             return Ok(c.clone());
         }
         let id = TargetId::mdt(index);
@@ -298,11 +274,7 @@ impl Cluster {
 
     /// The client of OST `index`.
     pub fn ost(&self, index: u32) -> Result<Arc<OstClient>, ClientError> {
-        if let Some(c) = self
-            .osts
-            .read()
-            .get(&index)
-        {
+        if let Some(c) = self.osts.read().get(&index) {
             return Ok(c.clone());
         }
         let id = TargetId::ost(index);

@@ -11,9 +11,9 @@
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::mdt::MdtClient;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use weft_proto::mdt::{
     Attr, Credentials, DirDefault, DirEntry, DirStripes, MdtReply, MdtRequest, ScanEntry, SetAttr,
@@ -31,10 +31,7 @@ const STRIPE_CACHE_MAX: usize = 65536;
 
 impl StripeCache {
     fn get(&self, fid: Fid) -> Option<Arc<DirStripes>> {
-        self.known
-            .lock()
-            .get(&fid)
-            .cloned()
+        self.known.lock().get(&fid).cloned()
     }
 
     fn put(&self, fid: Fid, stripes: Arc<DirStripes>) {

@@ -157,20 +157,15 @@ impl File {
         self.handle.load(Ordering::Acquire)
     }
 
-
     /// The file's layout, as this handle knows it.
     pub fn layout(&self) -> Option<Arc<Layout>> {
-        self.layout
-            .read()
-            .clone()
+        self.layout.read().clone()
     }
 
     /// Keeps `layout` if it is newer than the one this handle knows.
     fn update_layout(&self, layout: Option<Layout>) {
         let Some(new) = layout else { return };
-        let mut cur = self
-            .layout
-            .write();
+        let mut cur = self.layout.write();
         if cur.as_ref().is_none_or(|c| c.generation < new.generation) {
             *cur = Some(Arc::new(new));
         }
@@ -211,7 +206,6 @@ impl File {
         }
     }
 
-
     fn check_open(&self, st: &State) -> Result<(), ClientError> {
         if st.closed {
             Err(errno(Errno::BadF, "file is closed"))
@@ -219,9 +213,7 @@ impl File {
             Ok(())
         }
     }
-
 }
-
 
 impl Drop for File {
     fn drop(&mut self) {

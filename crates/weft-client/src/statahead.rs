@@ -33,10 +33,10 @@
 use crate::Client;
 use crate::changes::{Changes, EntryStamp, Snapshot};
 use crate::params::Param;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weft_proto::Fid;
 use weft_proto::mdt::{Attr, Credentials, FileKind};
@@ -98,7 +98,6 @@ impl Scan {
         self.running || self.started.elapsed() < max_age
     }
 }
-
 
 impl Statahead {
     /// The counters.
@@ -230,7 +229,9 @@ impl Statahead {
 
     /// Marks `parent`'s scan finished.
     fn finish(&self, parent: Fid) {
-        if let Some(scan) = self.dirs.lock()
+        if let Some(scan) = self
+            .dirs
+            .lock()
             .get_mut(&parent)
             .and_then(|d| d.scan.as_mut())
         {

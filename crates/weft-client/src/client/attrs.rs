@@ -5,12 +5,9 @@ use super::Client;
 use crate::error::ClientError;
 use crate::layout;
 use crate::mdt::Found;
-use weft_proto::layout::{Layout, LayoutTemplate};
-use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, DirHash, FileKind, OpenFlags, RenameFlags, SetAttr,
-    StatFs, XattrMode,
-};
-use weft_proto::{Errno, Fid, WireError};
+use weft_proto::Fid;
+use weft_proto::layout::Layout;
+use weft_proto::mdt::{Attr, Credentials, FileKind, SetAttr, StatFs, XattrMode};
 
 impl Client {
     /// Looks `name` up in directory `parent`.
@@ -124,7 +121,6 @@ impl Client {
         }
         Ok(())
     }
-
 
     /// An extended attribute.
     pub async fn getxattr(

@@ -3,14 +3,8 @@
 
 use super::Client;
 use crate::error::ClientError;
-use crate::layout;
-use crate::mdt::Found;
-use weft_proto::layout::{Layout, LayoutTemplate};
-use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, DirHash, FileKind, OpenFlags, RenameFlags, SetAttr,
-    StatFs, XattrMode,
-};
-use weft_proto::{Errno, Fid, WireError};
+use weft_proto::mdt::{Attr, Credentials, DirEntry, DirHash, RenameFlags};
+use weft_proto::{Errno, Fid};
 
 impl Client {
     /// Creates a directory.
@@ -225,5 +219,4 @@ impl Client {
         }
         Ok(())
     }
-
 }

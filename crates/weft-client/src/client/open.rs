@@ -1,15 +1,13 @@
 //! Opening files by FID, by name (creating with O_CREAT) and by path, and whole-file
 //! reads and writes by path.
 
-use super::Client;
+use super::{Client, OpenOptions};
 use crate::error::ClientError;
-use crate::layout;
-use crate::mdt::Found;
+use crate::file::File;
+use crate::mdt::MdtClient;
+use std::sync::Arc;
 use weft_proto::layout::{Layout, LayoutTemplate};
-use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, DirHash, FileKind, OpenFlags, RenameFlags, SetAttr,
-    StatFs, XattrMode,
-};
+use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind, OpenFlags};
 use weft_proto::{Errno, Fid, WireError};
 
 impl Client {
@@ -156,7 +154,6 @@ impl Client {
         };
         Ok(File::new(self.clone(), mdt, handle, &attr, layout, opts))
     }
-
 
     /// Reads a whole file by path (a convenience for small files).
     pub async fn read_file(

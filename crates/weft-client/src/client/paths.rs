@@ -3,13 +3,7 @@
 
 use super::Client;
 use crate::error::ClientError;
-use crate::layout;
-use crate::mdt::Found;
-use weft_proto::layout::{Layout, LayoutTemplate};
-use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, DirHash, FileKind, OpenFlags, RenameFlags, SetAttr,
-    StatFs, XattrMode,
-};
+use weft_proto::mdt::{Attr, Credentials, FileKind};
 use weft_proto::{Errno, Fid, WireError};
 
 impl Client {
@@ -89,5 +83,4 @@ impl Client {
             .await?;
         Ok((parent, name.as_bytes().to_vec()))
     }
-
 }

@@ -7,9 +7,9 @@
 //! no moment in which a handle reads with an end another has already moved (a read that
 //! stops short inside a file makes the kernel take that point for the end of the file).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use weft_proto::Fid;
 
@@ -39,7 +39,6 @@ impl OpenSize {
 pub(crate) struct OpenSizes(Mutex<HashMap<Fid, Weak<OpenSize>>>);
 
 impl OpenSizes {
-
     /// The size a new handle of `fid` shares, given the size the open found (`at_open`):
     /// that size if no handle of the file is open here or the open truncated the file,
     /// else the larger of it and the size the open handles know (they may hold writes not

@@ -125,7 +125,12 @@ impl File {
         Ok(start)
     }
 
-    pub(super) async fn write_part(&self, offset: u64, data: &[u8], append: bool) -> Result<u64, ClientError> {
+    pub(super) async fn write_part(
+        &self,
+        offset: u64,
+        data: &[u8],
+        append: bool,
+    ) -> Result<u64, ClientError> {
         if self.access == AccessMode::Read {
             return Err(errno(Errno::BadF, "file not open for writing"));
         }

@@ -1,0 +1,232 @@
+//! Files over fake object I/O ([`MemObjects`], [`FailingObjects`]) and a fake MDT: the rig
+//! the read-ahead and write-back tests share.
+
+use super::{File, FileMeta};
+use crate::client::{Client, OpenOptions};
+use crate::error::ClientError;
+use crate::io::failing::FailingObjects;
+use crate::io::fake::MemObjects;
+use crate::mdt::Opened;
+use crate::test_attrs;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_proto::layout::{EOF, Layout, LayoutComponent};
+use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind, OpenFlags, SetAttr};
+use weft_proto::{Fid, ObjectId};
+
+mod readahead;
+mod writeback;
+
+/// An MDT that answers every call of a file and remembers the size merges and closes.
+#[derive(Default)]
+struct FakeMdt {
+    layout: Mutex<Option<Layout>>,
+    /// `(handle, size, blocks, modified)` of each size merge.
+    merges: Mutex<Vec<(u64, Option<u64>, Option<u64>, bool)>>,
+    /// The same of each close.
+    closes: Mutex<Vec<(u64, Option<u64>, Option<u64>, bool)>>,
+}
+
+impl FileMeta for FakeMdt {
+    fn open<'a>(
+        &'a self,
+        fid: Fid,
+        _flags: OpenFlags,
+        _cred: &'a Credentials,
+    ) -> BoxFuture<'a, Result<Opened, ClientError>> {
+        let opened = Opened {
+            handle: 2,
+            attr: test_attrs::attr(fid, FileKind::Regular),
+            layout: self.layout.lock().clone(),
+        };
+        futures::future::ready(Ok(opened)).boxed()
+    }
+
+    fn get_layout(&self, _fid: Fid) -> BoxFuture<'_, Result<Option<Layout>, ClientError>> {
+        futures::future::ready(Ok(self.layout.lock().clone())).boxed()
+    }
+
+    fn instantiate(
+        &self,
+        _handle: u64,
+        _start: u64,
+        _end: u64,
+    ) -> BoxFuture<'_, Result<Option<Layout>, ClientError>> {
+        self.get_layout(Fid::ROOT)
+    }
+
+    fn size_merge(
+        &self,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> BoxFuture<'_, Result<(), ClientError>> {
+        self.merges.lock().push((handle, size, blocks, modified));
+        futures::future::ready(Ok(())).boxed()
+    }
+
+    fn setattr<'a>(
+        &'a self,
+        fid: Fid,
+        set: SetAttr,
+        _cred: &'a Credentials,
+    ) -> BoxFuture<'a, Result<Attr, ClientError>> {
+        let mut attr = test_attrs::attr(fid, FileKind::Regular);
+        attr.size = set.size.unwrap_or(0);
+        futures::future::ready(Ok(attr)).boxed()
+    }
+
+    fn close(
+        &self,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> BoxFuture<'_, Result<(), ClientError>> {
+        self.closes.lock().push((handle, size, blocks, modified));
+        futures::future::ready(Ok(())).boxed()
+    }
+}
+
+/// One RAID0 component over OSTs `0..count`, `stripe_size` bytes per stripe.
+fn striped(stripe_size: u64, count: u32) -> Layout {
+    Layout {
+        generation: 1,
+        components: vec![LayoutComponent {
+            id: 1,
+            start: 0,
+            end: EOF,
+            stripe_size,
+            stripe_count: count as i32,
+            pool: None,
+            osts: (0..count).collect(),
+            object_fid: None,
+        }],
+    }
+}
+
+/// A client over in-memory objects (failing as told), a fake MDT and one file's layout.
+struct Rig {
+    objects: MemObjects,
+    failing: FailingObjects,
+    client: Arc<Client>,
+    mdt: Arc<FakeMdt>,
+    layout: Layout,
+    fid: Fid,
+}
+
+impl Rig {
+    /// Small knobs so a test moves a few MiB: 64 KiB RPCs, 8 in flight per OST (a flush
+    /// starts at 512 KiB per stripe), a 4 MiB read-ahead window and 16 MiB of dirty data;
+    /// data RPCs resent for half a second.
+    fn new(layout: Layout) -> Self {
+        let objects = MemObjects::new();
+        let failing = FailingObjects::new(Arc::new(objects.clone()));
+        let client = Client::offline(Arc::new(failing.clone()), Duration::from_millis(500));
+        for (name, value) in [
+            ("osc.*.max_pages_per_rpc", "16"),
+            ("osc.*.max_rpcs_in_flight", "8"),
+            ("osc.*.max_dirty_mb", "16"),
+            ("llite.*.max_read_ahead_per_file_mb", "4"),
+        ] {
+            client.params().set(name, value).unwrap();
+        }
+        let mdt = Arc::new(FakeMdt::default());
+        *mdt.layout.lock() = Some(layout.clone());
+        Self {
+            objects,
+            failing,
+            client,
+            mdt,
+            layout,
+            fid: test_attrs::fid(7),
+        }
+    }
+
+    /// Opens the file (of `size` bytes) for `access`.
+    fn open(&self, access: AccessMode, size: u64) -> File {
+        let mut attr = test_attrs::attr(self.fid, FileKind::Regular);
+        attr.size = size;
+        let opts = OpenOptions {
+            access,
+            create: None,
+            exclusive: false,
+            truncate: false,
+            append: false,
+        };
+        let mdt: Arc<dyn FileMeta> = self.mdt.clone();
+        File::new(
+            self.client.clone(),
+            mdt,
+            1,
+            &attr,
+            Some(self.layout.clone()),
+            opts,
+        )
+    }
+
+    /// Where each byte of `[0, len)` of the file lives: `(ost, object, object offset)`.
+    fn places(&self, len: u64) -> Vec<(u32, ObjectId, u64)> {
+        let pieces = crate::layout::map_range(&self.layout, self.fid, 0, len).unwrap();
+        pieces
+            .iter()
+            .flat_map(|p| (0..p.len).map(move |d| (p.ost, p.object, p.object_offset + d)))
+            .collect()
+    }
+
+    /// Stores `data` as the file's bytes, in the objects the layout puts them in.
+    fn store(&self, data: &[u8]) {
+        let mut objects: std::collections::BTreeMap<(u32, ObjectId), Vec<u8>> = Default::default();
+        for (byte, (ost, object, at)) in data.iter().zip(self.places(data.len() as u64)) {
+            let o = objects.entry((ost, object)).or_default();
+            if o.len() <= at as usize {
+                o.resize(at as usize + 1, 0);
+            }
+            o[at as usize] = *byte;
+        }
+        for ((ost, object), bytes) in objects {
+            self.objects.put(ost, object, &bytes);
+        }
+    }
+
+    /// The file's bytes `[0, len)` as the objects hold them (missing bytes read as
+    /// `None`).
+    fn stored(&self, len: u64) -> Vec<Option<u8>> {
+        let mut cache = std::collections::BTreeMap::new();
+        self.places(len)
+            .into_iter()
+            .map(|(ost, object, at)| {
+                let o = cache
+                    .entry((ost, object))
+                    .or_insert_with(|| self.objects.object(ost, object).unwrap_or_default());
+                o.get(at as usize).copied()
+            })
+            .collect()
+    }
+
+    /// Lets background work (read-ahead fetches, flushes) run until no page of the file
+    /// is being fetched.
+    async fn quiesce(&self, size: u64) {
+        let pages = size.div_ceil(crate::cache::CACHE_PAGE);
+        for _ in 0..10_000 {
+            tokio::task::yield_now().await;
+            if !(0..pages).any(|i| self.client.cache().is_fetching(self.fid, i)) {
+                // A few more turns for tasks that finished their fetch and are storing.
+                for _ in 0..50 {
+                    tokio::task::yield_now().await;
+                }
+                return;
+            }
+        }
+        panic!("background fetches did not finish");
+    }
+}
+
+/// `len` bytes that differ from one offset to the next (a shifted byte is caught).
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 % 251 + 1) as u8).collect()
+}
