@@ -11,6 +11,7 @@ use crate::test_attrs;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::layout::{EOF, Layout, LayoutComponent};
@@ -20,14 +21,17 @@ use weft_proto::{Fid, ObjectId};
 mod readahead;
 mod writeback;
 
+/// What a size merge or close told the MDT: `(handle, size, blocks, modified)`.
+type Recorded = (u64, Option<u64>, Option<u64>, bool);
+
 /// An MDT that answers every call of a file and remembers the size merges and closes.
 #[derive(Default)]
 struct FakeMdt {
     layout: Mutex<Option<Layout>>,
-    /// `(handle, size, blocks, modified)` of each size merge.
-    merges: Mutex<Vec<(u64, Option<u64>, Option<u64>, bool)>>,
-    /// The same of each close.
-    closes: Mutex<Vec<(u64, Option<u64>, Option<u64>, bool)>>,
+    /// Each size merge.
+    merges: Mutex<Vec<Recorded>>,
+    /// Each close.
+    closes: Mutex<Vec<Recorded>>,
 }
 
 impl FileMeta for FakeMdt {
@@ -169,43 +173,42 @@ impl Rig {
         )
     }
 
-    /// Where each byte of `[0, len)` of the file lives: `(ost, object, object offset)`.
-    fn places(&self, len: u64) -> Vec<(u32, ObjectId, u64)> {
-        let pieces = crate::layout::map_range(&self.layout, self.fid, 0, len).unwrap();
-        pieces
-            .iter()
-            .flat_map(|p| (0..p.len).map(move |d| (p.ost, p.object, p.object_offset + d)))
-            .collect()
+    /// Where the bytes of `[0, len)` of the file live, as the layout maps them.
+    fn pieces(&self, len: u64) -> Vec<crate::layout::Piece> {
+        crate::layout::map_range(&self.layout, self.fid, 0, len).unwrap()
     }
 
     /// Stores `data` as the file's bytes, in the objects the layout puts them in.
     fn store(&self, data: &[u8]) {
-        let mut objects: std::collections::BTreeMap<(u32, ObjectId), Vec<u8>> = Default::default();
-        for (byte, (ost, object, at)) in data.iter().zip(self.places(data.len() as u64)) {
-            let o = objects.entry((ost, object)).or_default();
-            if o.len() <= at as usize {
-                o.resize(at as usize + 1, 0);
+        let mut objects: BTreeMap<(u32, ObjectId), Vec<u8>> = BTreeMap::new();
+        for p in self.pieces(data.len() as u64) {
+            let o = objects.entry((p.ost, p.object)).or_default();
+            let (at, end) = (p.object_offset as usize, (p.object_offset + p.len) as usize);
+            if o.len() < end {
+                o.resize(end, 0);
             }
-            o[at as usize] = *byte;
+            let from = p.file_offset as usize;
+            o[at..end].copy_from_slice(&data[from..from + p.len as usize]);
         }
         for ((ost, object), bytes) in objects {
             self.objects.put(ost, object, &bytes);
         }
     }
 
-    /// The file's bytes `[0, len)` as the objects hold them (missing bytes read as
-    /// `None`).
+    /// The file's bytes `[0, len)` as the objects hold them (bytes past an object's end
+    /// read as `None`).
     fn stored(&self, len: u64) -> Vec<Option<u8>> {
-        let mut cache = std::collections::BTreeMap::new();
-        self.places(len)
-            .into_iter()
-            .map(|(ost, object, at)| {
-                let o = cache
-                    .entry((ost, object))
-                    .or_insert_with(|| self.objects.object(ost, object).unwrap_or_default());
-                o.get(at as usize).copied()
-            })
-            .collect()
+        let mut objects: BTreeMap<(u32, ObjectId), Vec<u8>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(len as usize);
+        for p in self.pieces(len) {
+            let o = objects
+                .entry((p.ost, p.object))
+                .or_insert_with(|| self.objects.object(p.ost, p.object).unwrap_or_default());
+            out.extend(
+                (p.object_offset..p.object_offset + p.len).map(|i| o.get(i as usize).copied()),
+            );
+        }
+        out
     }
 
     /// Lets background work (read-ahead fetches, flushes) run until no page of the file
