@@ -375,23 +375,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn one_component(stripe_size: u64, count: u32) -> weft_proto::layout::Layout {
-        use weft_proto::layout::{EOF, Layout, LayoutComponent};
-        Layout {
-            generation: 1,
-            components: vec![LayoutComponent {
-                id: 1,
-                start: 0,
-                end: EOF,
-                stripe_size,
-                stripe_count: count as i32,
-                pool: None,
-                osts: (0..count).collect(),
-                object_fid: None,
-            }],
-        }
-    }
-
     proptest! {
         /// RPCs cover the range in file order, put every byte where the layout says, are
         /// at most `max` long, and a one-stripe file needs no more RPCs than its length
@@ -404,7 +387,7 @@ mod tests {
             offset in 0u64..200_000,
             len in 0u64..300_000,
         ) {
-            let layout = one_component(stripe_kib * 4096, count);
+            let layout = crate::test_attrs::striped(stripe_kib * 4096, count);
             let pieces =
                 crate::layout::map_range(&layout, weft_proto::Fid::ROOT, offset, len).unwrap();
             let max = max_kib * 4096;

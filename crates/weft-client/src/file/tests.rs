@@ -8,13 +8,14 @@ use crate::io::failing::FailingObjects;
 use crate::io::fake::MemObjects;
 use crate::mdt::Opened;
 use crate::test_attrs;
+use crate::test_attrs::striped;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use weft_proto::layout::{EOF, Layout, LayoutComponent};
+use weft_proto::layout::Layout;
 use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind, OpenFlags, SetAttr};
 use weft_proto::{Fid, ObjectId};
 
@@ -32,6 +33,15 @@ struct FakeMdt {
     merges: Mutex<Vec<Recorded>>,
     /// Each close.
     closes: Mutex<Vec<Recorded>>,
+}
+
+/// Notes a size merge or close in `list`; answers that it went well.
+fn record(
+    list: &Mutex<Vec<Recorded>>,
+    call: Recorded,
+) -> BoxFuture<'static, Result<(), ClientError>> {
+    list.lock().push(call);
+    futures::future::ready(Ok(())).boxed()
 }
 
 impl FileMeta for FakeMdt {
@@ -69,8 +79,7 @@ impl FileMeta for FakeMdt {
         blocks: Option<u64>,
         modified: bool,
     ) -> BoxFuture<'_, Result<(), ClientError>> {
-        self.merges.lock().push((handle, size, blocks, modified));
-        futures::future::ready(Ok(())).boxed()
+        record(&self.merges, (handle, size, blocks, modified))
     }
 
     fn setattr<'a>(
@@ -91,25 +100,7 @@ impl FileMeta for FakeMdt {
         blocks: Option<u64>,
         modified: bool,
     ) -> BoxFuture<'_, Result<(), ClientError>> {
-        self.closes.lock().push((handle, size, blocks, modified));
-        futures::future::ready(Ok(())).boxed()
-    }
-}
-
-/// One RAID0 component over OSTs `0..count`, `stripe_size` bytes per stripe.
-fn striped(stripe_size: u64, count: u32) -> Layout {
-    Layout {
-        generation: 1,
-        components: vec![LayoutComponent {
-            id: 1,
-            start: 0,
-            end: EOF,
-            stripe_size,
-            stripe_count: count as i32,
-            pool: None,
-            osts: (0..count).collect(),
-            object_fid: None,
-        }],
+        record(&self.closes, (handle, size, blocks, modified))
     }
 }
 
@@ -228,6 +219,9 @@ impl Rig {
         panic!("background fetches did not finish");
     }
 }
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
 
 /// `len` bytes that differ from one offset to the next (a shifted byte is caught).
 fn pattern(len: usize) -> Vec<u8> {

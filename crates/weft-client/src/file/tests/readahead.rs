@@ -2,15 +2,22 @@
 //! served from the cache, each byte fetched once; a random reader fetches only what it
 //! asks for; read errors reach the reader.
 
-use super::{Rig, pattern, striped};
+use super::{File, KIB, MIB, Rig, pattern, striped};
 use crate::cache::CACHE_PAGE;
 use crate::io::Op;
 use crate::io::failing::{Fault, Rule};
 use weft_proto::Errno;
 use weft_proto::mdt::AccessMode;
 
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * KIB;
+/// A file of `size` bytes striped over `count` OSTs in 64 KiB stripes, open for reading,
+/// and its bytes.
+fn stored_file(count: u32, size: u64) -> (Rig, Vec<u8>, File) {
+    let rig = Rig::new(striped(64 * KIB, count));
+    let data = pattern(size as usize);
+    rig.store(&data);
+    let f = rig.open(AccessMode::Read, size);
+    (rig, data, f)
+}
 
 /// Bytes the objects were asked for so far.
 fn bytes_read(rig: &Rig) -> u64 {
@@ -19,11 +26,8 @@ fn bytes_read(rig: &Rig) -> u64 {
 
 #[tokio::test]
 async fn sequential_reads_are_read_ahead_and_served_from_the_cache() {
-    let rig = Rig::new(striped(64 * KIB, 4));
     let size = 8 * MIB;
-    let data = pattern(size as usize);
-    rig.store(&data);
-    let f = rig.open(AccessMode::Read, size);
+    let (rig, data, f) = stored_file(4, size);
 
     // Read on in 128 KiB calls. The first fetches its page; from the second on the window
     // (1 MiB, doubling up to 4 MiB, cut to whole pages) runs ahead, so from the second
@@ -54,11 +58,8 @@ async fn sequential_reads_are_read_ahead_and_served_from_the_cache() {
 
 #[tokio::test]
 async fn a_cached_sequential_read_needs_no_wait_and_no_object_read() {
-    let rig = Rig::new(striped(64 * KIB, 2));
     let size = 4 * MIB;
-    let data = pattern(size as usize);
-    rig.store(&data);
-    let f = rig.open(AccessMode::Read, size);
+    let (rig, data, f) = stored_file(2, size);
     f.read_at(0, 64 * KIB).await.unwrap();
     rig.quiesce(size).await;
     rig.objects.clear_calls();
@@ -77,11 +78,8 @@ async fn a_cached_sequential_read_needs_no_wait_and_no_object_read() {
 
 #[tokio::test]
 async fn random_reads_fetch_only_what_they_ask_for() {
-    let rig = Rig::new(striped(64 * KIB, 4));
     let size = 8 * MIB;
-    let data = pattern(size as usize);
-    rig.store(&data);
-    let f = rig.open(AccessMode::Read, size);
+    let (rig, data, f) = stored_file(4, size);
     let mut asked = 0;
     for (at, len) in [
         (5 * MIB, 4 * KIB),

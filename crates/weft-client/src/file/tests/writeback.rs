@@ -3,29 +3,33 @@
 //! says; a write that fails mid-flush is reported by fsync or close with its errno, the
 //! bytes acknowledged before stay where they belong, and what follows behaves as before.
 
-use super::{Rig, pattern, striped};
+use super::{File, KIB, MIB, Rig, pattern, striped};
 use crate::io::Op;
 use crate::io::failing::{Fault, Rule};
 use weft_proto::Errno;
 use weft_proto::mdt::AccessMode;
 
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * KIB;
-
 /// Writes `data` at 0 in `chunk`-byte writes.
-async fn write_in_chunks(f: &super::File, data: &[u8], chunk: usize) {
+async fn write_in_chunks(f: &File, data: &[u8], chunk: usize) {
     for (i, c) in data.chunks(chunk).enumerate() {
         let at = f.write_at((i * chunk) as u64, c).await.unwrap();
         assert_eq!(at, (i * chunk) as u64);
     }
 }
 
-#[tokio::test]
-async fn small_writes_are_buffered_then_sent_in_full_rpcs_at_fsync() {
+/// A file over 4 OSTs in 64 KiB stripes, open for writing, with 1 MiB written to it in
+/// 4 KiB writes (all buffered: below the flush threshold); and that MiB.
+async fn buffered_mib() -> (Rig, Vec<u8>, File) {
     let rig = Rig::new(striped(64 * KIB, 4));
     let data = pattern(MIB as usize);
     let f = rig.open(AccessMode::Write, 0);
     write_in_chunks(&f, &data, 4096).await;
+    (rig, data, f)
+}
+
+#[tokio::test]
+async fn small_writes_are_buffered_then_sent_in_full_rpcs_at_fsync() {
+    let (rig, data, f) = buffered_mib().await;
     // Below the flush threshold (64 KiB RPCs x 4 stripes x 8 in flight): all buffered.
     rig.quiesce(0).await;
     assert!(rig.objects.calls_of(Op::Write).is_empty());
@@ -121,10 +125,7 @@ async fn scattered_and_overlapping_writes_land_where_the_layout_says() {
 #[tokio::test]
 async fn a_write_failing_mid_flush_is_reported_by_fsync_and_loses_nothing_acknowledged() {
     for (fault, errno) in [(Fault::Io, Errno::Io), (Fault::NoSpace, Errno::NoSpc)] {
-        let rig = Rig::new(striped(64 * KIB, 4));
-        let data = pattern(MIB as usize);
-        let f = rig.open(AccessMode::Write, 0);
-        write_in_chunks(&f, &data, 4096).await;
+        let (rig, data, f) = buffered_mib().await;
         // The first write RPC to the third stripe's object fails.
         let object = rig.layout.components[0].object(rig.fid, 2);
         rig.failing
@@ -208,10 +209,7 @@ async fn close_reports_a_flush_error_and_still_closes_the_handle() {
 
 #[tokio::test]
 async fn a_timed_out_write_is_resent_and_nothing_is_lost() {
-    let rig = Rig::new(striped(64 * KIB, 4));
-    let data = pattern(MIB as usize);
-    let f = rig.open(AccessMode::Write, 0);
-    write_in_chunks(&f, &data, 4096).await;
+    let (rig, data, f) = buffered_mib().await;
     rig.failing
         .fail(Rule::nth(Some(Op::Write), 3, Fault::TimedOut).times(2));
     f.fsync().await.unwrap();
