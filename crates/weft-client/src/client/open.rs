@@ -124,7 +124,7 @@ impl Client {
         }
     }
 
-    pub(super) async fn finish_open(
+    async fn finish_open(
         self: &Arc<Self>,
         mdt: Arc<MdtClient>,
         handle: u64,

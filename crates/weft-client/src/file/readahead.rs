@@ -60,7 +60,7 @@ impl File {
     /// Reads `[offset, offset + len)` from the OSTs. Extents of components that are not
     /// instantiated read as zeros, after checking once that no other client has
     /// instantiated them since this handle learnt the layout.
-    pub(super) async fn read_range(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
+    async fn read_range(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
         let Some(mut layout) = self.layout() else {
             return Err(errno(Errno::Io, "file has no layout"));
         };
@@ -198,7 +198,7 @@ impl File {
 
     /// Reads `[offset, end)` from cache pages, fetching the missing ones in one pass; they
     /// are cached if the file's cache generation is still `generation`.
-    pub(super) async fn read_cached(
+    async fn read_cached(
         &self,
         offset: u64,
         end: u64,
@@ -251,7 +251,7 @@ impl File {
     /// moves the window by one call at a time; without the cut every call would send one
     /// RPC of its own size, with it read-ahead goes out in full, aligned RPCs (which an OST
     /// reads straight from disk: see `weft_ost::direct`).
-    pub(super) fn readahead_stop(&self, ahead_end: u64, size: u64) -> u64 {
+    fn readahead_stop(&self, ahead_end: u64, size: u64) -> u64 {
         if ahead_end >= size {
             return size;
         }
@@ -262,7 +262,7 @@ impl File {
     /// Fetches `[start, end)` into the cache in the background, within the client's
     /// read-ahead budget; pages already cached are skipped, and nothing is fetched when the
     /// budget is spent, or when a write dropped the file's pages since `generation`.
-    pub(super) fn prefetch(&self, start: u64, end: u64, size: u64, generation: u64) {
+    fn prefetch(&self, start: u64, end: u64, size: u64, generation: u64) {
         let Some(layout) = self.layout() else {
             return;
         };

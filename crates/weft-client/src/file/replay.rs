@@ -29,7 +29,7 @@ impl File {
     }
 
     /// Opens the file again in place of the lost handle `stale`.
-    pub(super) async fn reopen(&self, stale: u64) -> Result<(), ClientError> {
+    async fn reopen(&self, stale: u64) -> Result<(), ClientError> {
         let _one = self.reopening.lock().await;
         if self.handle() != stale {
             return Ok(()); // Another request of this file did it meanwhile.

@@ -35,7 +35,7 @@ impl File {
     /// Records what this handle wrote on the MDT (size, times, data version), once per
     /// batch of writes: a later close does not stamp the times again, so times set
     /// explicitly after a flush (`cp -p`, `touch -d`) stay.
-    pub(super) async fn merge_size(&self, st: &mut State) -> Result<(), ClientError> {
+    async fn merge_size(&self, st: &mut State) -> Result<(), ClientError> {
         if st.modified {
             let (size, blocks) = (self.size.get(), st.known_blocks());
             self.on_handle(|h| self.mdt.size_merge(h, Some(size), blocks, true))

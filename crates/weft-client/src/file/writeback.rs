@@ -32,7 +32,7 @@ impl File {
     }
 
     /// Takes in the result of a finished background flush.
-    pub(super) fn absorb(&self, st: &mut State, done: Result<FlushResult, tokio::task::JoinError>) {
+    fn absorb(&self, st: &mut State, done: Result<FlushResult, tokio::task::JoinError>) {
         match done {
             Ok(Ok(objects)) => {
                 for (object, blocks) in objects {
@@ -125,12 +125,7 @@ impl File {
         Ok(start)
     }
 
-    pub(super) async fn write_part(
-        &self,
-        offset: u64,
-        data: &[u8],
-        append: bool,
-    ) -> Result<u64, ClientError> {
+    async fn write_part(&self, offset: u64, data: &[u8], append: bool) -> Result<u64, ClientError> {
         if self.access == AccessMode::Read {
             return Err(errno(Errno::BadF, "file not open for writing"));
         }
@@ -224,7 +219,7 @@ impl File {
     }
 
     /// Copies `data` into the dirty extents (budget and grant already taken).
-    pub(super) fn buffer(&self, st: &mut State, offset: u64, data: &[u8]) {
+    fn buffer(&self, st: &mut State, offset: u64, data: &[u8]) {
         let len = data.len() as u64;
         let end = offset + len;
         self.client.cache().invalidate_range(self.fid, offset, end);
@@ -246,7 +241,7 @@ impl File {
 
     /// Dirty bytes that trigger a background flush: enough full RPCs to keep every stripe's
     /// pipeline (`max_rpcs_in_flight`) busy, within a quarter of the dirty budget.
-    pub(super) fn flush_threshold(&self) -> u64 {
+    fn flush_threshold(&self) -> u64 {
         let p = self.client.params();
         let stripes = self
             .layout()
