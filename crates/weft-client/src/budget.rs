@@ -1,7 +1,8 @@
 //! A semaphore whose capacity follows a run-time knob: the client's bounds on dirty data,
 //! read-ahead and RPCs in flight all change when their parameter is set.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// Permits up to a capacity that can grow or shrink while permits are out.
@@ -22,7 +23,7 @@ impl Budget {
     /// Moves the capacity toward `want`. Shrinking takes only permits that are free; the
     /// rest are taken on later calls, as holders give them back.
     pub fn follow(&self, want: u64) {
-        let mut cap = self.capacity.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cap = self.capacity.lock();
         if want > *cap {
             self.sem.add_permits((want - *cap) as usize);
             *cap = want;
@@ -38,12 +39,12 @@ impl Budget {
 
     /// The current capacity.
     pub fn capacity(&self) -> u64 {
-        *self.capacity.lock().unwrap_or_else(|p| p.into_inner())
+        *self.capacity.lock()
     }
 
     /// Permits held now.
     pub fn in_use(&self) -> u64 {
-        let cap = self.capacity.lock().unwrap_or_else(|p| p.into_inner());
+        let cap = self.capacity.lock();
         cap.saturating_sub(self.sem.available_permits() as u64)
     }
 }

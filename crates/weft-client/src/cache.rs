@@ -1,5 +1,5 @@
-//! The client's data cache: 1 MiB pages of file data, least recently used out first,
-//! bounded by `llite.*.max_cached_mb`. Pages carry the file's data version at the time they
+//! The client's data cache: 1 MiB pages of file data, least recently used out first (an
+//! [`LruCache`] bounded by bytes), within `llite.*.max_cached_mb`. Pages carry the file's data version at the time they
 //! were read; an open that finds a newer version drops them (close-to-open consistency).
 //!
 //! Each file also has a generation, bumped whenever its pages are dropped (a write, a
@@ -10,26 +10,33 @@
 
 use crate::params::{ClientParams, Param};
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use lru::LruCache;
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::Arc;
 use weft_proto::Fid;
 
 /// Bytes per cache page.
 pub const CACHE_PAGE: u64 = 1 << 20;
 
-struct Page {
-    data: Bytes,
-    tick: u64,
-}
-
-#[derive(Default)]
 struct Inner {
-    pages: HashMap<(Fid, u64), Page>,
-    lru: BTreeMap<u64, (Fid, u64)>,
+    /// Pages by file and index, least recently used first out; bounded by bytes (below),
+    /// not by count.
+    pages: LruCache<(Fid, u64), Bytes>,
     versions: HashMap<Fid, u64>,
     generations: HashMap<Fid, u64>,
     bytes: u64,
-    tick: u64,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            pages: LruCache::unbounded(),
+            versions: HashMap::new(),
+            generations: HashMap::new(),
+            bytes: 0,
+        }
+    }
 }
 
 /// Pages being fetched, each with what wakes those waiting for it.
@@ -53,7 +60,7 @@ pub struct Fetching {
 
 impl Drop for Fetching {
     fn drop(&mut self) {
-        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = self.pending.lock();
         for k in &self.keys {
             if p.get(k).is_some_and(|n| Arc::ptr_eq(n, &self.notify)) {
                 p.remove(k);
@@ -77,8 +84,8 @@ impl DataCache {
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<(Fid, u64), Arc<tokio::sync::Notify>>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    fn pending(&self) -> MutexGuard<'_, HashMap<(Fid, u64), Arc<tokio::sync::Notify>>> {
+        self.pending.lock()
     }
 
     /// Marks pages `lo..=hi` of `fid` that nobody is fetching yet as being fetched by the
@@ -124,18 +131,14 @@ impl DataCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Bytes held.
     pub fn bytes(&self) -> u64 {
-        self.lock().bytes
+        self.inner.lock().bytes
     }
 
     /// Drops a file's pages if they were read at another data version than `version`.
     pub fn validate(&self, fid: Fid, version: u64) {
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         if g.versions.get(&fid).is_some_and(|&v| v != version) {
             drop_pages(&mut g, fid, |_| true);
         }
@@ -144,25 +147,22 @@ impl DataCache {
 
     /// The file's generation: note it before fetching pages to [`insert`](Self::insert).
     pub fn generation(&self, fid: Fid) -> u64 {
-        self.lock().generations.get(&fid).copied().unwrap_or(0)
+        self.inner
+            .lock()
+            .generations
+            .get(&fid)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Page `index` of a file, if cached (and marks it used).
     pub fn get(&self, fid: Fid, index: u64) -> Option<Bytes> {
-        let mut g = self.lock();
-        g.tick += 1;
-        let tick = g.tick;
-        let page = g.pages.get_mut(&(fid, index))?;
-        let old = std::mem::replace(&mut page.tick, tick);
-        let data = page.data.clone();
-        g.lru.remove(&old);
-        g.lru.insert(tick, (fid, index));
-        Some(data)
+        self.inner.lock().pages.get(&(fid, index)).cloned()
     }
 
     /// Whether page `index` is cached.
     pub fn contains(&self, fid: Fid, index: u64) -> bool {
-        self.lock().pages.contains_key(&(fid, index))
+        self.inner.lock().pages.contains(&(fid, index))
     }
 
     /// Stores a page fetched at `generation`, evicting the least recently used pages
@@ -170,40 +170,34 @@ impl DataCache {
     /// dropped since, because the page may hold bytes from before a write.
     pub fn insert(&self, fid: Fid, index: u64, data: Bytes, generation: u64) -> bool {
         let limit = self.params.mb(Param::MaxCachedMb);
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         if g.generations.get(&fid).copied().unwrap_or(0) != generation {
             return false;
         }
-        g.tick += 1;
-        let tick = g.tick;
         let len = data.len() as u64;
-        if let Some(old) = g.pages.insert((fid, index), Page { data, tick }) {
-            g.lru.remove(&old.tick);
-            g.bytes -= old.data.len() as u64;
+        if let Some(old) = g.pages.put((fid, index), data) {
+            g.bytes -= old.len() as u64;
         }
-        g.lru.insert(tick, (fid, index));
         g.bytes += len;
         while g.bytes > limit {
-            let Some((_, key)) = g.lru.pop_first() else {
+            let Some((_, old)) = g.pages.pop_lru() else {
                 break;
             };
-            if let Some(p) = g.pages.remove(&key) {
-                g.bytes -= p.data.len() as u64;
-            }
+            g.bytes -= old.len() as u64;
         }
         true
     }
 
     /// Drops the pages of `fid` that overlap `[start, end)`.
     pub fn invalidate_range(&self, fid: Fid, start: u64, end: u64) {
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         let (first, last) = (start / CACHE_PAGE, end.div_ceil(CACHE_PAGE));
         drop_pages(&mut g, fid, |i| i >= first && i < last);
     }
 
     /// Drops every page of `fid`.
     pub fn invalidate(&self, fid: Fid) {
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         drop_pages(&mut g, fid, |_| true);
     }
 }
@@ -213,14 +207,13 @@ fn drop_pages(g: &mut Inner, fid: Fid, which: impl Fn(u64) -> bool) {
     *g.generations.entry(fid).or_insert(0) += 1;
     let keys: Vec<(Fid, u64)> = g
         .pages
-        .keys()
+        .iter()
+        .map(|(k, _)| *k)
         .filter(|(f, i)| *f == fid && which(*i))
-        .copied()
         .collect();
     for k in keys {
-        if let Some(p) = g.pages.remove(&k) {
-            g.lru.remove(&p.tick);
-            g.bytes -= p.data.len() as u64;
+        if let Some(p) = g.pages.pop(&k) {
+            g.bytes -= p.len() as u64;
         }
     }
 }

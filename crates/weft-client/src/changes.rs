@@ -28,8 +28,8 @@
 //! started or ended, at most `MAX_NAMES` of them before the older half is forgotten), so a
 //! process removing a directory's files one by one does not void the rest of the listing.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weft_proto::Fid;
@@ -208,7 +208,7 @@ impl Drop for Change<'_> {
     fn drop(&mut self) {
         let c = self.changes;
         if let Some((dir, name)) = &self.entry {
-            c.lock_names().moved(*dir, name);
+            c.names.lock().moved(*dir, name);
         }
         if self.any {
             c.any.fetch_add(1, Ordering::AcqRel);
@@ -229,7 +229,7 @@ impl Change<'_> {
         let Some((_, began)) = self.slots.iter().flatten().find(|(i, _)| *i == s) else {
             return;
         };
-        let mut dirs = self.changes.lock();
+        let mut dirs = self.changes.dirs.lock();
         if self.changes.stamp(s) != (*began, self.began_any) {
             return;
         }
@@ -248,19 +248,11 @@ impl Change<'_> {
 }
 
 impl Changes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Fid, ChangedDir>> {
-        self.dirs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_names(&self) -> std::sync::MutexGuard<'_, NameLog> {
-        self.names.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Where every counter stands now.
     pub(crate) fn snapshot(&self) -> Snapshot {
         // The entry sequence first: a change that starts while the slots are read has
         // moved it already, or moves it after this and is seen as later.
-        let names = self.lock_names().seq;
+        let names = self.names.lock().seq;
         Snapshot {
             any: self.any.load(Ordering::Acquire),
             slots: self
@@ -277,7 +269,7 @@ impl Changes {
     /// [`Scope::All`] started or ended since.
     pub(crate) fn entry_unchanged(&self, dir: Fid, name: &[u8], stamp: &EntryStamp) -> bool {
         let (s, v) = stamp.slot;
-        self.stamp(s) == (v, stamp.any) && self.lock_names().unchanged_since(dir, name, stamp.names)
+        self.stamp(s) == (v, stamp.any) && self.names.lock().unchanged_since(dir, name, stamp.names)
     }
 
     fn stamp(&self, slot: usize) -> Stamp {
@@ -297,7 +289,7 @@ impl Changes {
     /// the one a create makes or an unlink removes).
     pub(crate) fn begin_entry(&self, scope: Scope, entry: Option<(Fid, &[u8])>) -> Change<'_> {
         let entry = entry.map(|(dir, name)| {
-            self.lock_names().moved(dir, name);
+            self.names.lock().moved(dir, name);
             (dir, Box::from(name))
         });
         let any = scope == Scope::All;
@@ -320,7 +312,7 @@ impl Changes {
     /// taken (so used once): only if no change of this client that could alter them
     /// started or ended since, and they are at most `max_age` old.
     pub fn take_dir(&self, fid: Fid, max_age: Duration) -> Option<Attr> {
-        let mut dirs = self.lock();
+        let mut dirs = self.dirs.lock();
         let d = dirs.remove(&fid)?;
         (d.stamp == self.stamp(slot(fid)) && d.at.elapsed() <= max_age).then_some(d.attr)
     }

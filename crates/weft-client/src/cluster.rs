@@ -6,8 +6,9 @@ use crate::error::ClientError;
 use crate::mdt::MdtClient;
 use crate::mgs::MgsClient;
 use crate::ost::OstClient;
+use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 use weft_proto::handshake::FEATURES_SUPPORTED;
@@ -75,6 +76,29 @@ impl CallbackHandler for ConfigWatcher {
     }
 }
 
+/// A (lazily connecting) client of the MGS at `addr` for file system `fsname`.
+fn mgs_client(
+    opts: &ClusterOptions,
+    addr: &str,
+    fsname: &str,
+    callbacks: Option<Arc<dyn CallbackHandler>>,
+) -> MgsClient {
+    let hello = ConnectRequest {
+        fsname: fsname.to_string(),
+        client_uuid: opts.node_uuid,
+        protocol_version: PROTOCOL_VERSION,
+        features: FEATURES_SUPPORTED,
+        target: TargetId::MGS,
+    };
+    MgsClient::new(Reconnecting::new(
+        opts.transport.clone(),
+        addr.to_string(),
+        hello,
+        callbacks,
+        opts.rpc.clone(),
+    ))
+}
+
 impl Cluster {
     /// Connects to the MGS at `mgs_addr` and fetches the configuration of file system
     /// `fsname` (empty: whichever file system that MGS serves, as servers do at start).
@@ -83,23 +107,8 @@ impl Cluster {
         fsname: &str,
         opts: ClusterOptions,
     ) -> Result<Arc<Self>, ClientError> {
-        let transport = opts.transport.clone();
         let (tx, rx) = mpsc::unbounded_channel();
-        let hello = ConnectRequest {
-            fsname: fsname.to_string(),
-            client_uuid: opts.node_uuid,
-            protocol_version: PROTOCOL_VERSION,
-            features: FEATURES_SUPPORTED,
-            target: TargetId::MGS,
-        };
-        let conn = Reconnecting::new(
-            transport.clone(),
-            mgs_addr.to_string(),
-            hello,
-            Some(Arc::new(ConfigWatcher(tx))),
-            opts.rpc.clone(),
-        );
-        let mgs = MgsClient::new(conn);
+        let mgs = mgs_client(&opts, mgs_addr, fsname, Some(Arc::new(ConfigWatcher(tx))));
         let config = mgs.config().await?;
         if !fsname.is_empty() && config.fsname != fsname {
             return Err(ClientError::Invalid(format!(
@@ -107,19 +116,41 @@ impl Cluster {
                 config.fsname
             )));
         }
-        let cluster = Arc::new(Self {
+        let cluster = Arc::new(Self::with_config(opts, mgs, config));
+        tokio::spawn(refresh_on_callbacks(Arc::downgrade(&cluster), rx));
+        Ok(cluster)
+    }
+
+    /// A cluster with an empty configuration that has not contacted its MGS (nor will: no
+    /// callbacks are followed) and knows no targets: under a client whose object I/O is a
+    /// fake ([`crate::Client::offline`]).
+    pub fn offline(opts: ClusterOptions) -> Arc<Self> {
+        let mgs = mgs_client(&opts, "", "", None);
+        let config = FsConfig {
+            fsname: String::new(),
+            fs_uuid: Uuid::nil(),
+            version: 0,
+            targets: Vec::new(),
+            params: Default::default(),
+            pools: Default::default(),
+            fld: Vec::new(),
+            default_layout: Default::default(),
+        };
+        Arc::new(Self::with_config(opts, mgs, config))
+    }
+
+    fn with_config(opts: ClusterOptions, mgs: MgsClient, config: FsConfig) -> Self {
+        Self {
             fsname: config.fsname.clone(),
+            transport: opts.transport.clone(),
             opts,
-            transport,
             mgs,
             version: tokio::sync::watch::Sender::new(config.version),
             config: RwLock::new(Arc::new(config)),
             mdts: RwLock::default(),
             changes: Arc::default(),
             osts: RwLock::default(),
-        });
-        tokio::spawn(refresh_on_callbacks(Arc::downgrade(&cluster), rx));
-        Ok(cluster)
+        }
     }
 
     /// The file system's name.
@@ -145,17 +176,14 @@ impl Cluster {
 
     /// The configuration as last fetched.
     pub fn config(&self) -> Arc<FsConfig> {
-        self.config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.config.read().clone()
     }
 
     /// Fetches the configuration again and re-points clients of targets that moved.
     pub async fn refresh(&self) -> Result<Arc<FsConfig>, ClientError> {
         let fresh = Arc::new(self.mgs.config().await?);
         {
-            let mut cur = self.config.write().unwrap_or_else(|p| p.into_inner());
+            let mut cur = self.config.write();
             if fresh.version < cur.version {
                 return Ok(cur.clone());
             }
@@ -175,22 +203,12 @@ impl Cluster {
             };
             match t.id.kind {
                 TargetKind::Mdt => {
-                    if let Some(c) = self
-                        .mdts
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&t.id.index)
-                    {
+                    if let Some(c) = self.mdts.read().get(&t.id.index) {
                         conn_addr(c.connection());
                     }
                 }
                 TargetKind::Ost => {
-                    if let Some(c) = self
-                        .osts
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&t.id.index)
-                    {
+                    if let Some(c) = self.osts.read().get(&t.id.index) {
                         conn_addr(c.connection());
                     }
                 }
@@ -226,20 +244,8 @@ impl Cluster {
 
     /// The MDT and OST clients opened so far (for statistics), in index order.
     pub fn open_targets(&self) -> (Vec<Arc<MdtClient>>, Vec<Arc<OstClient>>) {
-        let mut mdts: Vec<_> = self
-            .mdts
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        let mut osts: Vec<_> = self
-            .osts
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let mut mdts: Vec<_> = self.mdts.read().values().cloned().collect();
+        let mut osts: Vec<_> = self.osts.read().values().cloned().collect();
         mdts.sort_by_key(|m| m.index());
         osts.sort_by_key(|o| o.index());
         (mdts, osts)
@@ -254,17 +260,12 @@ impl Cluster {
 
     /// The client of MDT `index`.
     pub fn mdt(&self, index: u32) -> Result<Arc<MdtClient>, ClientError> {
-        if let Some(c) = self
-            .mdts
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&index)
-        {
+        if let Some(c) = self.mdts.read().get(&index) {
             return Ok(c.clone());
         }
         let id = TargetId::mdt(index);
         let conn = self.reconnecting(id, self.address_of(id)?);
-        let mut mdts = self.mdts.write().unwrap_or_else(|p| p.into_inner());
+        let mut mdts = self.mdts.write();
         Ok(mdts
             .entry(index)
             .or_insert_with(|| Arc::new(MdtClient::new(index, conn, self.changes.clone())))
@@ -273,17 +274,12 @@ impl Cluster {
 
     /// The client of OST `index`.
     pub fn ost(&self, index: u32) -> Result<Arc<OstClient>, ClientError> {
-        if let Some(c) = self
-            .osts
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&index)
-        {
+        if let Some(c) = self.osts.read().get(&index) {
             return Ok(c.clone());
         }
         let id = TargetId::ost(index);
         let conn = self.reconnecting(id, self.address_of(id)?);
-        let mut osts = self.osts.write().unwrap_or_else(|p| p.into_inner());
+        let mut osts = self.osts.write();
         Ok(osts
             .entry(index)
             .or_insert_with(|| Arc::new(OstClient::new(index, conn)))

@@ -11,9 +11,10 @@
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::mdt::MdtClient;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use weft_proto::mdt::{
     Attr, Credentials, DirDefault, DirEntry, DirStripes, MdtReply, MdtRequest, ScanEntry, SetAttr,
 };
@@ -30,15 +31,11 @@ const STRIPE_CACHE_MAX: usize = 65536;
 
 impl StripeCache {
     fn get(&self, fid: Fid) -> Option<Arc<DirStripes>> {
-        self.known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&fid)
-            .cloned()
+        self.known.lock().get(&fid).cloned()
     }
 
     fn put(&self, fid: Fid, stripes: Arc<DirStripes>) {
-        let mut m = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.known.lock();
         if m.len() >= STRIPE_CACHE_MAX {
             m.clear();
         }

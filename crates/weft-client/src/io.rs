@@ -1,6 +1,10 @@
 //! The parallel I/O engine: turns layout pieces into OST RPCs, at most
 //! `osc.*.max_rpcs_in_flight` per OST and at most `osc.*.max_pages_per_rpc` each, all OSTs
 //! at once; resends an RPC whose connection broke or whose bulk arrived damaged.
+//!
+//! The engine reaches objects through the [`ObjectIo`] seam (`object`): the cluster's
+//! [`OstClient`](crate::OstClient)s in a mounted client, the in-memory [`fake`] or its
+//! [`failing`] twin in tests. The buffers a read returns are [`Parts`] (`parts`).
 
 use crate::budget::Budget;
 use crate::cluster::Cluster;
@@ -8,16 +12,26 @@ use crate::error::ClientError;
 use crate::layout::Piece;
 use crate::params::{ClientParams, Param};
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::ost::ObjectAttr;
 use weft_rpc::RpcError;
 
+pub mod failing;
+pub mod fake;
+mod object;
+mod parts;
+
+pub use object::{ObjectIo, ObjectTargets, Op};
+pub use parts::Parts;
+
 /// Sends data RPCs to OSTs in parallel.
 pub struct IoEngine {
-    cluster: Arc<Cluster>,
+    /// Where objects are read and written.
+    targets: Arc<dyn ObjectTargets>,
     params: Arc<ClientParams>,
     /// Each OST's in-flight limit, following `max_rpcs_in_flight`.
     limits: Mutex<HashMap<u32, Arc<Budget>>>,
@@ -45,8 +59,17 @@ fn retryable(e: &ClientError) -> bool {
 impl IoEngine {
     /// An engine over `cluster`'s OST clients.
     pub fn new(cluster: Arc<Cluster>, params: Arc<ClientParams>, retry_for: Duration) -> Self {
+        Self::with_targets(cluster, params, retry_for)
+    }
+
+    /// An engine over `targets` (a cluster's OST clients, or a fake).
+    pub fn with_targets(
+        targets: Arc<dyn ObjectTargets>,
+        params: Arc<ClientParams>,
+        retry_for: Duration,
+    ) -> Self {
         Self {
-            cluster,
+            targets,
             params,
             limits: Mutex::new(HashMap::new()),
             retry_for,
@@ -57,7 +80,7 @@ impl IoEngine {
     async fn permit(&self, ost: u32) -> Result<OwnedSemaphorePermit, ClientError> {
         let want = self.params.get(Param::MaxRpcsInFlight);
         let limit = {
-            let mut limits = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+            let mut limits = self.limits.lock();
             limits
                 .entry(ost)
                 .or_insert_with(|| Arc::new(Budget::new(want)))
@@ -76,13 +99,13 @@ impl IoEngine {
     /// window lasts.
     async fn with_retry<T, F, Fut>(&self, ost: u32, op: F) -> Result<T, ClientError>
     where
-        F: Fn(Arc<crate::ost::OstClient>) -> Fut,
+        F: Fn(Arc<dyn ObjectIo>) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
         let start = Instant::now();
         let mut delay = Duration::from_millis(20);
         loop {
-            let client = self.cluster.ost(ost)?;
+            let client = self.targets.target(ost)?;
             match op(client).await {
                 Err(e) if retryable(&e) && start.elapsed() + delay < self.retry_for => {
                     tracing::debug!(ost, error = %e, "resending OST request");
@@ -347,120 +370,10 @@ fn join_error(e: tokio::task::JoinError) -> ClientError {
     ClientError::Invalid(format!("I/O task failed: {e}"))
 }
 
-/// Consecutive buffers that together hold one range of a file, as the RPCs returned them.
-#[derive(Debug, Default, Clone)]
-pub struct Parts {
-    /// Each buffer with the offset of its first byte within the range.
-    parts: Vec<(u64, Bytes)>,
-    len: u64,
-}
-
-impl Parts {
-    /// Appends the next buffer.
-    pub fn push(&mut self, data: Bytes) {
-        if !data.is_empty() {
-            self.parts.push((self.len, data));
-            self.len += self.parts.last().map_or(0, |(_, d)| d.len() as u64);
-        }
-    }
-
-    /// Appends every buffer of `other`.
-    pub fn extend(&mut self, other: Parts) {
-        for (_, d) in other.parts {
-            self.push(d);
-        }
-    }
-
-    /// Bytes held.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Bytes `[a, b)` of the range (clamped to what is held): a slice of one buffer when
-    /// they lie in one, else a copy.
-    pub fn slice(&self, a: u64, b: u64) -> Bytes {
-        let b = b.min(self.len);
-        if a >= b {
-            return Bytes::new();
-        }
-        let first = self.parts.partition_point(|(start, _)| *start <= a) - 1;
-        let (start, data) = &self.parts[first];
-        if b - start <= data.len() as u64 {
-            return data.slice((a - start) as usize..(b - start) as usize);
-        }
-        let mut out = BytesMut::with_capacity((b - a) as usize);
-        for (start, data) in &self.parts[first..] {
-            if *start >= b {
-                break;
-            }
-            let x = a.saturating_sub(*start) as usize;
-            let y = ((b - start) as usize).min(data.len());
-            out.extend_from_slice(&data[x..y]);
-        }
-        out.freeze()
-    }
-
-    /// Everything in one buffer (no copy if there is one part).
-    pub fn concat(self) -> Bytes {
-        match self.parts.as_slice() {
-            [] => Bytes::new(),
-            [(_, only)] => only.clone(),
-            _ => self.slice(0, self.len),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    proptest! {
-        /// Any range of any split reads the same bytes as the whole.
-        #[test]
-        fn parts_slice_like_the_whole(
-            sizes in proptest::collection::vec(0usize..64, 0..8),
-            a in 0u64..600,
-            n in 0u64..600,
-        ) {
-            let total: usize = sizes.iter().sum();
-            let whole: Vec<u8> = (0..total).map(|i| (i * 7 % 251) as u8).collect();
-            let mut parts = Parts::default();
-            let mut at = 0;
-            for s in &sizes {
-                parts.push(Bytes::copy_from_slice(&whole[at..at + s]));
-                at += s;
-            }
-            prop_assert_eq!(parts.len(), total as u64);
-            let b = a.saturating_add(n);
-            let lo = (a as usize).min(total);
-            let hi = (b as usize).min(total).max(lo);
-            prop_assert_eq!(&parts.slice(a, b)[..], &whole[lo..hi]);
-            prop_assert_eq!(&parts.clone().concat()[..], &whole[..]);
-        }
-    }
-
-    fn one_component(stripe_size: u64, count: u32) -> weft_proto::layout::Layout {
-        use weft_proto::layout::{EOF, Layout, LayoutComponent};
-        Layout {
-            generation: 1,
-            components: vec![LayoutComponent {
-                id: 1,
-                start: 0,
-                end: EOF,
-                stripe_size,
-                stripe_count: count as i32,
-                pool: None,
-                osts: (0..count).collect(),
-                object_fid: None,
-            }],
-        }
-    }
 
     proptest! {
         /// RPCs cover the range in file order, put every byte where the layout says, are
@@ -474,7 +387,7 @@ mod tests {
             offset in 0u64..200_000,
             len in 0u64..300_000,
         ) {
-            let layout = one_component(stripe_kib * 4096, count);
+            let layout = crate::test_attrs::striped(stripe_kib * 4096, count);
             let pieces =
                 crate::layout::map_range(&layout, weft_proto::Fid::ROOT, offset, len).unwrap();
             let max = max_kib * 4096;
@@ -499,19 +412,5 @@ mod tests {
                 prop_assert_eq!(rpcs.len() as u64, len.div_ceil(max));
             }
         }
-    }
-
-    #[test]
-    fn a_slice_inside_one_part_is_not_a_copy() {
-        let mut parts = Parts::default();
-        let first = Bytes::from(vec![1u8; 100]);
-        parts.push(first.clone());
-        parts.push(Bytes::from(vec![2u8; 100]));
-        let s = parts.slice(10, 60);
-        assert_eq!(s.as_ptr(), first[10..].as_ptr());
-        assert_eq!(
-            &parts.slice(90, 110)[..],
-            &[[1u8; 10], [2u8; 10]].concat()[..]
-        );
     }
 }

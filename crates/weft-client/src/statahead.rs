@@ -33,9 +33,10 @@
 use crate::Client;
 use crate::changes::{Changes, EntryStamp, Snapshot};
 use crate::params::Param;
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use weft_proto::Fid;
 use weft_proto::mdt::{Attr, Credentials, FileKind};
@@ -98,10 +99,6 @@ impl Scan {
     }
 }
 
-fn lock(m: &Mutex<HashMap<Fid, DirAhead>>) -> MutexGuard<'_, HashMap<Fid, DirAhead>> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Statahead {
     /// The counters.
     pub fn stats(&self) -> StataheadStats {
@@ -114,7 +111,7 @@ impl Statahead {
 
     /// Takes `name`'s attributes if a scan of `parent` holds them, fresh.
     fn take(&self, parent: Fid, name: &[u8], changes: &Changes, max_age: Duration) -> Option<Attr> {
-        let mut dirs = lock(&self.dirs);
+        let mut dirs = self.dirs.lock();
         let scan = dirs.get_mut(&parent)?.scan.as_mut()?;
         if !scan.usable(max_age) {
             scan.entries = HashMap::new();
@@ -132,7 +129,7 @@ impl Statahead {
     /// Counts a lookup of a name of `parent` that went to the MDT and found it; whether a
     /// scan starts now.
     fn note(&self, parent: Fid, max_age: Duration) -> bool {
-        let mut dirs = lock(&self.dirs);
+        let mut dirs = self.dirs.lock();
         let now = Instant::now();
         if !dirs.contains_key(&parent) {
             // Forget directories whose lookups and scans are all stale.
@@ -203,7 +200,7 @@ impl Statahead {
         before: &Snapshot,
         max_entries: usize,
     ) -> bool {
-        let mut dirs = lock(&self.dirs);
+        let mut dirs = self.dirs.lock();
         let held: usize = dirs
             .values()
             .filter_map(|d| d.scan.as_ref())
@@ -232,7 +229,9 @@ impl Statahead {
 
     /// Marks `parent`'s scan finished.
     fn finish(&self, parent: Fid) {
-        if let Some(scan) = lock(&self.dirs)
+        if let Some(scan) = self
+            .dirs
+            .lock()
             .get_mut(&parent)
             .and_then(|d| d.scan.as_mut())
         {

@@ -1,6 +1,7 @@
-//! Attributes for unit tests.
+//! Attributes and layouts for unit tests.
 
 use weft_proto::Fid;
+use weft_proto::layout::{EOF, Layout, LayoutComponent};
 use weft_proto::mdt::{Attr, FileKind};
 
 /// The FID of object `oid` in a test sequence.
@@ -33,5 +34,22 @@ pub(crate) fn attr(fid: Fid, kind: FileKind) -> Attr {
         archive_id: 0,
         project_id: 0,
         open_count: 0,
+    }
+}
+
+/// A layout of one RAID0 component over OSTs `0..count`, `stripe_size` bytes per stripe.
+pub(crate) fn striped(stripe_size: u64, count: u32) -> Layout {
+    Layout {
+        generation: 1,
+        components: vec![LayoutComponent {
+            id: 1,
+            start: 0,
+            end: EOF,
+            stripe_size,
+            stripe_count: count as i32,
+            pool: None,
+            osts: (0..count).collect(),
+            object_fid: None,
+        }],
     }
 }

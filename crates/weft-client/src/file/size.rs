@@ -7,9 +7,10 @@
 //! no moment in which a handle reads with an end another has already moved (a read that
 //! stops short inside a file makes the kernel take that point for the end of the file).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use weft_proto::Fid;
 
 /// The size of one file, shared by its open handles in this client.
@@ -38,16 +39,12 @@ impl OpenSize {
 pub(crate) struct OpenSizes(Mutex<HashMap<Fid, Weak<OpenSize>>>);
 
 impl OpenSizes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Fid, Weak<OpenSize>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The size a new handle of `fid` shares, given the size the open found (`at_open`):
     /// that size if no handle of the file is open here or the open truncated the file,
     /// else the larger of it and the size the open handles know (they may hold writes not
     /// yet on the OSTs).
     pub(crate) fn join(&self, fid: Fid, at_open: u64, truncated: bool) -> Arc<OpenSize> {
-        let mut map = self.lock();
+        let mut map = self.0.lock();
         if let Some(size) = map.get(&fid).and_then(Weak::upgrade) {
             if truncated {
                 size.set(at_open);
@@ -63,7 +60,7 @@ impl OpenSizes {
 
     /// A truncate by path set `fid`'s size: its open handles here follow.
     pub(crate) fn truncated(&self, fid: Fid, size: u64) {
-        if let Some(s) = self.lock().get(&fid).and_then(Weak::upgrade) {
+        if let Some(s) = self.0.lock().get(&fid).and_then(Weak::upgrade) {
             s.set(size);
         }
     }
@@ -71,7 +68,7 @@ impl OpenSizes {
     /// Forgets `fid`'s entry when `size`, held by a handle being dropped, is its last
     /// holder.
     pub(crate) fn leave(&self, fid: Fid, size: &Arc<OpenSize>) {
-        let mut map = self.lock();
+        let mut map = self.0.lock();
         // Under the map's lock no other handle can join meanwhile.
         if Arc::strong_count(size) == 1 {
             map.remove(&fid);
@@ -81,7 +78,7 @@ impl OpenSizes {
     /// Files with an entry (for tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.0.lock().len()
     }
 }
 

@@ -1,0 +1,198 @@
+//! Attributes: lookups, `getattr` with the size from the OSTs (glimpse), `setattr` and the
+//! object punches a size change needs, extended attributes, `statfs` and metadata sync.
+
+use super::Client;
+use crate::error::ClientError;
+use crate::layout;
+use crate::mdt::Found;
+use weft_proto::Fid;
+use weft_proto::layout::Layout;
+use weft_proto::mdt::{Attr, Credentials, FileKind, SetAttr, StatFs, XattrMode};
+
+impl Client {
+    /// Looks `name` up in directory `parent`.
+    pub async fn lookup(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let attr = self.lookup_no_glimpse(parent, name, cred).await?;
+        self.glimpse(attr).await
+    }
+
+    /// A lookup with the size the MDT knows (an open asks the OSTs itself if it must).
+    pub(super) async fn lookup_no_glimpse(
+        &self,
+        parent: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let found = self
+            .in_shard(parent, name, |dir, mdt| async move {
+                mdt.lookup_entry(dir, name, cred).await
+            })
+            .await?;
+        match found {
+            Found::Here(attr) => Ok(attr),
+            Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await,
+        }
+    }
+
+    /// The attributes of `fid`. A regular file open somewhere gets its size from the OSTs
+    /// (glimpse), so a stat during a parallel write shows the bytes written so far.
+    pub async fn getattr(&self, fid: Fid) -> Result<Attr, ClientError> {
+        let attr = self.mdt(fid)?.getattr(fid).await?;
+        self.glimpse(attr).await
+    }
+
+    pub(super) async fn glimpse(&self, mut attr: Attr) -> Result<Attr, ClientError> {
+        if attr.kind != FileKind::Regular || attr.open_count == 0 {
+            return Ok(attr);
+        }
+        let Some(layout) = self.mdt(attr.fid)?.get_layout(attr.fid).await? else {
+            return Ok(attr);
+        };
+        let mut size = attr.size;
+        let mut blocks = 0;
+        let mut asks = Vec::new();
+        for c in &layout.components {
+            for (i, &ost) in c.osts.iter().enumerate() {
+                let obj = c.object(attr.fid, i as u32);
+                asks.push(async move { (c, i as u32, self.engine.getattr(ost, obj).await) });
+            }
+        }
+        for (c, stripe, r) in futures::future::join_all(asks).await {
+            let a = r?;
+            if a.exists {
+                size = size.max(layout::file_end_for(c, stripe, a.size));
+                blocks += a.blocks;
+            }
+        }
+        attr.size = size;
+        // The OSTs know the allocation exactly; the MDT only what writers last told it.
+        attr.blocks = blocks;
+        Ok(attr)
+    }
+
+    /// Changes attributes; a size change also punches the objects.
+    pub async fn setattr(
+        &self,
+        fid: Fid,
+        set: SetAttr,
+        cred: &Credentials,
+    ) -> Result<Attr, ClientError> {
+        let mdt = self.mdt(fid)?;
+        if let Some(size) = set.size {
+            // Permission first (the MDT checks it), then the data.
+            let attr = mdt.setattr(fid, set, cred).await?;
+            let layout = mdt.get_layout(fid).await?;
+            self.truncate_objects(fid, layout.as_ref(), size).await?;
+            self.cache.invalidate(fid);
+            self.open_sizes.truncated(fid, size);
+            return Ok(attr);
+        }
+        let owner_or_mode = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
+        let attr = mdt.setattr(fid, set, cred).await?;
+        if owner_or_mode && attr.kind == FileKind::Directory {
+            self.copy_to_shards(&attr).await?;
+        }
+        Ok(attr)
+    }
+
+    /// Punches every instantiated object of a file to its share of `size`.
+    pub(crate) async fn truncate_objects(
+        &self,
+        fid: Fid,
+        layout: Option<&Layout>,
+        size: u64,
+    ) -> Result<(), ClientError> {
+        let Some(layout) = layout else { return Ok(()) };
+        let mut punches = Vec::new();
+        for c in &layout.components {
+            for (i, &ost) in c.osts.iter().enumerate() {
+                let obj = c.object(fid, i as u32);
+                let osize = layout::object_size_for(c, i as u32, size);
+                punches.push(self.engine.punch(ost, obj, osize));
+            }
+        }
+        for r in futures::future::join_all(punches).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// An extended attribute.
+    pub async fn getxattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<Vec<u8>, ClientError> {
+        self.mdt(fid)?.getxattr(fid, name, cred).await
+    }
+
+    /// Sets an extended attribute.
+    pub async fn setxattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        value: &[u8],
+        mode: XattrMode,
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        self.mdt(fid)?.setxattr(fid, name, value, mode, cred).await
+    }
+
+    /// Extended attribute names.
+    pub async fn listxattr(
+        &self,
+        fid: Fid,
+        cred: &Credentials,
+    ) -> Result<Vec<Vec<u8>>, ClientError> {
+        self.mdt(fid)?.listxattr(fid, cred).await
+    }
+
+    /// Removes an extended attribute.
+    pub async fn removexattr(
+        &self,
+        fid: Fid,
+        name: &[u8],
+        cred: &Credentials,
+    ) -> Result<(), ClientError> {
+        self.mdt(fid)?.removexattr(fid, name, cred).await
+    }
+
+    /// Makes every namespace and attribute change this client made durable on the MDTs
+    /// (they answer changes before their disks hold them, like a local file system):
+    /// `fsync(2)` of a file or a directory. Costs nothing when nothing changed since the
+    /// last sync.
+    pub async fn sync_metadata(&self) -> Result<(), ClientError> {
+        let (mdts, _) = self.cluster.open_targets();
+        futures::future::try_join_all(mdts.iter().map(|m| m.sync())).await?;
+        Ok(())
+    }
+
+    /// File system usage as `statfs` reports it: blocks from every OST, inodes from the MDTs.
+    pub async fn statfs(&self) -> Result<StatFs, ClientError> {
+        let config = self.cluster.config();
+        let mut out = StatFs {
+            bsize: 4096,
+            namelen: weft_proto::NAME_MAX as u32,
+            ..Default::default()
+        };
+        for t in config.targets_of(weft_proto::TargetKind::Ost) {
+            let s = self.cluster.ost(t.id.index)?.statfs().await?;
+            let scale = |b: u64| b.saturating_mul(u64::from(s.bsize)) / 4096;
+            out.blocks += scale(s.blocks);
+            out.bfree += scale(s.bfree);
+            out.bavail += scale(s.bavail);
+        }
+        for t in config.targets_of(weft_proto::TargetKind::Mdt) {
+            let s = self.cluster.mdt(t.id.index)?.statfs().await?;
+            out.files += s.files;
+            out.ffree += s.ffree;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,129 @@
+//! What makes a handle's writes visible and durable, and ends it: `flush` (close-to-open:
+//! data on the OSTs, size on the MDT), `fsync` (and durable there), `write_back` before a
+//! truncate made elsewhere, `truncate` and `close`.
+
+use super::{File, State};
+use crate::error::ClientError;
+
+impl File {
+    /// Writes buffered data to the OSTs and records the size (and the new data version) on
+    /// the MDT, keeping the file open; the OSTs are not asked to make it durable. This is
+    /// what `close(2)` needs: the next open on any client sees the bytes and the size
+    /// (close-to-open), and write errors reach the closer, without fsync's cost. Returns
+    /// the first write error since the last report.
+    pub async fn flush(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        self.flush_locked(&mut st).await?;
+        self.merge_size(&mut st).await
+    }
+
+    /// Whether [`flush`](Self::flush) would find nothing to do and succeed: no buffered
+    /// bytes, no flush in flight, no write error waiting, nothing to record on the MDT and
+    /// the handle still open. False when that cannot be told without waiting (another
+    /// call holds the handle's state), so a caller may skip `flush` only on `true`.
+    pub fn nothing_to_flush(&self) -> bool {
+        self.state.try_lock().is_ok_and(|st| {
+            !st.closed
+                && st.dirty.is_empty()
+                && st.flushing.is_none()
+                && st.error.is_none()
+                && !st.modified
+        })
+    }
+
+    /// Records what this handle wrote on the MDT (size, times, data version), once per
+    /// batch of writes: a later close does not stamp the times again, so times set
+    /// explicitly after a flush (`cp -p`, `touch -d`) stay.
+    async fn merge_size(&self, st: &mut State) -> Result<(), ClientError> {
+        if st.modified {
+            let (size, blocks) = (self.size.get(), st.known_blocks());
+            self.on_handle(|h| self.mdt.size_merge(h, Some(size), blocks, true))
+                .await?;
+            st.modified = false;
+        }
+        Ok(())
+    }
+
+    /// Writes this handle's buffered bytes to the OSTs and waits, recording nothing on the
+    /// MDT: a truncate made through another handle (or by path) must cut them, so it comes
+    /// first. A write error stays for this handle's next write, fsync or close.
+    pub async fn write_back(&self) {
+        let mut st = self.state.lock().await;
+        if st.closed {
+            return;
+        }
+        self.settle(&mut st).await;
+        self.start_flush(&mut st);
+        self.settle(&mut st).await;
+    }
+
+    /// Takes `size` as the file's size after a truncate made elsewhere (following
+    /// [`write_back`](Self::write_back)): [`size`](Self::size), later appends and the size
+    /// recorded at close start from it.
+    pub async fn size_changed(&self, size: u64) {
+        let mut st = self.state.lock().await;
+        self.size.set(size);
+        st.blocks.clear();
+    }
+
+    /// Writes buffered data, makes it durable on the OSTs, records the size on the MDT
+    /// and makes that (and this client's other metadata changes) durable there.
+    pub async fn fsync(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        self.flush_locked(&mut st).await?;
+        let touched = std::mem::take(&mut st.touched);
+        let syncs = touched
+            .iter()
+            .map(|&(ost, obj)| self.client.engine().sync(ost, obj));
+        for r in futures::future::join_all(syncs).await {
+            r?;
+        }
+        self.merge_size(&mut st).await?;
+        self.client.sync_metadata().await
+    }
+
+    /// Sets the file's size: drops buffered data past it, punches every object to its share
+    /// of the new size, and records the size on the MDT.
+    pub async fn truncate(&self, size: u64) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        self.flush_locked(&mut st).await?;
+        // What was written before the truncate gets its data version now; the truncate
+        // itself sets size, times and version on the MDT.
+        self.merge_size(&mut st).await?;
+        // Another client may have instantiated components this handle has not seen.
+        let layout = self.refresh_layout().await?;
+        self.client
+            .truncate_objects(self.fid, layout.as_deref(), size)
+            .await?;
+        let set = weft_proto::mdt::SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        self.mdt
+            .setattr(self.fid, set, &weft_proto::mdt::Credentials::root())
+            .await?;
+        self.client.cache().invalidate(self.fid);
+        self.size.set(size);
+        st.blocks.clear();
+        Ok(())
+    }
+
+    /// Writes what is buffered and closes the handle, merging the size into the MDT. The
+    /// first write error since the last fsync is returned (after the handle is closed).
+    pub async fn close(&self) -> Result<(), ClientError> {
+        let mut st = self.state.lock().await;
+        self.check_open(&st)?;
+        let flushed = self.flush_locked(&mut st).await;
+        st.closed = true;
+        let size = st.modified.then(|| self.size.get());
+        let blocks = st.modified.then(|| st.known_blocks()).flatten();
+        let modified = st.modified;
+        let closed = self
+            .on_handle(|h| self.mdt.close(h, size, blocks, modified))
+            .await;
+        flushed.and(closed)
+    }
+}
