@@ -64,13 +64,11 @@ impl Filesystem for WeftFs {
         if let Some(e) = self.ops.lookup_ahead(parent.0, name.as_bytes()) {
             return reply_entry(self.opts(), reply, e);
         }
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
-        self.spawn(
+        let (cred, name) = self.named(req, name);
+        self.spawn_entry(
             req,
             |s| async move { s.lookup(parent.0, &name, &cred).await },
             reply,
-            |r, e, s| reply_entry(s.opts(), r, e),
         );
     }
 
@@ -145,14 +143,12 @@ impl Filesystem for WeftFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
+        let (cred, name) = self.named(req, name);
         let mode = masked(mode, umask);
-        self.spawn(
+        self.spawn_entry(
             req,
             |s| async move { s.mknod(parent.0, &name, mode, rdev, &cred).await },
             reply,
-            |r, e, s| reply_entry(s.opts(), r, e),
         );
     }
 
@@ -165,36 +161,30 @@ impl Filesystem for WeftFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
+        let (cred, name) = self.named(req, name);
         let mode = masked(mode, umask);
-        self.spawn(
+        self.spawn_entry(
             req,
             |s| async move { s.mkdir(parent.0, &name, mode, &cred).await },
             reply,
-            |r, e, s| reply_entry(s.opts(), r, e),
         );
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
-        self.spawn(
+        let (cred, name) = self.named(req, name);
+        self.spawn_ok(
             req,
             |s| async move { s.unlink(parent.0, &name, &cred).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
-        self.spawn(
+        let (cred, name) = self.named(req, name);
+        self.spawn_ok(
             req,
             |s| async move { s.rmdir(parent.0, &name, &cred).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
@@ -206,14 +196,12 @@ impl Filesystem for WeftFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let cred = self.cred(req);
-        let name = link_name.as_bytes().to_vec();
+        let (cred, name) = self.named(req, link_name);
         let target = target.as_os_str().as_bytes().to_vec();
-        self.spawn(
+        self.spawn_entry(
             req,
             |s| async move { s.symlink(parent.0, &name, &target, &cred).await },
             reply,
-            |r, e, s| reply_entry(s.opts(), r, e),
         );
     }
 
@@ -227,18 +215,16 @@ impl Filesystem for WeftFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
+        let (cred, name) = self.named(req, name);
         let newname = newname.as_bytes().to_vec();
         let flags = flags.bits();
-        self.spawn(
+        self.spawn_ok(
             req,
             |s| async move {
                 s.rename(parent.0, &name, newparent.0, &newname, flags, &cred)
                     .await
             },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
@@ -250,13 +236,11 @@ impl Filesystem for WeftFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let cred = self.cred(req);
-        let name = newname.as_bytes().to_vec();
-        self.spawn(
+        let (cred, name) = self.named(req, newname);
+        self.spawn_entry(
             req,
             |s| async move { s.link(ino.0, newparent.0, &name, &cred).await },
             reply,
-            |r, e, s| reply_entry(s.opts(), r, e),
         );
     }
 
@@ -377,12 +361,7 @@ impl Filesystem for WeftFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(
-            req,
-            |s| async move { s.fsync(fh.0).await },
-            reply,
-            |r, (), _| r.ok(),
-        );
+        self.spawn_ok(req, |s| async move { s.fsync(fh.0).await }, reply);
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -452,12 +431,7 @@ impl Filesystem for WeftFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(
-            req,
-            |s| async move { s.fsyncdir().await },
-            reply,
-            |r, (), _| r.ok(),
-        );
+        self.spawn_ok(req, |s| async move { s.fsyncdir().await }, reply);
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -485,14 +459,12 @@ impl Filesystem for WeftFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
+        let (cred, name) = self.named(req, name);
         let value = value.to_vec();
-        self.spawn(
+        self.spawn_ok(
             req,
             |s| async move { s.setxattr(ino.0, &name, &value, flags, &cred).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
@@ -522,13 +494,11 @@ impl Filesystem for WeftFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
-        self.spawn(
+        let (cred, name) = self.named(req, name);
+        self.spawn_ok(
             req,
             |s| async move { s.removexattr(ino.0, &name, &cred).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
@@ -536,11 +506,10 @@ impl Filesystem for WeftFs {
         // Called only without `default_permissions`.
         let cred = self.cred(req);
         let mask = (mask.bits() & 0o7) as u32;
-        self.spawn(
+        self.spawn_ok(
             req,
             |s| async move { s.access(ino.0, mask, &cred).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
@@ -554,8 +523,7 @@ impl Filesystem for WeftFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let cred = self.cred(req);
-        let name = name.as_bytes().to_vec();
+        let (cred, name) = self.named(req, name);
         let mode = masked(mode, umask);
         self.spawn(
             req,
@@ -584,11 +552,10 @@ impl Filesystem for WeftFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.spawn(
+        self.spawn_ok(
             req,
             |s| async move { s.fallocate(fh.0, offset, length, mode).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 
@@ -661,11 +628,10 @@ impl Filesystem for WeftFs {
             pid,
         };
         let tid = req.pid();
-        self.spawn(
+        self.spawn_ok(
             req,
             move |s| async move { s.setlk(ino.0, lock, sleep, tid).await },
             reply,
-            |r, (), _| r.ok(),
         );
     }
 }

@@ -85,6 +85,11 @@ impl WeftFs {
         self.ops.caller(req.uid(), req.gid(), req.pid())
     }
 
+    /// The caller's credentials and a copy of the name a request is about.
+    fn named(&self, req: &Request, name: &OsStr) -> (Credentials, Vec<u8>) {
+        (self.cred(req), name.as_bytes().to_vec())
+    }
+
     /// The caller's job id.
     fn jobid(&self, req: &Request) -> Option<Arc<str>> {
         self.ops.jobid(req.pid(), req.uid(), req.gid())
@@ -102,6 +107,22 @@ impl WeftFs {
         D: FnOnce(R, T, &Ops) + Send + 'static,
     {
         self.spawn_as(self.jobid(req), work, reply, done);
+    }
+
+    /// [`WeftFs::spawn`] for a request answered with success alone.
+    fn spawn_ok<F>(&self, req: &Request, work: impl FnOnce(Arc<Ops>) -> F, reply: ReplyEmpty)
+    where
+        F: Future<Output = FsResult<()>> + Send + 'static,
+    {
+        self.spawn(req, work, reply, |r, (), _| r.ok());
+    }
+
+    /// [`WeftFs::spawn`] for a request answered with an entry.
+    fn spawn_entry<F>(&self, req: &Request, work: impl FnOnce(Arc<Ops>) -> F, reply: ReplyEntry)
+    where
+        F: Future<Output = FsResult<Entry>> + Send + 'static,
+    {
+        self.spawn(req, work, reply, |r, e, s| reply_entry(s.opts(), r, e));
     }
 
     /// [`WeftFs::spawn`] with a given job id, for requests whose caller must not be looked

@@ -101,7 +101,7 @@ impl Ops {
             // The kernel clears setuid/setgid after a write by a non-owner with a chmod in
             // the writer's name; the MDT would refuse it (EPERM), so it is made as root.
             let now = self.client.getattr(fid).await?;
-            if kills_suid(&now, mode, &cred) {
+            if kills_suid(Perms::of(&now), mode, &cred) {
                 cred = Credentials::root();
             }
         }
@@ -166,7 +166,7 @@ impl Ops {
     /// `default_permissions`: the same mode-bit rule as the MDT's.
     pub async fn access(&self, ino: u64, mask: u32, cred: &Credentials) -> FsResult<()> {
         let a = self.client.getattr(self.fid(ino)?).await?;
-        if mask == 0 || may(cred, &a, mask) {
+        if mask == 0 || may(cred, Perms::of(&a), mask) {
             Ok(())
         } else {
             Err(Failed::code(libc::EACCES))
@@ -184,16 +184,41 @@ impl Ops {
     }
 }
 
+/// What a permission check reads of an inode's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Perms {
+    /// The inode's type.
+    pub kind: FileKind,
+    /// Its mode bits.
+    pub mode: u32,
+    /// Its owner.
+    pub uid: u32,
+    /// Its group.
+    pub gid: u32,
+}
+
+impl Perms {
+    /// The permissions of `a`.
+    pub fn of(a: &Attr) -> Self {
+        Self {
+            kind: a.kind,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+        }
+    }
+}
+
 /// Whether a chmod to `mode` of a file now at `now`, by `cred`, is the kernel clearing
 /// setuid/setgid after a write by a non-owner: it only clears those bits.
-pub fn kills_suid(now: &Attr, mode: u32, cred: &Credentials) -> bool {
+pub fn kills_suid(now: Perms, mode: u32, cred: &Credentials) -> bool {
     let kept = now.mode & 0o7777;
     let cleared = kept & !mode & 0o6000;
     now.uid != cred.uid && cleared != 0 && mode & 0o7777 == kept & !cleared
 }
 
 /// Whether `cred` may access `a` for `mask` (`R_OK`/`W_OK`/`X_OK` bits), by mode bits.
-pub fn may(cred: &Credentials, a: &Attr, mask: u32) -> bool {
+pub fn may(cred: &Credentials, a: Perms, mask: u32) -> bool {
     if cred.uid == 0 {
         // Root may do anything, but execute only where some execute bit is set.
         return mask & 1 == 0 || a.kind == FileKind::Directory || a.mode & 0o111 != 0;
@@ -219,32 +244,15 @@ pub fn kernel_statfs(st: StatFs) -> StatFs {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use weft_proto::Fid;
-    use weft_proto::time::Timestamp;
 
-    /// Attributes of a `kind` with `mode`, owned by `uid`/`gid`.
-    pub(crate) fn attr(kind: FileKind, mode: u32, uid: u32, gid: u32) -> Attr {
-        let t = Timestamp { sec: 0, nsec: 0 };
-        Attr {
-            fid: Fid::ROOT,
+    fn perms(kind: FileKind, mode: u32, uid: u32, gid: u32) -> Perms {
+        Perms {
             kind,
             mode,
-            nlink: 1,
             uid,
             gid,
-            size: 0,
-            blocks: 0,
-            atime: t,
-            mtime: t,
-            ctime: t,
-            rdev: 0,
-            data_version: 0,
-            hsm_flags: 0,
-            archive_id: 0,
-            project_id: 0,
-            open_count: 0,
         }
     }
 
@@ -258,30 +266,30 @@ pub(crate) mod tests {
 
     #[test]
     fn mode_bits_decide_access() {
-        let f = attr(FileKind::Regular, 0o640, 10, 20);
-        assert!(may(&user(10, 99, &[]), &f, 6));
-        assert!(!may(&user(10, 99, &[]), &f, 1));
-        assert!(may(&user(11, 20, &[]), &f, 4));
-        assert!(may(&user(11, 5, &[20]), &f, 4), "supplementary group");
-        assert!(!may(&user(11, 20, &[]), &f, 2));
-        assert!(!may(&user(12, 5, &[]), &f, 4));
+        let f = perms(FileKind::Regular, 0o640, 10, 20);
+        assert!(may(&user(10, 99, &[]), f, 6));
+        assert!(!may(&user(10, 99, &[]), f, 1));
+        assert!(may(&user(11, 20, &[]), f, 4));
+        assert!(may(&user(11, 5, &[20]), f, 4), "supplementary group");
+        assert!(!may(&user(11, 20, &[]), f, 2));
+        assert!(!may(&user(12, 5, &[]), f, 4));
         // Root: anything but executing a file without an execute bit.
         let root = Credentials::root();
-        assert!(may(&root, &f, 6));
-        assert!(!may(&root, &f, 1));
-        assert!(may(&root, &attr(FileKind::Regular, 0o001, 1, 1), 1));
-        assert!(may(&root, &attr(FileKind::Directory, 0o000, 1, 1), 1));
+        assert!(may(&root, f, 6));
+        assert!(!may(&root, f, 1));
+        assert!(may(&root, perms(FileKind::Regular, 0o001, 1, 1), 1));
+        assert!(may(&root, perms(FileKind::Directory, 0o000, 1, 1), 1));
     }
 
     #[test]
     fn only_a_chmod_that_just_clears_setuid_of_anothers_file_is_made_as_root() {
-        let f = attr(FileKind::Regular, 0o6755, 10, 20);
+        let f = perms(FileKind::Regular, 0o6755, 10, 20);
         let writer = user(11, 20, &[]);
-        assert!(kills_suid(&f, 0o0755, &writer));
-        assert!(kills_suid(&f, 0o4755, &writer), "setgid only");
-        assert!(!kills_suid(&f, 0o0700, &writer), "other bits change too");
-        assert!(!kills_suid(&f, 0o6755, &writer), "nothing cleared");
-        assert!(!kills_suid(&f, 0o0755, &user(10, 20, &[])), "the owner");
+        assert!(kills_suid(f, 0o0755, &writer));
+        assert!(kills_suid(f, 0o4755, &writer), "setgid only");
+        assert!(!kills_suid(f, 0o0700, &writer), "other bits change too");
+        assert!(!kills_suid(f, 0o6755, &writer), "nothing cleared");
+        assert!(!kills_suid(f, 0o0755, &user(10, 20, &[])), "the owner");
     }
 
     #[test]
