@@ -5,8 +5,8 @@
 //! cost more than many requests themselves, so answers are kept for a short while per pid
 //! (and only while the uid and gid still match, since a process may change identity).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_proto::mdt::Credentials;
 
@@ -44,7 +44,7 @@ impl CredCache {
         }
         let now = Instant::now();
         {
-            let map = self.by_pid.lock().unwrap_or_else(|p| p.into_inner());
+            let map = self.by_pid.lock();
             if let Some(c) = map.get(&pid)
                 && c.cred.uid == uid
                 && c.cred.gid == gid
@@ -58,7 +58,7 @@ impl CredCache {
             gid,
             groups: read_groups(pid).unwrap_or_default(),
         };
-        let mut map = self.by_pid.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.by_pid.lock();
         if map.len() >= MAX_CACHED {
             map.clear();
         }

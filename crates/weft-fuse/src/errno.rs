@@ -1,15 +1,23 @@
-//! The one place where an error becomes the errno an application sees.
+//! The one place where an error becomes the errno an application sees: [`Failed`], what
+//! every operation of the mount returns on failure (the adapter hands its code to the
+//! kernel).
 
 use weft_client::ClientError;
 
-/// A failed request, as the kernel will be told.
+/// A failed request, as the kernel will be told: a positive Linux errno.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failed(pub fuser::Errno);
+pub struct Failed(i32);
 
 impl Failed {
-    /// Fails with the Linux errno `code`.
+    /// Fails with the Linux errno `code` (EIO if it is not a positive number, as the
+    /// kernel accepts no other).
     pub fn code(code: i32) -> Self {
-        Failed(fuser::Errno::from_i32(code))
+        Failed(if code > 0 { code } else { libc::EIO })
+    }
+
+    /// The Linux errno.
+    pub fn errno(self) -> i32 {
+        self.0
     }
 }
 
@@ -59,11 +67,18 @@ mod tests {
             Errno::NoSpc,
         ] {
             let f = Failed::from(ClientError::Remote(WireError::new(e, "x")));
-            assert_eq!(f.0.code(), e.code());
+            assert_eq!(f.errno(), e.code());
         }
         assert_eq!(
-            Failed::from(ClientError::Invalid("bad".into())).0,
-            fuser::Errno::EINVAL
+            Failed::from(ClientError::Invalid("bad".into())).errno(),
+            libc::EINVAL
         );
+    }
+
+    #[test]
+    fn codes_the_kernel_would_refuse_become_eio() {
+        assert_eq!(Failed::code(libc::ENOENT).errno(), libc::ENOENT);
+        assert_eq!(Failed::code(0).errno(), libc::EIO);
+        assert_eq!(Failed::code(-libc::ENOENT).errno(), libc::EIO);
     }
 }

@@ -11,8 +11,8 @@
 //! directory an inode was last found in (for `..`) and the data version its kernel page
 //! cache was filled at (for `FOPEN_KEEP_CACHE`).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use weft_proto::Fid;
 
 /// The FUSE root inode number.
@@ -83,18 +83,12 @@ impl InodeTable {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the maps half-updated in a way that
-        // matters more than refusing every later request would.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The inode number of `fid`, without taking a reference.
     pub fn ino_of(&self, fid: Fid) -> u64 {
         if let Some(ino) = flatten(fid) {
             return ino;
         }
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         if let Some(&ino) = g.fallback.get(&fid) {
             return ino;
         }
@@ -111,7 +105,7 @@ impl InodeTable {
         if ino == ROOT_INO {
             return ino;
         }
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         let e = g.by_ino.entry(ino).or_insert(Entry {
             fid,
             nlookup: 0,
@@ -127,7 +121,7 @@ impl InodeTable {
 
     /// Drops `n` kernel references; the entry goes when none are left.
     pub fn forget(&self, ino: u64, n: u64) {
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         let gone = match g.by_ino.get_mut(&ino) {
             Some(e) => {
                 e.nlookup = e.nlookup.saturating_sub(n);
@@ -146,7 +140,7 @@ impl InodeTable {
         if let Some(fid) = unflatten(ino) {
             return Some(fid);
         }
-        self.lock().by_ino.get(&ino).map(|e| e.fid)
+        self.inner.lock().by_ino.get(&ino).map(|e| e.fid)
     }
 
     /// The directory `ino` was last found in (the root for the root).
@@ -154,13 +148,13 @@ impl InodeTable {
         if ino == ROOT_INO {
             return Some(ROOT_INO);
         }
-        self.lock().by_ino.get(&ino).and_then(|e| e.parent)
+        self.inner.lock().by_ino.get(&ino).and_then(|e| e.parent)
     }
 
     /// Records that the kernel page cache of `ino` now holds data of `version`, and returns
     /// whether it held that same version before (so the kernel may keep it).
     pub fn page_cache_valid(&self, ino: u64, version: u64) -> bool {
-        let mut g = self.lock();
+        let mut g = self.inner.lock();
         match g.by_ino.get_mut(&ino) {
             Some(e) => e.cached_version.replace(version) == Some(version),
             None => false,
@@ -169,14 +163,14 @@ impl InodeTable {
 
     /// Forgets what the kernel page cache of `ino` holds (after this mount changed it).
     pub fn page_cache_changed(&self, ino: u64) {
-        if let Some(e) = self.lock().by_ino.get_mut(&ino) {
+        if let Some(e) = self.inner.lock().by_ino.get_mut(&ino) {
             e.cached_version = None;
         }
     }
 
     /// Number of inodes the kernel holds references on (for tests and statistics).
     pub fn len(&self) -> usize {
-        self.lock().by_ino.len()
+        self.inner.lock().by_ino.len()
     }
 
     /// Whether the kernel holds no references.

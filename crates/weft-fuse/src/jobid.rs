@@ -19,10 +19,11 @@
 //! waits for the answer only [`ENV_WAIT`]; past that it gets the `jobid_name` fallback,
 //! which is not cached, so the next request asks again.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::Arc;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a process's job id is trusted without reading its environment again.
@@ -97,11 +98,7 @@ impl EnvReader {
             var: var.to_string(),
             answer,
         };
-        let sent = self
-            .asks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .try_send(ask);
+        let sent = self.asks.lock().try_send(ask);
         match sent {
             Ok(()) => rx.recv_timeout(ENV_WAIT).map_err(|_| EnvUnavailable),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(EnvUnavailable),
@@ -132,7 +129,7 @@ impl JobIds {
         }
         let now = Instant::now();
         {
-            let map = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let map = self.cache.lock();
             if let Some((id, at)) = map.get(&(pid, uid))
                 && now.duration_since(*at) < TTL
             {
@@ -142,7 +139,7 @@ impl JobIds {
         let (id, complete) = self.derive(pid, uid, gid);
         let id = id.map(Arc::<str>::from);
         if complete {
-            let mut map = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut map = self.cache.lock();
             if map.len() >= MAX_CACHED {
                 map.clear();
             }

@@ -16,8 +16,8 @@
 //! not block (or is being killed), the wait is cancelled on the MDT and the kernel gets
 //! EINTR, which it turns into a restart or EINTR as the signal's disposition says.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::time::Duration;
 use weft_proto::mdt::{LOCK_TO_EOF, LockType};
 
@@ -64,18 +64,14 @@ pub struct LockOwners {
 }
 
 impl LockOwners {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, HashSet<u64>>> {
-        self.owners.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Notes that `owner` may hold locks on `ino`.
     pub fn add(&self, ino: u64, owner: u64) {
-        self.map().entry(ino).or_default().insert(owner);
+        self.owners.lock().entry(ino).or_default().insert(owner);
     }
 
     /// Forgets `owner` on `ino`; returns whether it was there (and so may hold locks).
     pub fn take(&self, ino: u64, owner: u64) -> bool {
-        let mut m = self.map();
+        let mut m = self.owners.lock();
         let Some(set) = m.get_mut(&ino) else {
             return false;
         };
@@ -158,8 +154,7 @@ mod tests {
 
     #[test]
     fn a_quiet_thread_has_no_signal_and_a_gone_one_is_noticed() {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() } as u32;
+        let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
         assert_eq!(signal_pending(tid), Some(false));
         assert_eq!(signal_pending(u32::MAX), None);
     }

@@ -1,9 +1,9 @@
 //! Mounting: a fuser session over [`WeftFs`], with its threads, kernel options and unmount.
 
-use crate::fs::WeftFs;
+use crate::adapter::WeftFs;
 use crate::options::MountOptions;
 use fuser::{Config, MountOption, SessionACL};
-use std::ffi::CString;
+use rustix::mount::UnmountFlags;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -66,8 +66,7 @@ impl Mount {
                 other => MountOption::CUSTOM(other.to_string()),
             });
         }
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = rustix::process::geteuid().is_root();
         let acl = if opts.allow_other.unwrap_or(root) {
             SessionACL::All
         } else {
@@ -106,15 +105,18 @@ impl Mount {
 /// Unmounts the file system at `mountpoint`; with `lazy`, detaches it at once even if it is
 /// busy (open files keep working until closed), otherwise fails with EBUSY if it is busy.
 pub fn unmount(mountpoint: &Path, lazy: bool) -> io::Result<()> {
-    let c = CString::new(mountpoint.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount point contains NUL"))?;
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-    let r = unsafe { libc::umount2(c.as_ptr(), if lazy { libc::MNT_DETACH } else { 0 }) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if mountpoint.as_os_str().as_bytes().contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "mount point contains NUL",
+        ));
     }
+    let flags = if lazy {
+        UnmountFlags::DETACH
+    } else {
+        UnmountFlags::empty()
+    };
+    Ok(rustix::mount::unmount(mountpoint, flags)?)
 }
 
 /// Whether a FUSE file system is mounted at `mountpoint` (read from `/proc/self/mountinfo`).

@@ -9,8 +9,8 @@
 //! attribute of that inode. Another client's `setcap` is seen after at most that long,
 //! as any other attribute change of another client is.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The attribute whose absence is remembered.
@@ -35,13 +35,10 @@ impl NoCaps {
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
-        self.until.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Whether `ino` is known, still, to have no `security.capability`.
     pub fn known_absent(&self, ino: u64) -> bool {
-        self.map()
+        self.until
+            .lock()
             .get(&ino)
             .is_some_and(|&deadline| Instant::now() < deadline)
     }
@@ -52,7 +49,7 @@ impl NoCaps {
             return;
         }
         let now = Instant::now();
-        let mut map = self.map();
+        let mut map = self.until.lock();
         if map.len() >= SWEEP_AT {
             map.retain(|_, deadline| *deadline > now);
             if map.len() >= SWEEP_AT {
@@ -64,7 +61,7 @@ impl NoCaps {
 
     /// This mount is changing `ino`'s extended attributes: ask the MDT again.
     pub fn forget(&self, ino: u64) {
-        self.map().remove(&ino);
+        self.until.lock().remove(&ino);
     }
 }
 
@@ -98,7 +95,7 @@ mod tests {
         for ino in 0..(SWEEP_AT as u64 + 10) {
             c.absent(ino);
         }
-        assert!(c.map().len() <= SWEEP_AT);
+        assert!(c.until.lock().len() <= SWEEP_AT);
         assert!(c.known_absent(SWEEP_AT as u64 + 9));
     }
 }

@@ -1,4 +1,5 @@
-//! weftfs attributes in the kernel's form.
+//! weftfs attributes in the kernel's form: file types, timestamps and `stat` fields as
+//! fuser takes them.
 
 use fuser::{FileAttr, FileType, INodeNo};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
