@@ -50,33 +50,10 @@ pub struct Opened {
 /// How long a read request to an MDT is resent over a broken connection.
 pub const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether sending a request twice is harmless: reads, and the lock requests that do not
-/// wait (setting, releasing or cancelling the same lock twice gives the same locks).
+/// Whether sending a request twice is harmless (see [`MdtRequest::is_idempotent`]): such
+/// requests are resent freely and never numbered.
 fn is_read(req: &MdtRequest) -> bool {
-    matches!(
-        req,
-        MdtRequest::Lookup { .. }
-            | MdtRequest::GetAttr { .. }
-            | MdtRequest::ReadLink { .. }
-            | MdtRequest::ReadDir { .. }
-            | MdtRequest::ScanDir { .. }
-            | MdtRequest::GetXattr { .. }
-            | MdtRequest::ListXattr { .. }
-            | MdtRequest::StatFs
-            | MdtRequest::GetLayout { .. }
-            | MdtRequest::GetDirStripes { .. }
-            | MdtRequest::GetDirDefault { .. }
-            | MdtRequest::FsckInodes { .. }
-            | MdtRequest::FsckEntries { .. }
-            // Making changes durable twice is making them durable.
-            | MdtRequest::Sync
-            // Instantiating leaves instantiated components alone: a resend changes nothing.
-            | MdtRequest::Instantiate { .. }
-            | MdtRequest::GetLock { .. }
-            | MdtRequest::SetLock { wait: None, .. }
-            | MdtRequest::CancelLockWait { .. }
-            | MdtRequest::ReleaseLocks { .. }
-    )
+    req.is_idempotent()
 }
 
 fn is_target_not_served_yet(e: &weft_rpc::RpcError) -> bool {
@@ -94,13 +71,7 @@ fn is_in_progress(e: &weft_rpc::RpcError) -> bool {
 /// Lock requests: never numbered or resent by [`MdtClient::call`] (a broken connection
 /// released the locks; the lock code decides what to do).
 fn is_lock(req: &MdtRequest) -> bool {
-    matches!(
-        req,
-        MdtRequest::GetLock { .. }
-            | MdtRequest::SetLock { .. }
-            | MdtRequest::CancelLockWait { .. }
-            | MdtRequest::ReleaseLocks { .. }
-    )
+    req.class() == weft_proto::mdt::RequestClass::Lock
 }
 
 /// Numbers of the requests that change state (see [`weft_rpc::resend`]).

@@ -40,22 +40,22 @@ pub(crate) struct Tx<'t> {
 
 impl<'t> Tx<'t> {
     pub fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
-        // Ids as in `redo::TABLES`.
+        use crate::redo::id;
         Ok(Self {
-            inodes: WTable::open(txn, 0)?,
-            dirents: WTable::open(txn, 1)?,
-            xattrs: WTable::open(txn, 2)?,
-            orphans: WTable::open(txn, 3)?,
-            destroy: WTable::open(txn, 4)?,
-            replies: WTable::open(txn, 5)?,
-            intents: WTable::open(txn, 6)?,
-            remote_ops: WTable::open(txn, 7)?,
-            remote_dirs: WTable::open(txn, 8)?,
-            dir_stripes: WTable::open(txn, 9)?,
-            dir_defaults: WTable::open(txn, 10)?,
-            rename_lock: WTable::open(txn, 11)?,
-            frozen: WTable::open(txn, 12)?,
-            meta: WTable::open(txn, 13)?,
+            inodes: WTable::open(txn, id::INODES)?,
+            dirents: WTable::open(txn, id::DIRENTS)?,
+            xattrs: WTable::open(txn, id::XATTRS)?,
+            orphans: WTable::open(txn, id::ORPHANS)?,
+            destroy: WTable::open(txn, id::DESTROY_LOG)?,
+            replies: WTable::open(txn, id::REPLIES)?,
+            intents: WTable::open(txn, id::INTENTS)?,
+            remote_ops: WTable::open(txn, id::REMOTE_OPS)?,
+            remote_dirs: WTable::open(txn, id::REMOTE_DIRS)?,
+            dir_stripes: WTable::open(txn, id::DIR_STRIPES)?,
+            dir_defaults: WTable::open(txn, id::DIR_DEFAULTS)?,
+            rename_lock: WTable::open(txn, id::RENAME_LOCK)?,
+            frozen: WTable::open(txn, id::FROZEN)?,
+            meta: WTable::open(txn, id::META)?,
         })
     }
 

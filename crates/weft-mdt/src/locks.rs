@@ -380,13 +380,7 @@ impl LockTable {
 
     /// Whether `req` is a lock request (served here, not by the namespace).
     pub fn handles(req: &MdtRequest) -> bool {
-        matches!(
-            req,
-            MdtRequest::GetLock { .. }
-                | MdtRequest::SetLock { .. }
-                | MdtRequest::CancelLockWait { .. }
-                | MdtRequest::ReleaseLocks { .. }
-        )
+        req.class() == weft_proto::mdt::RequestClass::Lock
     }
 
     /// Serves a lock request; a blocking one returns when it is granted or refused.

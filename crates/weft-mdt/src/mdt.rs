@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
 use uuid::Uuid;
 use weft_proto::Message;
-use weft_proto::mdt::{Credentials, DirStripes, FileKind, MdtReply, MdtRequest};
+use weft_proto::mdt::{Credentials, DirStripes, FileKind, MdtReply, MdtRequest, RequestClass};
 use weft_proto::{Errno, Fid, Timestamp, WireError, WireResult};
 
 /// Object ids per FID sequence in production (every oid from 1 to `u32::MAX`).
@@ -186,7 +186,7 @@ impl Mdt {
         let txn = db.begin_write().map_err(StoreError::from)?;
         // Every table exists from the start: write transactions open only those they touch
         // (`redo::WTable`), and reads of a table never written would fail.
-        for def in crate::redo::TABLES {
+        for &(_, def) in crate::redo::TABLES {
             txn.open_table(def).map_err(StoreError::from)?;
         }
         // Commits a crash of the process left in the redo log only (see `redo`).
@@ -479,45 +479,36 @@ impl Mdt {
         req: MdtRequest,
     ) -> WireResult<MdtReply> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        if LockTable::handles(&req) {
-            let caller = Caller {
-                conn: conn_id,
-                client: Uuid::nil(),
-                closed: &|| false,
-            };
-            return self.locks.execute(&caller, req).await;
-        }
-        if !self.shutting_down()
+        let class = req.class();
+        if class == RequestClass::Change
+            && !self.shutting_down()
             && let Some(r) = crate::fast::try_run(&self.db, &self.handles, conn_id, &req)
         {
             self.counters.fast_ops.fetch_add(1, Ordering::Relaxed);
             return r.map_err(fail_to_wire);
         }
-        match req {
-            MdtRequest::Lookup { .. }
-            | MdtRequest::GetAttr { .. }
-            | MdtRequest::ReadLink { .. }
-            | MdtRequest::ReadDir { .. }
-            | MdtRequest::ScanDir { .. }
-            | MdtRequest::GetXattr { .. }
-            | MdtRequest::ListXattr { .. }
-            | MdtRequest::StatFs
-            | MdtRequest::GetDirStripes { .. }
-            | MdtRequest::GetDirDefault { .. }
-            | MdtRequest::DirParent { .. }
-            | MdtRequest::GetLayout { .. } => self.read(req).await,
-            MdtRequest::FsckInodes { after, max } => {
+        match (class, req) {
+            (RequestClass::Read, MdtRequest::FsckInodes { after, max }) => {
                 let db = self.db.clone();
                 self.blocking(move || crate::fsck::inodes(&db, after, max))
                     .await
             }
-            MdtRequest::FsckEntries { after, max } => {
+            (RequestClass::Read, MdtRequest::FsckEntries { after, max }) => {
                 let db = self.db.clone();
                 self.blocking(move || crate::fsck::entries(&db, after.as_deref(), max))
                     .await
             }
-            MdtRequest::Sync => self.write(conn_id, WriteOp::Sync).await,
-            _ => self.write(conn_id, WriteOp::Req(req, origin)).await,
+            (RequestClass::Read, req) => self.read(req).await,
+            (RequestClass::Lock, req) => {
+                let anonymous = Caller {
+                    conn: conn_id,
+                    client: Uuid::nil(),
+                    closed: &|| false,
+                };
+                self.locks.execute(&anonymous, req).await
+            }
+            (RequestClass::Sync, _) => self.write(conn_id, WriteOp::Sync).await,
+            (RequestClass::Change, req) => self.write(conn_id, WriteOp::Req(req, origin)).await,
         }
     }
 
