@@ -33,8 +33,8 @@
 //! Changes that stay on this MDT are committed without an fsync and appended to the redo
 //! log ([`redo`]) before they are answered; a durable commit empties the log. One is made
 //! after 4,096 deferred commits or 16 MiB of log, every commit interval (1 s by default),
-//! on a client's `Sync`, before anything another server acts on (cross-MDT steps, object
-//! destroys) and at shutdown. A process crash
+//! on a client's `Sync`, for any batch another server acts on (cross-MDT steps) and at
+//! shutdown. Objects are destroyed on OSTs only once the unlink that freed them is durable. A process crash
 //! loses nothing answered; a power failure at most the changes since the last durable
 //! commit. Cross-MDT steps are durable before they are answered.
 
