@@ -238,7 +238,9 @@ impl Committer {
         self.gate.enter()
     }
 
-    fn run_batch(&self, batch: Vec<Pending>) {
+    /// Applies `batch` in one transaction and answers it (what the commit thread does with
+    /// each batch it takes from the queue).
+    pub(crate) fn run_batch(&self, batch: Vec<Pending>) {
         let mut g = lock(&self.state);
         let Committing { engine, deferred } = &mut *g;
         run_batch(engine, batch, &self.destroy_wake, deferred);

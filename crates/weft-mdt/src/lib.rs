@@ -78,6 +78,7 @@ mod dir_moves;
 mod drivers;
 mod engine;
 pub mod error;
+pub mod failing_backend;
 mod fast;
 mod fsck;
 mod handles;

@@ -170,6 +170,30 @@ impl Mdt {
         opts: MdtOptions,
         cluster: Arc<dyn ClusterView>,
     ) -> Result<Arc<Mdt>, MdtError> {
+        Self::open_on(dir, opts, cluster, |path| Database::create(path))
+    }
+
+    /// Like [`Mdt::open`] with the store on `backend` instead of the file [`DB_FILE`] in
+    /// `dir` (which still holds the redo log). Tests use it to make the store fail (see
+    /// [`crate::failing_backend`]).
+    pub fn open_with_backend(
+        dir: &Path,
+        opts: MdtOptions,
+        cluster: Arc<dyn ClusterView>,
+        backend: impl redb::StorageBackend,
+    ) -> Result<Arc<Mdt>, MdtError> {
+        Self::open_on(dir, opts, cluster, |_| {
+            redb::Builder::new().create_with_backend(backend)
+        })
+    }
+
+    /// [`Mdt::open`] with the database made by `create` from the store file's path.
+    fn open_on(
+        dir: &Path,
+        opts: MdtOptions,
+        cluster: Arc<dyn ClusterView>,
+        create: impl FnOnce(&Path) -> Result<Database, redb::DatabaseError>,
+    ) -> Result<Arc<Mdt>, MdtError> {
         if opts.fsname.is_empty() || opts.fsname.len() > 255 {
             return Err(MdtError::Options("fsname must be 1 to 255 bytes".into()));
         }
@@ -180,7 +204,7 @@ impl Mdt {
         }
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let path = dir.join(DB_FILE);
-        let db = Arc::new(Database::create(&path).map_err(StoreError::from)?);
+        let db = Arc::new(create(&path).map_err(StoreError::from)?);
         let shown = dir.display().to_string();
 
         let txn = db.begin_write().map_err(StoreError::from)?;
@@ -454,6 +478,12 @@ impl Mdt {
         if let Some(t) = thread {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
+    }
+
+    /// The commit thread's state, for tests that hand it a batch of their making.
+    #[cfg(test)]
+    pub(crate) fn committer(&self) -> &Committer {
+        &self.committer
     }
 
     /// The file-lock table (in memory; see [`crate::locks`]).

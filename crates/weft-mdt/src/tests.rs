@@ -8,3 +8,4 @@ mod namespace_ops;
 mod readdir;
 mod rename_lock;
 mod resends;
+mod store_failures;
