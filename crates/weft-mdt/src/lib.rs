@@ -79,6 +79,7 @@ mod drivers;
 mod engine;
 pub mod error;
 pub mod failing_backend;
+pub mod failpoints;
 mod fast;
 mod fsck;
 mod handles;

@@ -203,6 +203,7 @@ impl Mdt {
             ));
         }
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        crate::failpoints::arm_from_env();
         let path = dir.join(DB_FILE);
         let db = Arc::new(create(&path).map_err(StoreError::from)?);
         let shown = dir.display().to_string();
@@ -484,6 +485,12 @@ impl Mdt {
     #[cfg(test)]
     pub(crate) fn committer(&self) -> &Committer {
         &self.committer
+    }
+
+    /// The ids of the handles connection `conn` holds open, for tests.
+    #[cfg(test)]
+    pub(crate) fn handles_of(&self, conn: u64) -> Vec<u64> {
+        lock(&self.handles).of_conn(conn)
     }
 
     /// The file-lock table (in memory; see [`crate::locks`]).
@@ -798,7 +805,7 @@ impl Mdt {
     /// is idempotent, so an unknown outcome is simply asked again), then finishes the
     /// intent with the answer.
     async fn drive_claimed_intent(&self, intent: Intent) -> WireResult<MdtReply> {
-        failpoint("cross_mdt.before_remote");
+        crate::failpoints::hit(crate::failpoints::CROSS_MDT_BEFORE_REMOTE);
         let root = || Credentials {
             uid: 0,
             gid: 0,
@@ -973,7 +980,7 @@ impl Mdt {
                 self.remove_shards(*master, shards).await?
             }
         };
-        failpoint("cross_mdt.before_finish");
+        crate::failpoints::hit(crate::failpoints::CROSS_MDT_BEFORE_FINISH);
         let forget = intent.kind.recorded_ops(intent.op);
         let peer = match &intent.kind {
             IntentKind::Unlink { fid, .. }
@@ -1256,16 +1263,5 @@ pub(crate) fn fail_to_wire(f: Fail) -> WireError {
         Fail::NeedSeq => WireError::new(Errno::Io, "no FID sequence"),
         Fail::CrossMdt(_) => WireError::new(Errno::Io, "a cross-MDT operation in a read"),
         Fail::NeedDirMove { .. } => WireError::new(Errno::Io, "a directory move in a read"),
-    }
-}
-
-/// Fault injection for crash tests: when the environment variable `WEFT_FAILPOINT` names
-/// `point`, the process aborts there (as a `kill -9` at that instant would stop it).
-pub(crate) fn failpoint(point: &str) {
-    static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let armed = ARMED.get_or_init(|| std::env::var("WEFT_FAILPOINT").ok());
-    if armed.as_deref() == Some(point) {
-        tracing::error!(point, "failpoint reached: aborting");
-        std::process::abort();
     }
 }

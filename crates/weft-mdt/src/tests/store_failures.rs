@@ -64,7 +64,7 @@ async fn a_failed_store_aborts_the_batch_and_reverts_its_handle_changes() {
         other => panic!("create replied {other:?}"),
     };
     mdt.execute(1, MdtRequest::Sync).await.unwrap();
-    assert_eq!(mdt.stats().open_handles, 1);
+    assert_eq!(mdt.handles_of(1), vec![h1]);
 
     // One batch opens a new file, closes "a" and must be durable; the disk refuses it.
     switch.fail_now(IoKinds::WRITE.or(IoKinds::SYNC).or(IoKinds::SET_LEN));
@@ -90,6 +90,7 @@ async fn a_failed_store_aborts_the_batch_and_reverts_its_handle_changes() {
     }
     assert!(switch.failures() > 0);
     // The new file's handle is gone and the closed one is open again.
+    assert_eq!(mdt.handles_of(1), vec![h1]);
     assert_eq!(mdt.stats().open_handles, 1);
 
     // redb refuses everything after an I/O error until the store is opened again: later
