@@ -384,7 +384,7 @@ pub struct LockHolder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{decode, encode};
+    use crate::codec::{Message, decode, encode};
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = LockKind> {
@@ -532,5 +532,39 @@ mod tests {
             "setlkw"
         );
         assert_eq!(reqs[1].op_name(), "setlk");
+    }
+
+    #[test]
+    fn requests_are_classed_once_for_servers_and_clients() {
+        let fid = Fid::ROOT;
+        assert_eq!(MdtRequest::DirParent { fid }.class(), RequestClass::Read);
+        assert!(MdtRequest::DirParent { fid }.is_idempotent());
+        assert_eq!(MdtRequest::Sync.class(), RequestClass::Sync);
+        assert!(MdtRequest::Sync.is_idempotent());
+        let lock = FileLock {
+            kind: LockKind::Posix,
+            typ: LockType::Write,
+            start: 0,
+            end: LOCK_TO_EOF,
+            owner: 1,
+            pid: 1,
+        };
+        let set = |wait| MdtRequest::SetLock { fid, lock: lock.clone(), wait };
+        assert_eq!(set(None).class(), RequestClass::Lock);
+        assert!(set(None).is_idempotent() && !set(Some(1)).is_idempotent());
+        let instantiate = MdtRequest::Instantiate {
+            handle: 1,
+            start: 0,
+            end: 1,
+        };
+        assert_eq!(instantiate.class(), RequestClass::Change);
+        assert!(instantiate.is_idempotent());
+        let unlink = MdtRequest::Unlink {
+            parent: fid,
+            name: b"x".to_vec(),
+            cred: Credentials::root(),
+        };
+        assert_eq!(unlink.class(), RequestClass::Change);
+        assert!(!unlink.is_idempotent());
     }
 }
