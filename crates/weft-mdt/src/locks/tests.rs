@@ -2,6 +2,7 @@
 //! disconnecting, deadlock and limit behaviour.
 
 use super::*;
+use super::ranges::{overlaps, touches};
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
