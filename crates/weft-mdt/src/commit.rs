@@ -12,14 +12,15 @@
 //! operation in it gets EIO and handle changes are reverted.
 
 use crate::dir_moves::DirMove;
-use crate::engine::{Effects, Engine, Tx, lock};
+use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, StoreError, store_to_wire};
 use crate::redo;
 use crate::remote::Intent;
 use crate::store;
+use parking_lot::Mutex;
 use redb::Durability;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, oneshot};
 use weft_proto::mdt::{MdtReply, MdtRequest};
@@ -245,7 +246,7 @@ impl Committer {
     /// Applies `batch` in one transaction and answers it (what the commit thread does with
     /// each batch it takes from the queue).
     pub(crate) fn run_batch(&self, batch: Vec<Pending>) {
-        let mut g = lock(&self.state);
+        let mut g = self.state.lock();
         let Committing { engine, deferred } = &mut *g;
         run_batch(engine, batch, &self.destroy_wake, deferred);
     }
@@ -258,7 +259,7 @@ impl Committer {
         if !p.op.may_defer() {
             return Some(p);
         }
-        let Ok(mut g) = self.state.try_lock() else {
+        let Some(mut g) = self.state.try_lock() else {
             return Some(p);
         };
         if !g.engine.redo.has_room(g.deferred.commits + 1) {
@@ -306,7 +307,7 @@ pub(crate) fn run(
     if !rest.is_empty() {
         committer.run_batch(rest);
     }
-    let mut g = lock(&committer.state);
+    let mut g = committer.state.lock();
     let Committing { engine, deferred } = &mut *g;
     if deferred.commits > 0 {
         // Leave nothing for the next start to redo.
@@ -366,7 +367,7 @@ fn run_batch(
     });
     if let Err(e) = result {
         tracing::error!(error = %e, "MDT commit failed; batch answered with EIO");
-        lock(&engine.handles).undo(fx.undo);
+        engine.handles.lock().undo(fx.undo);
         if let Ok(Some(meta)) = reload_meta(engine) {
             engine.meta = meta;
         }
@@ -383,7 +384,7 @@ fn run_batch(
         .store(u64::from(state.commits), Ordering::Relaxed);
     // Committed (or undone): opens and closes outside this thread may trust the inodes
     // this batch touched again.
-    lock(&engine.handles).end_batch();
+    engine.handles.lock().end_batch();
     engine.counters.ops.fetch_add(n, Ordering::Relaxed);
     for (reply, outcome) in outcomes {
         if let Some(reply) = reply {

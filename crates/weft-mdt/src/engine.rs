@@ -12,9 +12,10 @@ use crate::error::{Fail, StoreError};
 use crate::handles::{Handles, Undo};
 use crate::placement::Placement;
 use crate::store::{self, DestroyRecord, Inode, Meta, Readable};
+use parking_lot::{Mutex, MutexGuard};
 use redb::{Database, WriteTransaction};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use weft_proto::{Errno, Fid, FidSeqRange, ObjectId};
 
 pub(crate) use crate::redo::WTable;
@@ -146,7 +147,7 @@ const MAX_DEPTH: usize = 1 << 16;
 
 impl Engine {
     pub fn handles(&self) -> MutexGuard<'_, Handles> {
-        lock(&self.handles)
+        self.handles.lock()
     }
 
     /// Whether a new FID can be allocated without asking the MGS.
@@ -390,12 +391,6 @@ impl Engine {
         let left = in_cur.saturating_add(free.saturating_mul(self.seq_width));
         self.counters.fids_left.store(left, Ordering::Relaxed);
     }
-}
-
-/// Locks a mutex, recovering from poisoning (the protected maps stay consistent because
-/// every mutation is a single map operation).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The keys in `[start, end)` (`end` `None`: to the end of the table).

@@ -139,7 +139,11 @@ impl<B: StorageBackend> StorageBackend for FailingBackend<B> {
         self.inner.close()
     }
 
-    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+    fn try_lock_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
         self.inner.try_lock_range(start, end)
     }
 

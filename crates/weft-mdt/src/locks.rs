@@ -25,9 +25,9 @@
 //! Memory is bounded: a connection may hold at most [`LockLimits::per_connection`] lock
 //! records and queued waits together; past that a request fails with ENOLCK.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 use weft_proto::mdt::{FileLock, LockHolder, LockKind, LockType, MdtReply, MdtRequest};
@@ -163,7 +163,7 @@ impl LockTable {
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock()
     }
 
     /// Counters for monitoring.

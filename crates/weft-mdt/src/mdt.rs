@@ -5,7 +5,7 @@
 use crate::cluster::ClusterView;
 use crate::commit::{self, CommitConfig, Committer, Msg, Origin, Outcome, Pending, WriteOp};
 use crate::destroy::{self, DestroyConfig};
-use crate::engine::{Counters, Effects, Engine, Tx, lock};
+use crate::engine::{Counters, Effects, Engine, Tx};
 use crate::error::{Fail, MdtError, StoreError, store_to_wire};
 use crate::handles::Handles;
 use crate::locks::{Caller, LockLimits, LockTable};
@@ -14,10 +14,11 @@ use crate::placement::Placement;
 use crate::reads;
 use crate::redo::RedoLog;
 use crate::store::{self, FORMAT_VERSION, Inode, Meta};
+use parking_lot::Mutex;
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
 use uuid::Uuid;
@@ -207,7 +208,7 @@ impl Mdt {
             self.destroy_wake.clone(),
             self.destroy_cfg,
         ));
-        lock(&self.tasks).push(task);
+        self.tasks.lock().push(task);
         // Orphans of the previous run (files unlinked while open) wait for their clients
         // to open them again (open replay) for as long as a broken connection's handles
         // wait; those still unopened then are destroyed.
@@ -221,9 +222,9 @@ impl Mdt {
                 }
             }
         });
-        lock(&self.tasks).push(reap);
+        self.tasks.lock().push(reap);
         let finish = tokio::spawn(self.clone().finish_intents());
-        lock(&self.tasks).push(finish);
+        self.tasks.lock().push(finish);
         // Take a FID sequence now rather than at the first create: the MGS announces the
         // grant (the FID location database) to every client long before a FID of it is
         // handed out, so no client meets a FID it cannot route.
@@ -235,7 +236,7 @@ impl Mdt {
                 tracing::warn!(error = %e, "no FID sequence at start; will ask again when needed");
             }
         });
-        lock(&self.tasks).push(seq);
+        self.tasks.lock().push(seq);
         // Changes committed without an fsync are made durable within the interval.
         let (me, every) = (Arc::downgrade(self), self.commit_interval);
         let interval = tokio::spawn(async move {
@@ -251,7 +252,7 @@ impl Mdt {
                 }
             }
         });
-        lock(&self.tasks).push(interval);
+        self.tasks.lock().push(interval);
     }
 
     /// Stops background tasks and the commit thread after it has committed and answered
@@ -259,19 +260,19 @@ impl Mdt {
     /// closed), as if the process stopped. Drop every `Arc<Mdt>` afterwards to release the
     /// store so it can be opened again.
     pub async fn shutdown(&self) {
-        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        let tasks = std::mem::take(&mut *self.tasks.lock());
         for t in tasks {
             t.abort();
             let _ = t.await;
         }
-        let sender = lock(&self.sender).take();
+        let sender = self.sender.lock().take();
         if let Some(s) = sender {
             let (ack, rx) = oneshot::channel();
             if s.send(Msg::Shutdown(ack)).is_ok() {
                 let _ = rx.await;
             }
         }
-        let thread = lock(&self.thread).take();
+        let thread = self.thread.lock().take();
         if let Some(t) = thread {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
@@ -286,7 +287,7 @@ impl Mdt {
     /// The ids of the handles connection `conn` holds open, for tests.
     #[cfg(test)]
     pub(crate) fn handles_of(&self, conn: u64) -> Vec<u64> {
-        lock(&self.handles).of_conn(conn)
+        self.handles.lock().of_conn(conn)
     }
 
     /// The file-lock table (in memory; see [`crate::locks`]).
@@ -309,7 +310,7 @@ impl Mdt {
             files: self.counters.files.load(Ordering::Relaxed),
             orphans,
             pending_destroys,
-            open_handles: lock(&self.handles).len() as u64,
+            open_handles: self.handles.lock().len() as u64,
             commits: self.counters.commits.load(Ordering::Relaxed),
             write_ops: self.counters.ops.load(Ordering::Relaxed),
             fast_ops: self.counters.fast_ops.load(Ordering::Relaxed),
@@ -324,4 +325,3 @@ impl Mdt {
         }
     }
 }
-

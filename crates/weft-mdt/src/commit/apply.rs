@@ -3,6 +3,7 @@
 //! answered from their recorded replies.
 
 use super::*;
+use crate::namespace::NewFile;
 
 /// The open handle a request names, if any.
 fn handle_of(req: &MdtRequest) -> Option<u64> {
@@ -122,19 +123,19 @@ fn apply_req(
             layout,
             open,
             cred,
-        } => engine.create(
-            tx,
-            fx,
-            conn,
-            *parent,
-            name,
-            *mode,
-            *rdev,
-            *exclusive,
-            layout.as_ref(),
-            *open,
-            cred,
-        ),
+        } => {
+            let new = NewFile {
+                parent: *parent,
+                name,
+                mode: *mode,
+                rdev: *rdev,
+                exclusive: *exclusive,
+                layout: layout.as_ref(),
+                open: *open,
+                cred,
+            };
+            engine.create(tx, fx, conn, &new)
+        }
         MdtRequest::Mkdir {
             parent,
             name,

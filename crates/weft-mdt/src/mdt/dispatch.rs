@@ -60,7 +60,7 @@ impl Mdt {
     /// orphans). Does not wait.
     pub fn disconnect(&self, conn_id: u64) {
         self.locks.disconnect(conn_id);
-        if let Some(s) = lock(&self.sender).as_ref() {
+        if let Some(s) = self.sender.lock().as_ref() {
             let _ = s.send(Msg::Op(Pending {
                 conn: conn_id,
                 op: WriteOp::DropConn,
@@ -77,7 +77,7 @@ impl Mdt {
         if client.is_nil() {
             return self.disconnect(conn_id);
         }
-        let Some(sender) = lock(&self.sender).clone() else {
+        let Some(sender) = self.sender.lock().clone() else {
             return self.locks.disconnect(conn_id);
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -101,7 +101,7 @@ impl Mdt {
             if sender.send(Msg::Op(park)).is_err() || parked.await.is_err() {
                 return;
             }
-            let upto = lock(&handles).last_park();
+            let upto = handles.lock().last_park();
             tokio::time::sleep(grace).await;
             let _ = sender.send(Msg::Op(Pending {
                 conn: 0,
@@ -151,7 +151,7 @@ impl Mdt {
 
     /// Whether [`Mdt::shutdown`] has begun (writes are refused from then on).
     pub(crate) fn shutting_down(&self) -> bool {
-        lock(&self.sender).is_none()
+        self.sender.lock().is_none()
     }
 
     pub(crate) fn shut() -> WireError {
@@ -160,7 +160,7 @@ impl Mdt {
 
     pub(crate) async fn submit(&self, conn: u64, op: WriteOp) -> WireResult<Outcome> {
         let (reply, rx) = oneshot::channel();
-        let sender = lock(&self.sender).clone().ok_or_else(Self::shut)?;
+        let sender = self.sender.lock().clone().ok_or_else(Self::shut)?;
         let p = Pending {
             conn,
             op,
@@ -180,7 +180,7 @@ impl Mdt {
 
     /// Queues an internal write without waiting for it.
     pub(crate) fn submit_detached(&self, op: WriteOp) {
-        if let Some(s) = lock(&self.sender).as_ref() {
+        if let Some(s) = self.sender.lock().as_ref() {
             let _ = s.send(Msg::Op(Pending {
                 conn: 0,
                 op,

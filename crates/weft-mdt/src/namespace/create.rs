@@ -3,6 +3,27 @@
 
 use super::*;
 
+/// A file to create: the fields of [`weft_proto::mdt::MdtRequest::Create`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewFile<'a> {
+    /// The directory to create it in.
+    pub parent: Fid,
+    /// Its name.
+    pub name: &'a [u8],
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Device number (device nodes).
+    pub rdev: u64,
+    /// `O_EXCL`: an existing name fails with EEXIST instead of being opened.
+    pub exclusive: bool,
+    /// The layout asked for, instead of the directory's default.
+    pub layout: Option<&'a LayoutTemplate>,
+    /// Open it too, with these flags.
+    pub open: Option<OpenFlags>,
+    /// The caller.
+    pub cred: &'a Credentials,
+}
+
 impl Engine {
     /// Layout for a new regular file in `dir`.
     pub(super) fn new_layout(
@@ -40,21 +61,24 @@ impl Engine {
             .instantiate(&template, &osts, &pool, first_id, generation)?)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Creates a non-directory (and opens it for connection `conn` if asked).
     pub(crate) fn create(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         conn: u64,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
-        rdev: u64,
-        exclusive: bool,
-        layout: Option<&LayoutTemplate>,
-        open: Option<OpenFlags>,
-        cred: &Credentials,
+        new: &NewFile<'_>,
     ) -> Result<MdtReply, Fail> {
+        let NewFile {
+            parent,
+            name,
+            mode,
+            rdev,
+            exclusive,
+            layout,
+            open,
+            cred,
+        } = *new;
         let kind = if mode & 0o170000 == 0 {
             FileKind::Regular
         } else {

@@ -33,6 +33,7 @@ mod open;
 mod rename;
 mod xattr;
 
+pub(crate) use create::NewFile;
 pub(crate) use open::check_open;
 pub(crate) use xattr::{xattr_ns, xattr_permission};
 
@@ -134,4 +135,3 @@ impl Engine {
         MdtReply::Attr(ino.attr(fid, self.handles().count(fid)))
     }
 }
-

@@ -1,8 +1,8 @@
 //! Opens and closes that go through the commit thread (`O_TRUNC`, a size to record),
 //! size merges, and closing the handles of a connection that went away.
 
-use super::*;
 use super::attr::kill_suid;
+use super::*;
 
 impl Engine {
     /// Registers a handle after checking access; truncates for `O_TRUNC`.
@@ -160,7 +160,12 @@ impl Engine {
 
 /// Max-merges a writer's size and blocks into an inode and, if it wrote, bumps the times
 /// and the data version. Returns whether the inode changed.
-pub(super) fn merge_size(ino: &mut Inode, size: Option<u64>, blocks: Option<u64>, modified: bool) -> bool {
+pub(super) fn merge_size(
+    ino: &mut Inode,
+    size: Option<u64>,
+    blocks: Option<u64>,
+    modified: bool,
+) -> bool {
     let mut changed = false;
     let mut data_changed = modified;
     if let Some(s) = size.filter(|&s| s > ino.size) {

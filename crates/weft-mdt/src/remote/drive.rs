@@ -7,10 +7,10 @@ use crate::cluster::PeerError;
 use crate::commit::{Outcome, WriteOp};
 use crate::error::StoreError;
 use crate::mdt::{Mdt, fail_to_wire};
+use redb::ReadableDatabase;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::mdt::{DirStripes, MdtRequest};
-use redb::ReadableDatabase;
 use weft_proto::{Message, WireResult};
 
 impl Mdt {

@@ -216,6 +216,4 @@ pub(crate) fn new_op_id() -> u64 {
     uuid::Uuid::new_v4().as_u64_pair().0
 }
 
-impl Engine {
-}
-
+impl Engine {}

@@ -380,7 +380,6 @@ pub struct LockHolder {
     pub owner: u64,
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,7 +548,11 @@ mod tests {
             owner: 1,
             pid: 1,
         };
-        let set = |wait| MdtRequest::SetLock { fid, lock: lock.clone(), wait };
+        let set = |wait| MdtRequest::SetLock {
+            fid,
+            lock: lock.clone(),
+            wait,
+        };
         assert_eq!(set(None).class(), RequestClass::Lock);
         assert!(set(None).is_idempotent() && !set(Some(1)).is_idempotent());
         let instantiate = MdtRequest::Instantiate {

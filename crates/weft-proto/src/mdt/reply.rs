@@ -162,4 +162,3 @@ pub struct ScanEntry {
     /// layout templates are not layouts, directories carry `None`).
     pub layout: Option<Layout>,
 }
-

@@ -564,4 +564,3 @@ impl Message for MdtRequest {
         }
     }
 }
-
