@@ -548,11 +548,7 @@ mod tests {
             owner: 1,
             pid: 1,
         };
-        let set = |wait| MdtRequest::SetLock {
-            fid,
-            lock: lock.clone(),
-            wait,
-        };
+        let set = |wait| MdtRequest::SetLock { fid, lock, wait };
         assert_eq!(set(None).class(), RequestClass::Lock);
         assert!(set(None).is_idempotent() && !set(Some(1)).is_idempotent());
         let instantiate = MdtRequest::Instantiate {
