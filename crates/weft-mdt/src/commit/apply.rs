@@ -310,24 +310,7 @@ fn apply_req(
             data_version,
             cred,
         } => engine.swap_layouts(tx, fx, conn, *fid, *volatile, *handle, *data_version, cred),
-        MdtRequest::Lookup { .. }
-        | MdtRequest::GetAttr { .. }
-        | MdtRequest::ReadLink { .. }
-        | MdtRequest::ReadDir { .. }
-        | MdtRequest::ScanDir { .. }
-        | MdtRequest::GetXattr { .. }
-        | MdtRequest::ListXattr { .. }
-        | MdtRequest::StatFs
-        | MdtRequest::GetLayout { .. }
-        | MdtRequest::GetDirStripes { .. }
-        | MdtRequest::GetDirDefault { .. }
-        | MdtRequest::DirParent { .. }
-        | MdtRequest::FsckInodes { .. }
-        | MdtRequest::FsckEntries { .. }
-        | MdtRequest::GetLock { .. }
-        | MdtRequest::SetLock { .. }
-        | MdtRequest::CancelLockWait { .. }
-        | MdtRequest::ReleaseLocks { .. }
-        | MdtRequest::Sync => Err(crate::error::fail(Errno::Proto, "not a write operation")),
+        // Reads, lock requests and syncs (see `MdtRequest::class`) never come here.
+        _ => Err(crate::error::fail(Errno::Proto, "not a write operation")),
     }
 }

@@ -2,7 +2,7 @@
 //! ([`crate::failing_backend`]): the promise of `commit.rs` that a store failure aborts
 //! the whole batch, answers every operation in it with EIO and reverts its handle changes.
 
-use super::harness::{opts, root};
+use super::harness::{create_req, opts, root};
 use crate::commit::{Origin, Outcome, Pending, WriteOp};
 use crate::failing_backend::{FailSwitch, FailingBackend, IoKinds};
 use crate::{Mdt, MemoryCluster};
@@ -13,19 +13,11 @@ use weft_proto::mdt::{AccessMode, MdtReply, MdtRequest, OpenFlags};
 use weft_proto::{Errno, Fid};
 
 fn create(name: &str, open: bool) -> MdtRequest {
-    MdtRequest::Create {
-        parent: Fid::ROOT,
-        name: name.into(),
-        mode: 0o100644,
-        rdev: 0,
-        exclusive: true,
-        layout: None,
-        open: open.then_some(OpenFlags {
-            access: AccessMode::ReadWrite,
-            truncate: false,
-        }),
-        cred: root(),
-    }
+    let flags = OpenFlags {
+        access: AccessMode::ReadWrite,
+        truncate: false,
+    };
+    create_req(name, open.then_some(flags))
 }
 
 fn lookup(name: &str) -> MdtRequest {
