@@ -61,7 +61,7 @@
 //! # Several MDTs
 //! Names whose inode lives on another MDT (remote directories, striped directories'
 //! shards, files linked or renamed across MDTs) are made and removed through durable
-//! intents finished after any crash: see `remote.rs` and ARCHITECTURE.md ("Several MDTs").
+//! intents finished after any crash: see `remote/` and ARCHITECTURE.md ("Several MDTs").
 //! Directories moved to another parent run under the file system's rename lock
 //! (`dir_moves.rs`); `weft migrate -m` freezes, copies and replaces a directory
 //! (`migrate.rs`).
