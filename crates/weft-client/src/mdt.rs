@@ -1,17 +1,22 @@
-//! Typed access to one MDT.
+//! Typed access to one MDT: numbering changes for resends, resending over broken
+//! connections, and one method per request.
 
-use crate::changes::{Changes, Scope};
+use crate::changes::Changes;
 use crate::error::ClientError;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{
-    AccessMode, Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags,
-    ScanEntry, SetAttr, StatFs, XattrMode,
+    Attr, Credentials, DirEntry, DirHash, MdtReply, MdtRequest, OpenFlags, RenameFlags, ScanEntry,
+    SetAttr, StatFs, XattrMode,
 };
 use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::Reconnecting;
+
+mod scope;
+
+use scope::{change_scope, changed_entry, may_change_attrs};
 
 /// What a create returns: the new inode, its layout and, if asked, an open handle.
 #[derive(Debug, Clone)]
@@ -50,33 +55,10 @@ pub struct Opened {
 /// How long a read request to an MDT is resent over a broken connection.
 pub const RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether sending a request twice is harmless: reads, and the lock requests that do not
-/// wait (setting, releasing or cancelling the same lock twice gives the same locks).
+/// Whether sending a request twice is harmless (see [`MdtRequest::is_idempotent`]): such
+/// requests are resent freely and never numbered.
 fn is_read(req: &MdtRequest) -> bool {
-    matches!(
-        req,
-        MdtRequest::Lookup { .. }
-            | MdtRequest::GetAttr { .. }
-            | MdtRequest::ReadLink { .. }
-            | MdtRequest::ReadDir { .. }
-            | MdtRequest::ScanDir { .. }
-            | MdtRequest::GetXattr { .. }
-            | MdtRequest::ListXattr { .. }
-            | MdtRequest::StatFs
-            | MdtRequest::GetLayout { .. }
-            | MdtRequest::GetDirStripes { .. }
-            | MdtRequest::GetDirDefault { .. }
-            | MdtRequest::FsckInodes { .. }
-            | MdtRequest::FsckEntries { .. }
-            // Making changes durable twice is making them durable.
-            | MdtRequest::Sync
-            // Instantiating leaves instantiated components alone: a resend changes nothing.
-            | MdtRequest::Instantiate { .. }
-            | MdtRequest::GetLock { .. }
-            | MdtRequest::SetLock { wait: None, .. }
-            | MdtRequest::CancelLockWait { .. }
-            | MdtRequest::ReleaseLocks { .. }
-    )
+    req.is_idempotent()
 }
 
 fn is_target_not_served_yet(e: &weft_rpc::RpcError) -> bool {
@@ -94,13 +76,7 @@ fn is_in_progress(e: &weft_rpc::RpcError) -> bool {
 /// Lock requests: never numbered or resent by [`MdtClient::call`] (a broken connection
 /// released the locks; the lock code decides what to do).
 fn is_lock(req: &MdtRequest) -> bool {
-    matches!(
-        req,
-        MdtRequest::GetLock { .. }
-            | MdtRequest::SetLock { .. }
-            | MdtRequest::CancelLockWait { .. }
-            | MdtRequest::ReleaseLocks { .. }
-    )
+    req.class() == weft_proto::mdt::RequestClass::Lock
 }
 
 /// Numbers of the requests that change state (see [`weft_rpc::resend`]).
@@ -138,67 +114,6 @@ pub struct MdtClient {
     changes: Arc<Changes>,
     /// A request that changes state was sent since the last [`MdtClient::sync`].
     unsynced: AtomicBool,
-}
-
-/// Whether a request may change what lookups and getattrs return. Opens for reading and
-/// closes that record nothing change only the open count.
-fn may_change_attrs(req: &MdtRequest) -> bool {
-    match req {
-        MdtRequest::Open { flags, .. } => flags.access != AccessMode::Read || flags.truncate,
-        MdtRequest::Close {
-            size,
-            blocks,
-            modified,
-            ..
-        } => size.is_some() || blocks.is_some() || *modified,
-        r => !is_read(r),
-    }
-}
-
-/// The inodes whose attributes a request that may change attributes may alter (see
-/// [`crate::changes`]): the ones it names, when every inode it changes is named (the
-/// entry a create makes or an unlink removes is never a directory whose attributes the
-/// client keeps); every inode otherwise.
-fn change_scope(req: &MdtRequest) -> Scope {
-    match req {
-        MdtRequest::Create { parent, .. }
-        | MdtRequest::Mkdir { parent, .. }
-        | MdtRequest::MkdirOn { parent, .. }
-        | MdtRequest::MkdirStriped { parent, .. }
-        | MdtRequest::Symlink { parent, .. }
-        | MdtRequest::Unlink { parent, .. } => Scope::one(*parent),
-        MdtRequest::Link {
-            fid, new_parent, ..
-        } => Scope::Inodes([Some(*fid), Some(*new_parent)]),
-        MdtRequest::SetAttr { fid, .. }
-        | MdtRequest::SetXattr { fid, .. }
-        | MdtRequest::RemoveXattr { fid, .. }
-        | MdtRequest::SetDirDefault { fid, .. }
-        | MdtRequest::Open { fid, .. } => Scope::one(*fid),
-        // Sent for regular files only (a `File`'s handle): no directory changes.
-        MdtRequest::Close { .. } | MdtRequest::SizeMerge { .. } => Scope::NO_DIRECTORY,
-        _ => Scope::All,
-    }
-}
-
-/// The directory entry a request makes or removes (directory and name), tracked so that
-/// a listing read before it is not trusted for that name after it (see
-/// [`crate::changes`]). A create also opens (and may truncate) an existing name.
-fn changed_entry(req: &MdtRequest) -> Option<(Fid, &[u8])> {
-    match req {
-        MdtRequest::Create { parent, name, .. }
-        | MdtRequest::Mkdir { parent, name, .. }
-        | MdtRequest::MkdirOn { parent, name, .. }
-        | MdtRequest::MkdirStriped { parent, name, .. }
-        | MdtRequest::Symlink { parent, name, .. }
-        | MdtRequest::Unlink { parent, name, .. } => Some((*parent, name)),
-        MdtRequest::Link {
-            new_parent,
-            new_name,
-            ..
-        } => Some((*new_parent, new_name)),
-        _ => None,
-    }
 }
 
 macro_rules! expect_reply {

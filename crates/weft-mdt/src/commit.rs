@@ -12,18 +12,23 @@
 //! operation in it gets EIO and handle changes are reverted.
 
 use crate::dir_moves::DirMove;
-use crate::engine::{Effects, Engine, Tx, lock};
+use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, StoreError, store_to_wire};
 use crate::redo;
 use crate::remote::Intent;
 use crate::store;
+use parking_lot::Mutex;
 use redb::Durability;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, oneshot};
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::{Errno, FidSeqRange, WireError};
+
+mod apply;
+
+use apply::apply;
 
 /// A write operation for the commit thread.
 #[derive(Debug)]
@@ -238,8 +243,10 @@ impl Committer {
         self.gate.enter()
     }
 
-    fn run_batch(&self, batch: Vec<Pending>) {
-        let mut g = lock(&self.state);
+    /// Applies `batch` in one transaction and answers it (what the commit thread does with
+    /// each batch it takes from the queue).
+    pub(crate) fn run_batch(&self, batch: Vec<Pending>) {
+        let mut g = self.state.lock();
         let Committing { engine, deferred } = &mut *g;
         run_batch(engine, batch, &self.destroy_wake, deferred);
     }
@@ -252,7 +259,7 @@ impl Committer {
         if !p.op.may_defer() {
             return Some(p);
         }
-        let Ok(mut g) = self.state.try_lock() else {
+        let Some(mut g) = self.state.try_lock() else {
             return Some(p);
         };
         if !g.engine.redo.has_room(g.deferred.commits + 1) {
@@ -300,7 +307,7 @@ pub(crate) fn run(
     if !rest.is_empty() {
         committer.run_batch(rest);
     }
-    let mut g = lock(&committer.state);
+    let mut g = committer.state.lock();
     let Committing { engine, deferred } = &mut *g;
     if deferred.commits > 0 {
         // Leave nothing for the next start to redo.
@@ -360,7 +367,7 @@ fn run_batch(
     });
     if let Err(e) = result {
         tracing::error!(error = %e, "MDT commit failed; batch answered with EIO");
-        lock(&engine.handles).undo(fx.undo);
+        engine.handles.lock().undo(fx.undo);
         if let Ok(Some(meta)) = reload_meta(engine) {
             engine.meta = meta;
         }
@@ -377,7 +384,7 @@ fn run_batch(
         .store(u64::from(state.commits), Ordering::Relaxed);
     // Committed (or undone): opens and closes outside this thread may trust the inodes
     // this batch touched again.
-    lock(&engine.handles).end_batch();
+    engine.handles.lock().end_batch();
     engine.counters.ops.fetch_add(n, Ordering::Relaxed);
     for (reply, outcome) in outcomes {
         if let Some(reply) = reply {
@@ -542,333 +549,6 @@ fn reload_meta(engine: &Engine) -> Result<Option<store::Meta>, StoreError> {
     let r = engine.db.begin_read()?;
     let t = r.open_table(store::META)?;
     store::get_meta(&t)
-}
-
-/// The open handle a request names, if any.
-fn handle_of(req: &MdtRequest) -> Option<u64> {
-    match req {
-        MdtRequest::Close { handle, .. }
-        | MdtRequest::SizeMerge { handle, .. }
-        | MdtRequest::Instantiate { handle, .. }
-        | MdtRequest::SwapLayouts { handle, .. } => Some(*handle),
-        _ => None,
-    }
-}
-
-/// Applies one operation.
-fn apply(
-    engine: &mut Engine,
-    tx: &mut Tx<'_>,
-    fx: &mut Effects,
-    conn: u64,
-    op: &WriteOp,
-) -> Result<MdtReply, Fail> {
-    match op {
-        WriteOp::Req(req, n) => apply_numbered(engine, tx, fx, conn, n, req, None),
-        WriteOp::MoveDir(req, n, dm) => apply_numbered(engine, tx, fx, conn, n, req, Some(dm)),
-        WriteOp::DropConn => engine.drop_conn(tx, fx, conn),
-        WriteOp::ParkConn(client) => {
-            engine.handles().park(conn, *client);
-            Ok(MdtReply::Ok)
-        }
-        WriteOp::DropParked(client, before) => engine.drop_parked(tx, fx, *client, *before),
-        WriteOp::GrantSeq(range) => {
-            engine.grant(*range, fx);
-            Ok(MdtReply::Ok)
-        }
-        WriteOp::HasFids => {
-            if engine.fid_available() {
-                Ok(MdtReply::Ok)
-            } else {
-                Err(Fail::NeedSeq)
-            }
-        }
-        WriteOp::ReapOrphans => {
-            let reaped = engine.reap_orphans(tx, fx)?;
-            if reaped > 0 {
-                tracing::info!(
-                    reaped,
-                    "destroyed orphans of the previous run nobody reopened"
-                );
-            }
-            Ok(MdtReply::Ok)
-        }
-        WriteOp::FinishIntent(intent, outcome) => engine.finish_intent(tx, fx, intent, outcome),
-        // `run_batch` makes the batch durable.
-        WriteOp::Sync => Ok(MdtReply::Ok),
-        WriteOp::DestroyDone(seqs) => (|| {
-            for s in seqs {
-                tx.destroy.remove(s.to_be_bytes().as_slice())?;
-            }
-            fx.wrote = true;
-            Ok(MdtReply::Ok)
-        })(),
-    }
-}
-
-/// A client request: a resend of a numbered one is answered from its recorded reply.
-fn apply_numbered(
-    engine: &mut Engine,
-    tx: &mut Tx<'_>,
-    fx: &mut Effects,
-    conn: u64,
-    n: &Origin,
-    req: &MdtRequest,
-    dm: Option<&DirMove>,
-) -> Result<MdtReply, Fail> {
-    if n.seq == 0 || !n.resendable {
-        return apply_req(engine, tx, fx, conn, n, req, dm);
-    }
-    if let Some(reply) = crate::replies::recorded(tx, n)? {
-        return crate::replies::reconstruct(engine, tx, fx, conn, req, reply);
-    }
-    // Record the reply only if the operation changed something: one that did not (a
-    // failed check, a plain open) is harmless to run again, and recording it would cost a
-    // commit.
-    let wrote_before = std::mem::take(&mut fx.wrote);
-    let r = apply_req(engine, tx, fx, conn, n, req, dm);
-    if let Ok(reply) = &r
-        && fx.wrote
-    {
-        crate::replies::record(&engine.counters, tx, n, reply)?;
-    }
-    fx.wrote |= wrote_before;
-    r
-}
-
-fn apply_req(
-    engine: &mut Engine,
-    tx: &mut Tx<'_>,
-    fx: &mut Effects,
-    conn: u64,
-    origin: &Origin,
-    req: &MdtRequest,
-    dm: Option<&DirMove>,
-) -> Result<MdtReply, Fail> {
-    // A handle this client opened on a connection that broke becomes this connection's.
-    if let Some(h) = handle_of(req) {
-        engine.handles().adopt(conn, origin.client, h);
-    }
-    // A directory being migrated to another MDT does not change (the client waits).
-    Engine::check_unfrozen(tx, req)?;
-    match req {
-        MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
-        MdtRequest::Create {
-            parent,
-            name,
-            mode,
-            rdev,
-            exclusive,
-            layout,
-            open,
-            cred,
-        } => engine.create(
-            tx,
-            fx,
-            conn,
-            *parent,
-            name,
-            *mode,
-            *rdev,
-            *exclusive,
-            layout.as_ref(),
-            *open,
-            cred,
-        ),
-        MdtRequest::Mkdir {
-            parent,
-            name,
-            mode,
-            cred,
-        } => engine.mkdir_inheriting(tx, fx, *parent, name, *mode, cred, origin),
-        MdtRequest::Symlink {
-            parent,
-            name,
-            target,
-            cred,
-        } => engine.symlink(tx, fx, *parent, name, target, cred),
-        MdtRequest::Link {
-            fid,
-            new_parent,
-            new_name,
-            cred,
-        } => engine.link(tx, fx, *fid, *new_parent, new_name, cred, origin),
-        MdtRequest::Unlink { parent, name, cred } => {
-            engine.unlink(tx, fx, *parent, name, cred, false, origin)
-        }
-        MdtRequest::Rmdir { parent, name, cred } => {
-            engine.unlink(tx, fx, *parent, name, cred, true, origin)
-        }
-        MdtRequest::MkdirOn {
-            parent,
-            name,
-            mode,
-            mdt,
-            cred,
-        } => engine.prepare_mkdir_on(tx, fx, *parent, name, *mode, *mdt, cred, origin),
-        MdtRequest::MkdirStriped {
-            parent,
-            name,
-            mode,
-            count,
-            hash,
-            cred,
-        } => {
-            engine.prepare_mkdir_striped(tx, fx, *parent, name, *mode, *count, *hash, cred, origin)
-        }
-        MdtRequest::SealDir { fid, seal } => engine.seal_dir(tx, fx, *fid, *seal),
-        MdtRequest::AddLink { from, op, fid } => engine.add_link(tx, fx, *from, *op, *fid),
-        MdtRequest::DropLink {
-            from,
-            op,
-            fid,
-            sticky_owner,
-            cred,
-        } => engine.drop_link(tx, fx, *from, *op, *fid, *sticky_owner, cred),
-        MdtRequest::InsertEntry {
-            from,
-            op,
-            parent,
-            name,
-            fid,
-            kind,
-            noreplace,
-            cred,
-        } => engine.insert_entry(
-            tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
-        ),
-        MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
-        MdtRequest::MigrateDir {
-            parent,
-            name,
-            mdt,
-            cred,
-        } => engine.prepare_migrate(tx, fx, *parent, name, *mdt, cred, origin),
-        MdtRequest::FreezeDir {
-            fid,
-            from,
-            op,
-            freeze,
-        } => engine.freeze_dir(tx, fx, *fid, *from, *op, *freeze),
-        MdtRequest::InsertEntries { dir, entries } => engine.insert_entries(tx, fx, *dir, entries),
-        MdtRequest::DropMigrated { fid, max } => engine.drop_migrated(tx, fx, *fid, *max),
-        MdtRequest::RenameLock {
-            from,
-            op,
-            run,
-            action,
-        } => engine.rename_lock(tx, fx, *from, *op, *run, action),
-        MdtRequest::SetParent {
-            fid,
-            old_parent,
-            new_parent,
-        } => engine.set_parent(tx, fx, *fid, *old_parent, *new_parent),
-        MdtRequest::FsckRepair { repair } => engine.fsck_repair(tx, fx, repair),
-        MdtRequest::SetDirDefault { fid, default, cred } => {
-            engine.set_dir_default(tx, fx, *fid, default.as_ref(), cred)
-        }
-        MdtRequest::CreateRemoteDir {
-            from,
-            op,
-            parent,
-            mode,
-            uid,
-            gid,
-            default_layout,
-            dir_default,
-        } => engine.create_remote_dir(
-            tx,
-            fx,
-            *from,
-            *op,
-            *parent,
-            *mode,
-            *uid,
-            *gid,
-            default_layout.as_ref(),
-            dir_default.as_ref(),
-        ),
-        MdtRequest::RemoveRemoteDir {
-            fid,
-            parent,
-            sticky_owner,
-            cred,
-        } => engine.remove_remote_dir(tx, fx, *fid, *parent, *sticky_owner, cred),
-        MdtRequest::Rename {
-            src_parent,
-            src_name,
-            dst_parent,
-            dst_name,
-            flags,
-            cred,
-        } => engine.rename(
-            tx,
-            fx,
-            *src_parent,
-            src_name,
-            *dst_parent,
-            dst_name,
-            *flags,
-            cred,
-            origin,
-            dm,
-        ),
-        MdtRequest::SetXattr {
-            fid,
-            name,
-            value,
-            mode,
-            cred,
-        } => engine.setxattr(tx, fx, *fid, name, value, *mode, cred),
-        MdtRequest::RemoveXattr { fid, name, cred } => engine.removexattr(tx, fx, *fid, name, cred),
-        MdtRequest::Open { fid, flags, cred } => engine.open(tx, fx, conn, *fid, *flags, cred),
-        MdtRequest::Close {
-            handle,
-            size,
-            blocks,
-            modified,
-        } => engine.close(tx, fx, conn, *handle, *size, *blocks, *modified),
-        MdtRequest::SetLayout {
-            fid,
-            template,
-            cred,
-        } => engine.setlayout(tx, fx, *fid, template.as_ref(), cred),
-        MdtRequest::SizeMerge {
-            handle,
-            size,
-            blocks,
-            modified,
-        } => engine.size_merge(tx, fx, conn, *handle, *size, *blocks, *modified),
-        MdtRequest::Instantiate { handle, start, end } => {
-            engine.instantiate(tx, fx, conn, *handle, *start, *end)
-        }
-        MdtRequest::SwapLayouts {
-            fid,
-            volatile,
-            handle,
-            data_version,
-            cred,
-        } => engine.swap_layouts(tx, fx, conn, *fid, *volatile, *handle, *data_version, cred),
-        MdtRequest::Lookup { .. }
-        | MdtRequest::GetAttr { .. }
-        | MdtRequest::ReadLink { .. }
-        | MdtRequest::ReadDir { .. }
-        | MdtRequest::ScanDir { .. }
-        | MdtRequest::GetXattr { .. }
-        | MdtRequest::ListXattr { .. }
-        | MdtRequest::StatFs
-        | MdtRequest::GetLayout { .. }
-        | MdtRequest::GetDirStripes { .. }
-        | MdtRequest::GetDirDefault { .. }
-        | MdtRequest::DirParent { .. }
-        | MdtRequest::FsckInodes { .. }
-        | MdtRequest::FsckEntries { .. }
-        | MdtRequest::GetLock { .. }
-        | MdtRequest::SetLock { .. }
-        | MdtRequest::CancelLockWait { .. }
-        | MdtRequest::ReleaseLocks { .. }
-        | MdtRequest::Sync => Err(crate::error::fail(Errno::Proto, "not a write operation")),
-    }
 }
 
 #[cfg(test)]

@@ -421,7 +421,7 @@ impl Mdt {
         let op = new_op_id();
         self.take_rename_lock(op).await?;
         // A crash here leaves the lock with no intent: the next run releases it.
-        crate::mdt::failpoint("dir_move.locked");
+        crate::failpoints::hit(crate::failpoints::DIR_MOVE_LOCKED);
         let learned = async {
             let mut ancestors = Vec::new();
             let mut cur = dst_parent;

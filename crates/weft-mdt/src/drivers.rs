@@ -10,9 +10,9 @@
 //! driver first waits for the one before it, then goes on only if the intent is still
 //! stored, else answers from what the first one recorded.
 
-use crate::engine::lock;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::OwnedMutexGuard;
 
 type Slot = Arc<tokio::sync::Mutex<()>>;
@@ -34,7 +34,7 @@ pub(crate) struct Driving<'a> {
 impl Drivers {
     /// Waits until no other task of this process drives intent `op`, and claims it.
     pub(crate) async fn claim(&self, op: u64) -> Driving<'_> {
-        let slot = lock(&self.slots).entry(op).or_default().clone();
+        let slot = self.slots.lock().entry(op).or_default().clone();
         let mut driving = Driving {
             drivers: self,
             op,
@@ -47,14 +47,14 @@ impl Drivers {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        lock(&self.slots).len()
+        self.slots.lock().len()
     }
 }
 
 impl Drop for Driving<'_> {
     fn drop(&mut self) {
         self.guard = None;
-        let mut slots = lock(&self.drivers.slots);
+        let mut slots = self.drivers.slots.lock();
         // Only the map and this claim hold the slot: nobody waits for it, so it goes
         // (claims clone it under the map's lock, so the count cannot grow meanwhile).
         if Arc::strong_count(&self.slot) == 2 {

@@ -12,9 +12,10 @@ use crate::error::{Fail, StoreError};
 use crate::handles::{Handles, Undo};
 use crate::placement::Placement;
 use crate::store::{self, DestroyRecord, Inode, Meta, Readable};
+use parking_lot::{Mutex, MutexGuard};
 use redb::{Database, WriteTransaction};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use weft_proto::{Errno, Fid, FidSeqRange, ObjectId};
 
 pub(crate) use crate::redo::WTable;
@@ -40,22 +41,22 @@ pub(crate) struct Tx<'t> {
 
 impl<'t> Tx<'t> {
     pub fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
-        // Ids as in `redo::TABLES`.
+        use crate::redo::id;
         Ok(Self {
-            inodes: WTable::open(txn, 0)?,
-            dirents: WTable::open(txn, 1)?,
-            xattrs: WTable::open(txn, 2)?,
-            orphans: WTable::open(txn, 3)?,
-            destroy: WTable::open(txn, 4)?,
-            replies: WTable::open(txn, 5)?,
-            intents: WTable::open(txn, 6)?,
-            remote_ops: WTable::open(txn, 7)?,
-            remote_dirs: WTable::open(txn, 8)?,
-            dir_stripes: WTable::open(txn, 9)?,
-            dir_defaults: WTable::open(txn, 10)?,
-            rename_lock: WTable::open(txn, 11)?,
-            frozen: WTable::open(txn, 12)?,
-            meta: WTable::open(txn, 13)?,
+            inodes: WTable::open(txn, id::INODES)?,
+            dirents: WTable::open(txn, id::DIRENTS)?,
+            xattrs: WTable::open(txn, id::XATTRS)?,
+            orphans: WTable::open(txn, id::ORPHANS)?,
+            destroy: WTable::open(txn, id::DESTROY_LOG)?,
+            replies: WTable::open(txn, id::REPLIES)?,
+            intents: WTable::open(txn, id::INTENTS)?,
+            remote_ops: WTable::open(txn, id::REMOTE_OPS)?,
+            remote_dirs: WTable::open(txn, id::REMOTE_DIRS)?,
+            dir_stripes: WTable::open(txn, id::DIR_STRIPES)?,
+            dir_defaults: WTable::open(txn, id::DIR_DEFAULTS)?,
+            rename_lock: WTable::open(txn, id::RENAME_LOCK)?,
+            frozen: WTable::open(txn, id::FROZEN)?,
+            meta: WTable::open(txn, id::META)?,
         })
     }
 
@@ -146,7 +147,7 @@ const MAX_DEPTH: usize = 1 << 16;
 
 impl Engine {
     pub fn handles(&self) -> MutexGuard<'_, Handles> {
-        lock(&self.handles)
+        self.handles.lock()
     }
 
     /// Whether a new FID can be allocated without asking the MGS.
@@ -390,12 +391,6 @@ impl Engine {
         let left = in_cur.saturating_add(free.saturating_mul(self.seq_width));
         self.counters.fids_left.store(left, Ordering::Relaxed);
     }
-}
-
-/// Locks a mutex, recovering from poisoning (the protected maps stay consistent because
-/// every mutation is a single map operation).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The keys in `[start, end)` (`end` `None`: to the end of the table).

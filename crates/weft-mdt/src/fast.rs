@@ -9,13 +9,12 @@
 //! whenever the commit thread may be deciding something about the inode's handles, the
 //! request goes through the commit thread after all.
 
-use crate::engine::lock;
 use crate::error::{Fail, StoreError};
 use crate::handles::{Handle, Handles};
 use crate::namespace::check_open;
 use crate::store::{self, Inode};
+use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase};
-use std::sync::Mutex;
 use weft_proto::Fid;
 use weft_proto::mdt::{Credentials, MdtReply, MdtRequest};
 
@@ -49,7 +48,7 @@ fn open(
     flags: weft_proto::mdt::OpenFlags,
     cred: &Credentials,
 ) -> Option<Result<MdtReply, Fail>> {
-    let seen = lock(handles).batches();
+    let seen = handles.lock().batches();
     // A missing inode (or one on another MDT) is the commit thread's to answer.
     let ino = match committed_inode(db, fid) {
         Ok(ino) => ino?,
@@ -59,7 +58,7 @@ fn open(
     if let Err(e) = check_open(&ino, flags, cred, true) {
         return Some(Err(e));
     }
-    let mut h = lock(handles);
+    let mut h = handles.lock();
     let handle = Handle {
         fid,
         access: flags.access,
@@ -81,11 +80,11 @@ fn close(
     id: u64,
 ) -> Option<Result<MdtReply, Fail>> {
     let (seen, fid) = {
-        let h = lock(handles);
+        let h = handles.lock();
         (h.batches(), h.get(conn, id)?.fid)
     };
     let linked = committed_inode(db, fid).ok()??.nlink > 0;
-    lock(handles).close_untouched(conn, id, linked, seen)?;
+    handles.lock().close_untouched(conn, id, linked, seen)?;
     Some(Ok(MdtReply::Ok))
 }
 

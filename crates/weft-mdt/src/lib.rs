@@ -31,8 +31,10 @@
 //!
 //! # Durability
 //! Changes that stay on this MDT are committed without an fsync and appended to the redo
-//! log ([`redo`]) before they are answered; a durable commit every 64 of them, every
-//! commit interval, on a client's `Sync` and at shutdown empties the log. A process crash
+//! log ([`redo`]) before they are answered; a durable commit empties the log. One is made
+//! after 4,096 deferred commits or 16 MiB of log, every commit interval (1 s by default),
+//! on a client's `Sync`, for any batch another server acts on (cross-MDT steps) and at
+//! shutdown. Objects are destroyed on OSTs only once the unlink that freed them is durable. A process crash
 //! loses nothing answered; a power failure at most the changes since the last durable
 //! commit. Cross-MDT steps are durable before they are answered.
 
@@ -59,7 +61,7 @@
 //! # Several MDTs
 //! Names whose inode lives on another MDT (remote directories, striped directories'
 //! shards, files linked or renamed across MDTs) are made and removed through durable
-//! intents finished after any crash: see `remote.rs` and ARCHITECTURE.md ("Several MDTs").
+//! intents finished after any crash: see `remote/` and ARCHITECTURE.md ("Several MDTs").
 //! Directories moved to another parent run under the file system's rename lock
 //! (`dir_moves.rs`); `weft migrate -m` freezes, copies and replaces a directory
 //! (`migrate.rs`).
@@ -76,6 +78,8 @@ mod dir_moves;
 mod drivers;
 mod engine;
 pub mod error;
+pub mod failing_backend;
+pub mod failpoints;
 mod fast;
 mod fsck;
 mod handles;

@@ -2,8 +2,8 @@
 //! a default layout, a sequence allocator, and OSTs that can be taken down so destroys fail.
 
 use crate::cluster::{BoxFuture, ClusterView, OstInfo, PeerError};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard};
 use weft_proto::fid::FIRST_GRANTED_SEQ;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId};
@@ -45,33 +45,40 @@ impl MemoryCluster {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A poisoned lock only means a test thread panicked; the state is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Replaces the OST list.
     pub fn set_osts(&self, osts: Vec<OstInfo>) {
-        self.lock().osts = osts;
+        self.state.lock().osts = osts;
     }
 
     /// Sets the free space of OST `index`.
     pub fn set_free(&self, index: u32, free_bytes: u64) {
-        for o in self.lock().osts.iter_mut().filter(|o| o.index == index) {
+        for o in self
+            .state
+            .lock()
+            .osts
+            .iter_mut()
+            .filter(|o| o.index == index)
+        {
             o.free_bytes = free_bytes;
         }
     }
 
     /// Marks OST `index` active or inactive for allocation.
     pub fn set_active(&self, index: u32, active: bool) {
-        for o in self.lock().osts.iter_mut().filter(|o| o.index == index) {
+        for o in self
+            .state
+            .lock()
+            .osts
+            .iter_mut()
+            .filter(|o| o.index == index)
+        {
             o.active = active;
         }
     }
 
     /// Makes destroys on OST `index` fail (`down = true`) or succeed again.
     pub fn set_down(&self, index: u32, down: bool) {
-        let mut s = self.lock();
+        let mut s = self.state.lock();
         if down {
             s.down.insert(index);
         } else {
@@ -81,45 +88,45 @@ impl MemoryCluster {
 
     /// Defines (or replaces) a pool.
     pub fn set_pool(&self, name: &str, osts: Vec<u32>) {
-        self.lock().pools.insert(name.to_string(), osts);
+        self.state.lock().pools.insert(name.to_string(), osts);
     }
 
     /// Sets the file system's default layout.
     pub fn set_default_layout(&self, template: LayoutTemplate) {
-        self.lock().default_layout = template;
+        self.state.lock().default_layout = template;
     }
 
     /// Every object destroyed so far, in order (repeats show replays).
     pub fn destroyed(&self) -> Vec<(u32, ObjectId)> {
-        self.lock().destroyed.clone()
+        self.state.lock().destroyed.clone()
     }
 
     /// How many destroys failed because their OST was down.
     pub fn failed_destroys(&self) -> u64 {
-        self.lock().failed_destroys
+        self.state.lock().failed_destroys
     }
 
     /// How many sequence grants were asked for.
     pub fn seq_grants(&self) -> u64 {
-        self.lock().seq_grants
+        self.state.lock().seq_grants
     }
 }
 
 impl ClusterView for MemoryCluster {
     fn osts(&self) -> Vec<OstInfo> {
-        self.lock().osts.clone()
+        self.state.lock().osts.clone()
     }
 
     fn pool(&self, name: &str) -> Option<Vec<u32>> {
-        self.lock().pools.get(name).cloned()
+        self.state.lock().pools.get(name).cloned()
     }
 
     fn default_layout(&self) -> LayoutTemplate {
-        self.lock().default_layout.clone()
+        self.state.lock().default_layout.clone()
     }
 
     fn alloc_seq(&self, count: u32) -> BoxFuture<'_, Result<FidSeqRange, String>> {
-        let mut s = self.lock();
+        let mut s = self.state.lock();
         let start = s.next_seq;
         s.next_seq = start.saturating_add(u64::from(count.max(1)));
         s.seq_grants += 1;
@@ -135,7 +142,7 @@ impl ClusterView for MemoryCluster {
         ost: u32,
         objects: Vec<ObjectId>,
     ) -> BoxFuture<'_, Result<(), String>> {
-        let mut s = self.lock();
+        let mut s = self.state.lock();
         let result = if s.down.contains(&ost) {
             s.failed_destroys += 1;
             Err(format!("OST{ost:04x} is down"))

@@ -30,7 +30,8 @@ use crate::commit::Origin;
 use crate::dir_moves::unexpected;
 use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, fail};
-use crate::mdt::{Mdt, failpoint};
+use crate::failpoints;
+use crate::mdt::Mdt;
 use crate::names::check_name;
 use crate::namespace::load_dir;
 use crate::remote::{IntentKind, pending};
@@ -440,7 +441,7 @@ impl Mdt {
                 break;
             }
         }
-        failpoint("migrate.copied");
+        failpoints::hit(failpoints::MIGRATE_COPIED);
         // Extended attributes, then times (the copy changed the new one's).
         let names = match self
             .read_at(
@@ -493,7 +494,7 @@ impl Mdt {
 
     /// Step 2, second phase: the old directory's entries and inode go.
     pub(crate) async fn migrate_drop(&self, dir: Fid) -> WireResult<Result<MdtReply, WireError>> {
-        failpoint("migrate.switched");
+        failpoints::hit(failpoints::MIGRATE_SWITCHED);
         loop {
             let req = MdtRequest::DropMigrated {
                 fid: dir,

@@ -1,16 +1,15 @@
 //! Read-only operations, each in its own redb read transaction (a consistent snapshot of
 //! the last commit), run on blocking threads concurrently with the commit thread.
 
-use crate::engine::lock;
 use crate::error::{Fail, fail};
 use crate::handles::Handles;
 use crate::names::check_name;
 use crate::namespace::{XATTR_LIST_MAX, load, load_dir, not_striped, xattr_ns, xattr_permission};
 use crate::perm::{self, MAY_READ};
 use crate::store::{self, Dirent, Readable};
+use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, ReadableTableMetadata};
 use std::path::Path;
-use std::sync::Mutex;
 use weft_proto::mdt::{Credentials, DirEntry, FileKind, MdtReply, MdtRequest, ScanEntry, StatFs};
 use weft_proto::{Errno, Fid, NAME_MAX};
 
@@ -40,7 +39,7 @@ pub(crate) fn run(
     let inodes = r
         .open_table(store::INODES)
         .map_err(crate::error::StoreError::from)?;
-    let open_count = |fid: Fid| lock(handles).open_count(fid);
+    let open_count = |fid: Fid| handles.lock().open_count(fid);
     match req {
         MdtRequest::Lookup { parent, name, cred } => {
             let dirents = r
@@ -282,7 +281,7 @@ pub(crate) fn readdir(
         for e in &mut page {
             // Only attributes: the layouts after them in the record are not decoded.
             e.attr = store::get_inode_attrs(inodes, e.fid)?
-                .map(|a| a.attr(e.fid, lock(handles).open_count(e.fid)));
+                .map(|a| a.attr(e.fid, handles.lock().open_count(e.fid)));
         }
     }
     Ok((page, eof))

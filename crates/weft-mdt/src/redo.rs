@@ -59,24 +59,45 @@ pub const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 /// The key in [`store::META`] of the LSN of the last commit (8 bytes, big-endian).
 const LSN_KEY: &[u8] = b"redo_lsn";
 
-/// The tables a [`WTable`] can record changes of, by their id in the log. Ids are on
-/// disk: only ever append.
-pub(crate) const TABLES: [Def; 14] = [
-    store::INODES,
-    store::DIRENTS,
-    store::XATTRS,
-    store::ORPHANS,
-    store::DESTROY_LOG,
-    store::REPLIES,
-    store::INTENTS,
-    store::REMOTE_OPS,
-    store::REMOTE_DIRS,
-    store::DIR_STRIPES,
-    store::DIR_DEFAULTS,
-    store::RENAME_LOCK,
-    store::FROZEN,
-    store::META,
-];
+/// Declares every table a [`WTable`] can record changes of, each once with its id in
+/// redo-log frames: the constants of [`id`] and the list [`TABLES`].
+macro_rules! redo_tables {
+    ($($name:ident = $id:literal => $def:path,)*) => {
+        /// The id of each table in redo-log frames. Ids are on disk: never change or reuse
+        /// one (`table_ids_are_pinned`); a new table takes the next free id.
+        pub(crate) mod id {
+            $(
+                #[doc = concat!("The id of [`", stringify!($def), "`].")]
+                pub(crate) const $name: u8 = $id;
+            )*
+        }
+
+        /// Every table with its redo-log id.
+        pub(crate) const TABLES: &[(u8, Def)] = &[$(($id, $def)),*];
+    };
+}
+
+redo_tables! {
+    INODES = 0 => store::INODES,
+    DIRENTS = 1 => store::DIRENTS,
+    XATTRS = 2 => store::XATTRS,
+    ORPHANS = 3 => store::ORPHANS,
+    DESTROY_LOG = 4 => store::DESTROY_LOG,
+    REPLIES = 5 => store::REPLIES,
+    INTENTS = 6 => store::INTENTS,
+    REMOTE_OPS = 7 => store::REMOTE_OPS,
+    REMOTE_DIRS = 8 => store::REMOTE_DIRS,
+    DIR_STRIPES = 9 => store::DIR_STRIPES,
+    DIR_DEFAULTS = 10 => store::DIR_DEFAULTS,
+    RENAME_LOCK = 11 => store::RENAME_LOCK,
+    FROZEN = 12 => store::FROZEN,
+    META = 13 => store::META,
+}
+
+/// The table with redo-log id `id`.
+fn table_of(id: u8) -> Option<Def> {
+    TABLES.iter().find(|(i, _)| *i == id).map(|(_, def)| *def)
+}
 
 const PUT: u8 = 1;
 const REMOVE: u8 = 0;
@@ -98,15 +119,15 @@ pub(crate) struct WTable<'t> {
 }
 
 impl<'t> WTable<'t> {
-    /// Table `id` of [`TABLES`] in `txn` (opened when first used).
+    /// The table with redo-log id `id` (see [`id`]) in `txn` (opened when first used).
     pub fn open(txn: &'t WriteTransaction, id: u8) -> Result<Self, StoreError> {
-        let def = TABLES.get(usize::from(id)).ok_or(StoreError::Corrupt {
+        let def = table_of(id).ok_or(StoreError::Corrupt {
             table: "(redo)",
             message: format!("no table with id {id}"),
         })?;
         Ok(Self {
             txn,
-            def: *def,
+            def,
             table: OnceCell::new(),
             id,
             changes: Vec::new(),
@@ -263,7 +284,7 @@ impl RedoLog {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let mut lsn = {
-            let meta = WTable::open(txn, meta_id())?;
+            let meta = WTable::open(txn, id::META)?;
             read_lsn(&meta)?
         };
         let mut applied = 0;
@@ -290,7 +311,7 @@ impl RedoLog {
                 "the redo log ends with a frame cut short or damaged; it was never made durable and is dropped"
             );
         }
-        let mut meta = WTable::open(txn, meta_id())?;
+        let mut meta = WTable::open(txn, id::META)?;
         set_lsn(&mut meta, lsn)?;
         let log = Self {
             file,
@@ -349,10 +370,6 @@ impl RedoLog {
             }
         }
     }
-}
-
-fn meta_id() -> u8 {
-    (TABLES.len() - 1) as u8
 }
 
 fn read_lsn(meta: &WTable<'_>) -> Result<u64, StoreError> {
@@ -414,8 +431,8 @@ mod tests {
         let mut txn = db.begin_write().unwrap();
         let lsn = log.next_lsn();
         let body = {
-            let mut t = WTable::open(&txn, 0).unwrap();
-            let mut meta = WTable::open(&txn, meta_id()).unwrap();
+            let mut t = WTable::open(&txn, id::INODES).unwrap();
+            let mut meta = WTable::open(&txn, id::META).unwrap();
             for (k, v) in changes {
                 match v {
                     Some(v) => t.insert(k, v).map(|_| ()),
@@ -619,6 +636,48 @@ mod tests {
             let (_, applied) = recover(&d, part.path());
             proptest::prop_assert_eq!(&contents(&d), &states[applied as usize]);
         }
+    }
+
+    /// Redo-log frames name tables by these ids: a table renumbered would have the frames
+    /// written before an upgrade replayed into the wrong table.
+    #[test]
+    fn table_ids_are_pinned() {
+        use redb::TableHandle;
+        let pinned: [(u8, &str); 14] = [
+            (0, "inodes"),
+            (1, "dirents"),
+            (2, "xattrs"),
+            (3, "orphans"),
+            (4, "destroy_log"),
+            (5, "replies"),
+            (6, "intents"),
+            (7, "remote_ops"),
+            (8, "remote_dirs"),
+            (9, "dir_stripes"),
+            (10, "dir_defaults"),
+            (11, "rename_lock"),
+            (12, "frozen"),
+            (13, "meta"),
+        ];
+        let declared: Vec<(u8, &str)> = TABLES.iter().map(|(i, d)| (*i, d.name())).collect();
+        assert_eq!(declared, pinned);
+        let named = [
+            id::INODES,
+            id::DIRENTS,
+            id::XATTRS,
+            id::ORPHANS,
+            id::DESTROY_LOG,
+            id::REPLIES,
+            id::INTENTS,
+            id::REMOTE_OPS,
+            id::REMOTE_DIRS,
+            id::DIR_STRIPES,
+            id::DIR_DEFAULTS,
+            id::RENAME_LOCK,
+            id::FROZEN,
+            id::META,
+        ];
+        assert_eq!(named.to_vec(), (0..14).collect::<Vec<u8>>());
     }
 
     #[test]

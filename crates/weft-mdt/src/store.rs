@@ -16,7 +16,11 @@
 //! | `remote_dirs` | FID (16) | coordinator MDT index (4) + operation id (8) |
 //! | `dir_defaults` | directory FID (16) | `weft_proto::mdt::DirDefault` for its new subdirectories |
 //! | `dir_stripes` | master FID (16) | `weft_proto::mdt::DirStripes` of a striped directory whose master is here |
-//! | `meta` | `"meta"` | [`Meta`] |
+//! | `frozen` | directory FID (16) | the coordinator MDT and operation that froze it for a migration (`migrate.rs`) |
+//! | `rename_lock` | `"lock"` | the rename lock's holder: MDT, operation and run (MDT0 only; `dir_moves.rs`) |
+//! | `meta` | `"meta"` | [`Meta`], and the redo log's last LSN under `"redo_lsn"` |
+//!
+//! Each table also has a fixed id in redo-log frames: see `crate::redo::id`.
 
 use crate::error::StoreError;
 use crate::names::name_hash;

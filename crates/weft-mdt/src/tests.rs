@@ -1,5 +1,6 @@
 //! Tests that drive a whole MDT through [`crate::Mdt::execute`], without a network.
 
+mod attr_ops;
 mod harness;
 mod layout_changes;
 mod lifecycle;
@@ -8,3 +9,4 @@ mod namespace_ops;
 mod readdir;
 mod rename_lock;
 mod resends;
+mod store_failures;

@@ -1,6 +1,7 @@
 //! The range logic against a byte-map model, and the table's waiting, cancelling,
 //! disconnecting, deadlock and limit behaviour.
 
+use super::ranges::{overlaps, touches};
 use super::*;
 use proptest::prelude::*;
 use std::sync::Arc;

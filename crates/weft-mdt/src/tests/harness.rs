@@ -32,6 +32,20 @@ pub fn errno<T: std::fmt::Debug>(r: WireResult<T>) -> Errno {
     }
 }
 
+/// A create of `name` in the root by root, opened with `open` if given.
+pub fn create_req(name: &str, open: Option<OpenFlags>) -> MdtRequest {
+    MdtRequest::Create {
+        parent: Fid::ROOT,
+        name: name.into(),
+        mode: 0o100644,
+        rdev: 0,
+        exclusive: true,
+        layout: None,
+        open,
+        cred: root(),
+    }
+}
+
 pub fn opts() -> MdtOptions {
     MdtOptions {
         fsname: "testfs".into(),

@@ -1,6 +1,6 @@
 //! Numbered requests: a resend is answered from the recorded reply, across a restart.
 
-use super::harness::{H, errno, root};
+use super::harness::{H, create_req, errno, root};
 use crate::Origin;
 use weft_proto::mdt::{AccessMode, MdtReply, MdtRequest, OpenFlags};
 use weft_proto::{Errno, Fid};
@@ -121,19 +121,11 @@ fn from(client: u128) -> Origin {
 /// Creates `name` open for writing on `conn` for `client`, then unlinks it: an orphan only
 /// the handle keeps alive.
 async fn open_orphan(h: &H, conn: u64, client: u128, name: &str) -> (Fid, u64) {
-    let create = MdtRequest::Create {
-        parent: Fid::ROOT,
-        name: name.into(),
-        mode: 0o100644,
-        rdev: 0,
-        exclusive: true,
-        layout: None,
-        open: Some(OpenFlags {
-            access: AccessMode::Write,
-            truncate: false,
-        }),
-        cred: root(),
+    let open = OpenFlags {
+        access: AccessMode::Write,
+        truncate: false,
     };
+    let create = create_req(name, Some(open));
     let MdtReply::Created {
         attr,
         handle: Some(handle),

@@ -1,0 +1,68 @@
+//! What a request may change, for the client's change tracking ([`crate::changes`]):
+//! whether it may alter attributes that lookups return, which inodes, and which entry.
+
+use super::is_read;
+use crate::changes::Scope;
+use weft_proto::Fid;
+use weft_proto::mdt::{AccessMode, MdtRequest};
+
+/// Whether a request may change what lookups and getattrs return. Opens for reading and
+/// closes that record nothing change only the open count.
+pub(super) fn may_change_attrs(req: &MdtRequest) -> bool {
+    match req {
+        MdtRequest::Open { flags, .. } => flags.access != AccessMode::Read || flags.truncate,
+        MdtRequest::Close {
+            size,
+            blocks,
+            modified,
+            ..
+        } => size.is_some() || blocks.is_some() || *modified,
+        r => !is_read(r),
+    }
+}
+
+/// The inodes whose attributes a request that may change attributes may alter (see
+/// [`crate::changes`]): the ones it names, when every inode it changes is named (the
+/// entry a create makes or an unlink removes is never a directory whose attributes the
+/// client keeps); every inode otherwise.
+pub(super) fn change_scope(req: &MdtRequest) -> Scope {
+    match req {
+        MdtRequest::Create { parent, .. }
+        | MdtRequest::Mkdir { parent, .. }
+        | MdtRequest::MkdirOn { parent, .. }
+        | MdtRequest::MkdirStriped { parent, .. }
+        | MdtRequest::Symlink { parent, .. }
+        | MdtRequest::Unlink { parent, .. } => Scope::one(*parent),
+        MdtRequest::Link {
+            fid, new_parent, ..
+        } => Scope::Inodes([Some(*fid), Some(*new_parent)]),
+        MdtRequest::SetAttr { fid, .. }
+        | MdtRequest::SetXattr { fid, .. }
+        | MdtRequest::RemoveXattr { fid, .. }
+        | MdtRequest::SetDirDefault { fid, .. }
+        | MdtRequest::Open { fid, .. } => Scope::one(*fid),
+        // Sent for regular files only (a `File`'s handle): no directory changes.
+        MdtRequest::Close { .. } | MdtRequest::SizeMerge { .. } => Scope::NO_DIRECTORY,
+        _ => Scope::All,
+    }
+}
+
+/// The directory entry a request makes or removes (directory and name), tracked so that
+/// a listing read before it is not trusted for that name after it (see
+/// [`crate::changes`]). A create also opens (and may truncate) an existing name.
+pub(super) fn changed_entry(req: &MdtRequest) -> Option<(Fid, &[u8])> {
+    match req {
+        MdtRequest::Create { parent, name, .. }
+        | MdtRequest::Mkdir { parent, name, .. }
+        | MdtRequest::MkdirOn { parent, name, .. }
+        | MdtRequest::MkdirStriped { parent, name, .. }
+        | MdtRequest::Symlink { parent, name, .. }
+        | MdtRequest::Unlink { parent, name, .. } => Some((*parent, name)),
+        MdtRequest::Link {
+            new_parent,
+            new_name,
+            ..
+        } => Some((*new_parent, new_name)),
+        _ => None,
+    }
+}

@@ -1,0 +1,316 @@
+//! Applying one operation of a batch: the commit thread's dispatch from a write operation
+//! or client request to the engine's operation, with resends of numbered requests
+//! answered from their recorded replies.
+
+use super::*;
+use crate::namespace::NewFile;
+
+/// The open handle a request names, if any.
+fn handle_of(req: &MdtRequest) -> Option<u64> {
+    match req {
+        MdtRequest::Close { handle, .. }
+        | MdtRequest::SizeMerge { handle, .. }
+        | MdtRequest::Instantiate { handle, .. }
+        | MdtRequest::SwapLayouts { handle, .. } => Some(*handle),
+        _ => None,
+    }
+}
+
+/// Applies one operation.
+pub(super) fn apply(
+    engine: &mut Engine,
+    tx: &mut Tx<'_>,
+    fx: &mut Effects,
+    conn: u64,
+    op: &WriteOp,
+) -> Result<MdtReply, Fail> {
+    match op {
+        WriteOp::Req(req, n) => apply_numbered(engine, tx, fx, conn, n, req, None),
+        WriteOp::MoveDir(req, n, dm) => apply_numbered(engine, tx, fx, conn, n, req, Some(dm)),
+        WriteOp::DropConn => engine.drop_conn(tx, fx, conn),
+        WriteOp::ParkConn(client) => {
+            engine.handles().park(conn, *client);
+            Ok(MdtReply::Ok)
+        }
+        WriteOp::DropParked(client, before) => engine.drop_parked(tx, fx, *client, *before),
+        WriteOp::GrantSeq(range) => {
+            engine.grant(*range, fx);
+            Ok(MdtReply::Ok)
+        }
+        WriteOp::HasFids => {
+            if engine.fid_available() {
+                Ok(MdtReply::Ok)
+            } else {
+                Err(Fail::NeedSeq)
+            }
+        }
+        WriteOp::ReapOrphans => {
+            let reaped = engine.reap_orphans(tx, fx)?;
+            if reaped > 0 {
+                tracing::info!(
+                    reaped,
+                    "destroyed orphans of the previous run nobody reopened"
+                );
+            }
+            Ok(MdtReply::Ok)
+        }
+        WriteOp::FinishIntent(intent, outcome) => engine.finish_intent(tx, fx, intent, outcome),
+        // `run_batch` makes the batch durable.
+        WriteOp::Sync => Ok(MdtReply::Ok),
+        WriteOp::DestroyDone(seqs) => (|| {
+            for s in seqs {
+                tx.destroy.remove(s.to_be_bytes().as_slice())?;
+            }
+            fx.wrote = true;
+            Ok(MdtReply::Ok)
+        })(),
+    }
+}
+
+/// A client request: a resend of a numbered one is answered from its recorded reply.
+fn apply_numbered(
+    engine: &mut Engine,
+    tx: &mut Tx<'_>,
+    fx: &mut Effects,
+    conn: u64,
+    n: &Origin,
+    req: &MdtRequest,
+    dm: Option<&DirMove>,
+) -> Result<MdtReply, Fail> {
+    if n.seq == 0 || !n.resendable {
+        return apply_req(engine, tx, fx, conn, n, req, dm);
+    }
+    if let Some(reply) = crate::replies::recorded(tx, n)? {
+        return crate::replies::reconstruct(engine, tx, fx, conn, req, reply);
+    }
+    // Record the reply only if the operation changed something: one that did not (a
+    // failed check, a plain open) is harmless to run again, and recording it would cost a
+    // commit.
+    let wrote_before = std::mem::take(&mut fx.wrote);
+    let r = apply_req(engine, tx, fx, conn, n, req, dm);
+    if let Ok(reply) = &r
+        && fx.wrote
+    {
+        crate::replies::record(&engine.counters, tx, n, reply)?;
+    }
+    fx.wrote |= wrote_before;
+    r
+}
+
+fn apply_req(
+    engine: &mut Engine,
+    tx: &mut Tx<'_>,
+    fx: &mut Effects,
+    conn: u64,
+    origin: &Origin,
+    req: &MdtRequest,
+    dm: Option<&DirMove>,
+) -> Result<MdtReply, Fail> {
+    // A handle this client opened on a connection that broke becomes this connection's.
+    if let Some(h) = handle_of(req) {
+        engine.handles().adopt(conn, origin.client, h);
+    }
+    // A directory being migrated to another MDT does not change (the client waits).
+    Engine::check_unfrozen(tx, req)?;
+    match req {
+        MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
+        MdtRequest::Create {
+            parent,
+            name,
+            mode,
+            rdev,
+            exclusive,
+            layout,
+            open,
+            cred,
+        } => {
+            let new = NewFile {
+                parent: *parent,
+                name,
+                mode: *mode,
+                rdev: *rdev,
+                exclusive: *exclusive,
+                layout: layout.as_ref(),
+                open: *open,
+                cred,
+            };
+            engine.create(tx, fx, conn, &new)
+        }
+        MdtRequest::Mkdir {
+            parent,
+            name,
+            mode,
+            cred,
+        } => engine.mkdir_inheriting(tx, fx, *parent, name, *mode, cred, origin),
+        MdtRequest::Symlink {
+            parent,
+            name,
+            target,
+            cred,
+        } => engine.symlink(tx, fx, *parent, name, target, cred),
+        MdtRequest::Link {
+            fid,
+            new_parent,
+            new_name,
+            cred,
+        } => engine.link(tx, fx, *fid, *new_parent, new_name, cred, origin),
+        MdtRequest::Unlink { parent, name, cred } => {
+            engine.unlink(tx, fx, *parent, name, cred, false, origin)
+        }
+        MdtRequest::Rmdir { parent, name, cred } => {
+            engine.unlink(tx, fx, *parent, name, cred, true, origin)
+        }
+        MdtRequest::MkdirOn {
+            parent,
+            name,
+            mode,
+            mdt,
+            cred,
+        } => engine.prepare_mkdir_on(tx, fx, *parent, name, *mode, *mdt, cred, origin),
+        MdtRequest::MkdirStriped {
+            parent,
+            name,
+            mode,
+            count,
+            hash,
+            cred,
+        } => {
+            engine.prepare_mkdir_striped(tx, fx, *parent, name, *mode, *count, *hash, cred, origin)
+        }
+        MdtRequest::SealDir { fid, seal } => engine.seal_dir(tx, fx, *fid, *seal),
+        MdtRequest::AddLink { from, op, fid } => engine.add_link(tx, fx, *from, *op, *fid),
+        MdtRequest::DropLink {
+            from,
+            op,
+            fid,
+            sticky_owner,
+            cred,
+        } => engine.drop_link(tx, fx, *from, *op, *fid, *sticky_owner, cred),
+        MdtRequest::InsertEntry {
+            from,
+            op,
+            parent,
+            name,
+            fid,
+            kind,
+            noreplace,
+            cred,
+        } => engine.insert_entry(
+            tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
+        ),
+        MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
+        MdtRequest::MigrateDir {
+            parent,
+            name,
+            mdt,
+            cred,
+        } => engine.prepare_migrate(tx, fx, *parent, name, *mdt, cred, origin),
+        MdtRequest::FreezeDir {
+            fid,
+            from,
+            op,
+            freeze,
+        } => engine.freeze_dir(tx, fx, *fid, *from, *op, *freeze),
+        MdtRequest::InsertEntries { dir, entries } => engine.insert_entries(tx, fx, *dir, entries),
+        MdtRequest::DropMigrated { fid, max } => engine.drop_migrated(tx, fx, *fid, *max),
+        MdtRequest::RenameLock {
+            from,
+            op,
+            run,
+            action,
+        } => engine.rename_lock(tx, fx, *from, *op, *run, action),
+        MdtRequest::SetParent {
+            fid,
+            old_parent,
+            new_parent,
+        } => engine.set_parent(tx, fx, *fid, *old_parent, *new_parent),
+        MdtRequest::FsckRepair { repair } => engine.fsck_repair(tx, fx, repair),
+        MdtRequest::SetDirDefault { fid, default, cred } => {
+            engine.set_dir_default(tx, fx, *fid, default.as_ref(), cred)
+        }
+        MdtRequest::CreateRemoteDir {
+            from,
+            op,
+            parent,
+            mode,
+            uid,
+            gid,
+            default_layout,
+            dir_default,
+        } => engine.create_remote_dir(
+            tx,
+            fx,
+            *from,
+            *op,
+            *parent,
+            *mode,
+            *uid,
+            *gid,
+            default_layout.as_ref(),
+            dir_default.as_ref(),
+        ),
+        MdtRequest::RemoveRemoteDir {
+            fid,
+            parent,
+            sticky_owner,
+            cred,
+        } => engine.remove_remote_dir(tx, fx, *fid, *parent, *sticky_owner, cred),
+        MdtRequest::Rename {
+            src_parent,
+            src_name,
+            dst_parent,
+            dst_name,
+            flags,
+            cred,
+        } => engine.rename(
+            tx,
+            fx,
+            *src_parent,
+            src_name,
+            *dst_parent,
+            dst_name,
+            *flags,
+            cred,
+            origin,
+            dm,
+        ),
+        MdtRequest::SetXattr {
+            fid,
+            name,
+            value,
+            mode,
+            cred,
+        } => engine.setxattr(tx, fx, *fid, name, value, *mode, cred),
+        MdtRequest::RemoveXattr { fid, name, cred } => engine.removexattr(tx, fx, *fid, name, cred),
+        MdtRequest::Open { fid, flags, cred } => engine.open(tx, fx, conn, *fid, *flags, cred),
+        MdtRequest::Close {
+            handle,
+            size,
+            blocks,
+            modified,
+        } => engine.close(tx, fx, conn, *handle, *size, *blocks, *modified),
+        MdtRequest::SetLayout {
+            fid,
+            template,
+            cred,
+        } => engine.setlayout(tx, fx, *fid, template.as_ref(), cred),
+        MdtRequest::SizeMerge {
+            handle,
+            size,
+            blocks,
+            modified,
+        } => engine.size_merge(tx, fx, conn, *handle, *size, *blocks, *modified),
+        MdtRequest::Instantiate { handle, start, end } => {
+            engine.instantiate(tx, fx, conn, *handle, *start, *end)
+        }
+        MdtRequest::SwapLayouts {
+            fid,
+            volatile,
+            handle,
+            data_version,
+            cred,
+        } => engine.swap_layouts(tx, fx, conn, *fid, *volatile, *handle, *data_version, cred),
+        // Reads, lock requests and syncs (see `MdtRequest::class`) never come here.
+        _ => Err(crate::error::fail(Errno::Proto, "not a write operation")),
+    }
+}

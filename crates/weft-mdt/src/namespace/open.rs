@@ -1,0 +1,219 @@
+//! Opens and closes that go through the commit thread (`O_TRUNC`, a size to record),
+//! size merges, and closing the handles of a connection that went away.
+
+use super::attr::kill_suid;
+use super::*;
+
+impl Engine {
+    /// Registers a handle after checking access; truncates for `O_TRUNC`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn open_inode(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        conn: u64,
+        fid: Fid,
+        ino: &mut Inode,
+        flags: OpenFlags,
+        cred: &Credentials,
+        check_access: bool,
+    ) -> Result<u64, Fail> {
+        check_open(ino, flags, cred, check_access)?;
+        // Mutations start here.
+        if flags.truncate && ino.kind == FileKind::Regular && ino.size != 0 {
+            let now = Timestamp::now();
+            ino.size = 0;
+            ino.blocks = 0;
+            ino.data_version += 1;
+            ino.mtime = now;
+            ino.ctime = now;
+            if cred.uid != 0 {
+                ino.mode = kill_suid(ino.mode);
+            }
+            self.put_inode(tx, fx, fid, ino)?;
+        }
+        let id = self.handles().open(
+            conn,
+            Handle {
+                fid,
+                access: flags.access,
+                pins: None,
+            },
+        );
+        fx.undo.push(Undo::Opened(conn, id));
+        Ok(id)
+    }
+
+    pub(crate) fn open(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        conn: u64,
+        fid: Fid,
+        flags: OpenFlags,
+        cred: &Credentials,
+    ) -> Result<MdtReply, Fail> {
+        let mut ino = load(&tx.inodes, fid)?;
+        let handle = self.open_inode(tx, fx, conn, fid, &mut ino, flags, cred, true)?;
+        let attr = ino.attr(fid, self.handles().count(fid));
+        Ok(MdtReply::Opened {
+            handle,
+            attr,
+            layout: ino.layout,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn close(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        conn: u64,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> Result<MdtReply, Fail> {
+        let h = self
+            .handles()
+            .close(conn, handle)
+            .ok_or_else(|| fail(Errno::BadF, "no such handle"))?;
+        fx.undo.push(Undo::Closed(conn, handle, h));
+        if let Some(p) = h.pins {
+            self.destroy_if_unused(tx, fx, p)?;
+        }
+        let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
+            return Ok(MdtReply::Ok);
+        };
+        let changed = merge_size(&mut ino, size, blocks, modified);
+        if ino.nlink == 0 && self.handles().count(h.fid) == 0 {
+            self.destroy_inode(tx, fx, h.fid, &ino)?;
+        } else if changed {
+            self.put_inode(tx, fx, h.fid, &ino)?;
+        }
+        Ok(MdtReply::Ok)
+    }
+
+    /// Merges what a writer observed into the inode of an open handle, keeping it open.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn size_merge(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        conn: u64,
+        handle: u64,
+        size: Option<u64>,
+        blocks: Option<u64>,
+        modified: bool,
+    ) -> Result<MdtReply, Fail> {
+        let h = self
+            .handles()
+            .get(conn, handle)
+            .ok_or_else(|| fail(Errno::BadF, "no such handle"))?;
+        let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
+            return Ok(MdtReply::Ok);
+        };
+        if merge_size(&mut ino, size, blocks, modified) {
+            self.put_inode(tx, fx, h.fid, &ino)?;
+        }
+        Ok(MdtReply::Ok)
+    }
+
+    /// Closes the handles `client` left parked at or before park number `upto`: it did not
+    /// reconnect in time.
+    pub(crate) fn drop_parked(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        client: uuid::Uuid,
+        upto: u64,
+    ) -> Result<MdtReply, Fail> {
+        // Closed under a connection id no client has (ids start at 1).
+        const EXPIRED: u64 = 0;
+        let ids = self.handles().unpark_expired(client, upto, EXPIRED);
+        for id in ids {
+            match self.close(tx, fx, EXPIRED, id, None, None, false) {
+                Ok(_) | Err(Fail::Wire(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(MdtReply::Ok)
+    }
+
+    /// Closes every handle of a connection that went away.
+    pub(crate) fn drop_conn(
+        &mut self,
+        tx: &mut Tx<'_>,
+        fx: &mut Effects,
+        conn: u64,
+    ) -> Result<MdtReply, Fail> {
+        let ids = self.handles().of_conn(conn);
+        for id in ids {
+            match self.close(tx, fx, conn, id, None, None, false) {
+                Ok(_) | Err(Fail::Wire(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(MdtReply::Ok)
+    }
+}
+
+/// Max-merges a writer's size and blocks into an inode and, if it wrote, bumps the times
+/// and the data version. Returns whether the inode changed.
+pub(super) fn merge_size(
+    ino: &mut Inode,
+    size: Option<u64>,
+    blocks: Option<u64>,
+    modified: bool,
+) -> bool {
+    let mut changed = false;
+    let mut data_changed = modified;
+    if let Some(s) = size.filter(|&s| s > ino.size) {
+        ino.size = s;
+        changed = true;
+        data_changed = true;
+    }
+    if let Some(b) = blocks.filter(|&b| b > ino.blocks) {
+        ino.blocks = b;
+        changed = true;
+    }
+    if modified {
+        let now = Timestamp::now();
+        ino.mtime = now;
+        ino.ctime = now;
+        ino.written = true;
+        changed = true;
+    }
+    if data_changed {
+        ino.data_version += 1;
+    }
+    changed
+}
+
+/// What an open of `ino` with `flags` must pass before it changes anything: not a symlink,
+/// directories read-only, and (with `check_access`) the caller's permissions.
+pub(crate) fn check_open(
+    ino: &Inode,
+    flags: OpenFlags,
+    cred: &Credentials,
+    check_access: bool,
+) -> Result<(), Fail> {
+    if ino.kind == FileKind::Symlink {
+        return Err(fail(Errno::Loop, "cannot open a symlink"));
+    }
+    if ino.is_dir() && (flags.access != AccessMode::Read || flags.truncate) {
+        return Err(fail(Errno::IsDir, "directories open read-only"));
+    }
+    if check_access {
+        let mut mask = match flags.access {
+            AccessMode::Read => MAY_READ,
+            AccessMode::Write => MAY_WRITE,
+            AccessMode::ReadWrite => MAY_READ | MAY_WRITE,
+        };
+        if flags.truncate {
+            mask |= MAY_WRITE;
+        }
+        perm::check(ino, cred, mask)?;
+    }
+    Ok(())
+}
