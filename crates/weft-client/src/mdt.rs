@@ -88,15 +88,11 @@ struct Numbering {
 }
 
 /// Removes a number from the outstanding set when its call ends (or is dropped).
-struct Answered<'a>(&'a std::sync::Mutex<Numbering>, u64);
+struct Answered<'a>(&'a parking_lot::Mutex<Numbering>, u64);
 
 impl Drop for Answered<'_> {
     fn drop(&mut self) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .outstanding
-            .remove(&self.1);
+        self.0.lock().outstanding.remove(&self.1);
     }
 }
 
@@ -106,7 +102,7 @@ pub struct MdtClient {
     conn: Reconnecting,
     /// Requests sent, by operation, with their wait times (Lustre's `mdc.*.stats`).
     stats: weft_rpc::OpStatsTable,
-    numbering: std::sync::Mutex<Numbering>,
+    numbering: parking_lot::Mutex<Numbering>,
     /// Bumped when a request that may change the namespace or attributes is sent and
     /// again when it ends (shared by every MDT of the client): what was read before
     /// cannot be trusted past it (statahead). Keeps the attributes of the directories
@@ -136,7 +132,7 @@ impl MdtClient {
             index,
             conn,
             stats: weft_rpc::OpStatsTable::default(),
-            numbering: std::sync::Mutex::default(),
+            numbering: parking_lot::Mutex::default(),
             changes,
             unsynced: AtomicBool::new(false),
         }
@@ -145,7 +141,7 @@ impl MdtClient {
     /// A number for a request that changes state, and the number below which every
     /// request has been answered.
     fn number(&self) -> (u64, u64) {
-        let mut n = self.numbering.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = self.numbering.lock();
         n.next += 1;
         let seq = n.next;
         let acked = n.outstanding.first().copied().unwrap_or(seq);
