@@ -121,8 +121,8 @@ impl Mdt {
         // Point reads (one inode, one entry, one xattr) run inline: they are served from
         // redb's page cache in microseconds, and handing them to a blocking thread cost more
         // than the read itself (two thread switches per request: measured with
-        // `weft bench-mdt`: docs/perf.md, "Inline point reads"). Scans (readdir) and statfs, which may touch many pages or the disk, go to a blocking
-        // thread.
+        // `weft bench-mdt`: docs/perf.md, "Inline point reads"). Scans (readdir) and
+        // statfs, which may touch many pages or the disk, go to a blocking thread.
         if !matches!(
             req,
             MdtRequest::ReadDir { .. } | MdtRequest::ScanDir { .. } | MdtRequest::StatFs
