@@ -82,30 +82,6 @@ impl Handler for MdtHandler {
     }
 
     fn counters(&self) -> Vec<Counter> {
-        let s = self.mdt.stats();
-        [
-            ("dirs", s.dirs),
-            ("files", s.files),
-            ("orphans", s.orphans),
-            ("pending_destroys", s.pending_destroys),
-            ("open_handles", s.open_handles),
-            ("commits", s.commits),
-            ("durable_commits", s.durable_commits),
-            ("write_ops", s.write_ops),
-            ("fast_ops", s.fast_ops),
-            ("reply_records", s.reply_records),
-            ("locks_held", s.locks_held),
-            ("lock_waiters", s.lock_waiters),
-            ("lock_grants", s.lock_grants),
-            ("lock_waits", s.lock_waits),
-            ("lock_conflicts", s.lock_conflicts),
-            ("lock_deadlocks", s.lock_deadlocks),
-        ]
-        .into_iter()
-        .map(|(name, value)| Counter {
-            name: name.to_string(),
-            value,
-        })
-        .collect()
+        weft_rpc::metric::counters(&crate::stats::MDT_STATS, &self.mdt.stats())
     }
 }

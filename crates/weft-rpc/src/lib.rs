@@ -12,6 +12,7 @@ pub mod conn;
 pub mod error;
 pub mod jobid;
 pub mod local;
+pub mod metric;
 pub mod resend;
 pub mod server;
 pub mod service;
