@@ -313,7 +313,7 @@ async fn reader_loop(
 /// that fail on a broken connection return the error; callers decide whether to resend.
 pub struct Reconnecting {
     transport: Arc<dyn Transport>,
-    addr: std::sync::RwLock<String>,
+    addr: parking_lot::RwLock<String>,
     hello: ConnectRequest,
     callbacks: Option<Arc<dyn CallbackHandler>>,
     opts: ClientOptions,
@@ -331,7 +331,7 @@ impl Reconnecting {
     ) -> Self {
         Self {
             transport,
-            addr: std::sync::RwLock::new(addr),
+            addr: parking_lot::RwLock::new(addr),
             hello,
             callbacks,
             opts,
@@ -341,7 +341,7 @@ impl Reconnecting {
 
     /// Points future connections at a new address (the target moved).
     pub fn set_address(&self, addr: String) {
-        *self.addr.write().unwrap_or_else(|p| p.into_inner()) = addr;
+        *self.addr.write() = addr;
     }
 
     /// The options connections are made with.
@@ -351,7 +351,7 @@ impl Reconnecting {
 
     /// The address connections go to.
     pub fn address(&self) -> String {
-        self.addr.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.addr.read().clone()
     }
 
     /// The open connection, connecting if there is none.

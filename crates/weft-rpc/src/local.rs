@@ -28,7 +28,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -46,8 +47,8 @@ fn enabled() -> bool {
     *ENABLED
 }
 
-fn servers() -> std::sync::MutexGuard<'static, Vec<(SocketAddr, Weak<Shared>)>> {
-    SERVERS.lock().unwrap_or_else(|p| p.into_inner())
+fn servers() -> MutexGuard<'static, Vec<(SocketAddr, Weak<Shared>)>> {
+    SERVERS.lock()
 }
 
 /// Lists a server that listens on `addr` for in-process clients. It is forgotten once

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use parking_lot::RwLock;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::TcpListener;
@@ -70,14 +71,13 @@ impl Router {
 
     /// Sets the file system name (learned from the MGS after the listener started).
     pub fn set_fsname(&self, fsname: &str) {
-        *self.fsname.write().unwrap_or_else(|p| p.into_inner()) = fsname.to_string();
+        *self.fsname.write() = fsname.to_string();
     }
 
     /// The file system name.
     pub fn fsname(&self) -> String {
         self.fsname
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
@@ -85,7 +85,6 @@ impl Router {
     pub fn add(&self, service: Arc<dyn Service>) {
         self.services
             .write()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(service.target(), service);
     }
 
@@ -93,7 +92,6 @@ impl Router {
     pub fn remove(&self, target: TargetId) {
         self.services
             .write()
-            .unwrap_or_else(|p| p.into_inner())
             .remove(&target);
     }
 
@@ -101,7 +99,6 @@ impl Router {
     pub fn get(&self, target: TargetId) -> Option<Arc<dyn Service>> {
         self.services
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .get(&target)
             .cloned()
     }
@@ -111,7 +108,6 @@ impl Router {
         let mut t: Vec<_> = self
             .services
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .keys()
             .copied()
             .collect();
