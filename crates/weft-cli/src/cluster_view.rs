@@ -139,9 +139,7 @@ impl ClusterView for MdtClusterView {
     }
 
     fn root_default(&self) -> Option<LayoutTemplate> {
-        self.root_default
-            .read()
-            .clone()
+        self.root_default.read().clone()
     }
 
     fn mdts(&self) -> Vec<u32> {

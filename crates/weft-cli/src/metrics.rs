@@ -7,7 +7,7 @@
 mod expose;
 mod http;
 
-pub use expose::{CONTENT_TYPE, Family, Labels, Sample, Value, encode, label_value};
+pub use expose::{CONTENT_TYPE, Family, Sample, Value, encode, label_value};
 pub use http::serve;
 
 use std::sync::Arc;
@@ -31,11 +31,19 @@ const OST_PREFIX: &str = "weft_ost";
 // TODO(issue 22): belongs beside `OstStats` in weft-ost, read by `OstHandler::counters`.
 pub const OST_METRICS: [Stat<OstStats>; 2] = [
     Stat::new(
-        MetricDef::new("read_bytes", "Bytes returned by reads.", MetricKind::Counter),
+        MetricDef::new(
+            "read_bytes",
+            "Bytes returned by reads.",
+            MetricKind::Counter,
+        ),
         |s| s.read_bytes,
     ),
     Stat::new(
-        MetricDef::new("write_bytes", "Bytes stored by writes.", MetricKind::Counter),
+        MetricDef::new(
+            "write_bytes",
+            "Bytes stored by writes.",
+            MetricKind::Counter,
+        ),
         |s| s.write_bytes,
     ),
 ];
@@ -188,10 +196,7 @@ pub fn request_families(prefix: &str, stats: &[ServiceStats]) -> Vec<Family> {
                     (le, *n)
                 })
                 .collect();
-            if let Some(hist) = out
-                .iter_mut()
-                .find(|f| f.def.kind == MetricKind::Histogram)
-            {
+            if let Some(hist) = out.iter_mut().find(|f| f.def.kind == MetricKind::Histogram) {
                 hist.samples.push(Sample {
                     labels,
                     value: Value::Histogram {
@@ -288,7 +293,8 @@ mod tests {
                 .into_iter()
                 .map(|(n, _)| n)
                 .collect();
-        let mut want: BTreeSet<String> = MDT_STATS.iter().map(|s| s.def.param.to_string()).collect();
+        let mut want: BTreeSet<String> =
+            MDT_STATS.iter().map(|s| s.def.param.to_string()).collect();
         want.extend(["md_stats".to_string(), "job_stats".to_string()]);
         assert_eq!(params, want);
     }

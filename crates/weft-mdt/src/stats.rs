@@ -59,9 +59,7 @@ pub const MDT_STATS: [Stat<MdtStats>; 16] = [
         gauge("dirs", "Directories stored.").exported_as("directories"),
         |s| s.dirs,
     ),
-    Stat::new(gauge("files", "Non-directory inodes stored."), |s| {
-        s.files
-    }),
+    Stat::new(gauge("files", "Non-directory inodes stored."), |s| s.files),
     Stat::new(
         gauge("orphans", "Unlinked inodes kept alive by open handles."),
         |s| s.orphans,

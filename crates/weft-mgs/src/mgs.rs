@@ -13,9 +13,9 @@ use crate::names::{
 };
 use crate::state::{self, Record, STATE_FILE};
 use crate::subscribers::{ConfigSubscriber, Subscribers};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
@@ -605,7 +605,6 @@ impl Mgs {
         self.subscribers.notify(version);
         Ok(out)
     }
-
 }
 
 fn no_pool(pool: &str) -> WireError {

@@ -1,7 +1,7 @@
 //! Peers to tell when the configuration changes.
 
-use std::collections::HashMap;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Something that wants to hear about configuration changes: a connected peer, in practice

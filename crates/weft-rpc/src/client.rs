@@ -116,9 +116,7 @@ impl Connection {
         callbacks: Option<Arc<dyn CallbackHandler>>,
         opts: &ClientOptions,
     ) -> Result<Self, RpcError> {
-        if transport.in_process()
-            && let Some((server, asked)) = crate::local::find(addr)
-        {
+        if let Some((server, asked)) = transport.local_servers().and_then(|l| l.find(addr)) {
             let (link, reply) = LocalLink::connect(server, asked, hello, callbacks)?;
             return Ok(Connection {
                 link: Link::InProcess(link),

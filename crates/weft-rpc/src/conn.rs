@@ -4,8 +4,8 @@
 use crate::error::RpcError;
 use crate::transport::BoxWrite;
 use bytes::{Bytes, BytesMut};
-use std::collections::HashMap;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};

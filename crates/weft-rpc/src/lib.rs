@@ -21,7 +21,8 @@ pub mod transport;
 
 pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
 pub use error::RpcError;
+pub use local::LocalServers;
 pub use server::{Router, Server, ServerOptions};
 pub use service::{Handler, Peer, Service, TypedService};
 pub use stats::OpStatsTable;
-pub use transport::{TcpTransport, Transport};
+pub use transport::{Tcp, TcpTransport, Transport};

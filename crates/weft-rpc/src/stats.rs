@@ -1,7 +1,7 @@
 //! Per-operation counters and latency histograms kept by every service.
 
-use std::collections::HashMap;
 use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use weft_proto::handshake::{JobStats, OpStats};

@@ -540,3 +540,49 @@ async fn in_process_connections_close_when_their_server_stops() {
     let e = refused(&addr, &hello(FS, TargetId::ost(0))).await;
     assert!(matches!(e, RpcError::Io { .. }), "{e:?}");
 }
+
+/// Connects to `addr` through `transport`.
+async fn connect_through(transport: &dyn weft_rpc::Transport, addr: &str) -> Connection {
+    Connection::connect(
+        transport,
+        addr,
+        &hello(FS, TargetId::ost(0)),
+        None,
+        &ClientOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_in_process_path_is_taken_only_through_the_list_given_to_both_ends() {
+    use weft_rpc::{LocalServers, Tcp};
+    let local = LocalServers::new();
+    let (_server, addr) = start_with(ServerOptions {
+        local_servers: Some(local.clone()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let direct = connect_through(&Tcp::with_local(local), &addr).await;
+    assert!(direct.is_in_process());
+    // Sockets when asked for, through another list, or through the process-wide one the
+    // server did not join.
+    for transport in [
+        Box::new(Tcp::sockets()) as Box<dyn weft_rpc::Transport>,
+        Box::new(Tcp::with_local(LocalServers::new())),
+        Box::new(TcpTransport),
+    ] {
+        let conn = connect_through(transport.as_ref(), &addr).await;
+        assert!(!conn.is_in_process());
+        let (echo, _): (String, Bytes) = conn
+            .call(&EchoRequest::Echo("s".into()), Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(echo, "s");
+    }
+    let (echo, _): (String, Bytes) = direct
+        .call(&EchoRequest::Echo("d".into()), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(echo, "d");
+}

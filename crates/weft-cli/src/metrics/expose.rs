@@ -94,7 +94,14 @@ impl Collector for Scrape {
                         e.encode_counter::<NoLabelSet, u64, u64>(v, None)?;
                     }
                     (Value::Int(v), _) => e.encode_gauge(&i64::try_from(*v).unwrap_or(i64::MAX))?,
-                    (Value::Histogram { sum, count, buckets }, _) => {
+                    (
+                        Value::Histogram {
+                            sum,
+                            count,
+                            buckets,
+                        },
+                        _,
+                    ) => {
                         e.encode_histogram::<NoLabelSet>(*sum, *count, buckets, None)?;
                     }
                 }
@@ -144,7 +151,10 @@ mod tests {
         assert!(text.contains("# TYPE t_c counter\n"), "{text}");
         assert!(text.contains("t_c_total{op=\"a_b\"} 3\n"), "{text}");
         assert!(text.contains("t_g 7\n"), "{text}");
-        assert!(text.contains("t_h_seconds_bucket{op=\"x\",le=\"+Inf\"} 3\n"), "{text}");
+        assert!(
+            text.contains("t_h_seconds_bucket{op=\"x\",le=\"+Inf\"} 3\n"),
+            "{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -71,7 +71,10 @@ fn answer<M: Render>(req: &Request<Incoming>, metrics: &M) -> Response<Full<Byte
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     let headers = resp.headers_mut();
-    headers.insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static(content_type));
+    headers.insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
     headers.insert(CONNECTION, hyper::header::HeaderValue::from_static("close"));
     resp
 }
