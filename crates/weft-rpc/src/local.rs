@@ -48,8 +48,11 @@ use weft_proto::{ConnectReply, ConnectRequest};
 /// stopped and dropped.
 #[derive(Clone, Default)]
 pub struct LocalServers {
-    list: Arc<Mutex<Vec<(SocketAddr, Weak<Shared>)>>>,
+    list: Arc<Mutex<Vec<Listed>>>,
 }
+
+/// A listed server: where it listens, and the server while it runs.
+type Listed = (SocketAddr, Weak<Shared>);
 
 impl std::fmt::Debug for LocalServers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
