@@ -189,7 +189,7 @@ pub fn request_families(prefix: &str, stats: &[ServiceStats]) -> Vec<Family> {
                 .enumerate()
                 .map(|(i, n)| {
                     let le = if i == last {
-                        f64::MAX
+                        f64::INFINITY
                     } else {
                         (1u64 << i) as f64 / 1e6
                     };

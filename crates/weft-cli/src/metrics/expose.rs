@@ -19,7 +19,7 @@ pub enum Value {
     /// A counter's or gauge's figure.
     Int(u64),
     /// A latency histogram: sum of seconds, count and per-bucket (not cumulative) counts
-    /// by upper bound, the last one `f64::MAX` (`+Inf`).
+    /// by upper bound, the last one `f64::INFINITY` (`+Inf`).
     Histogram {
         /// Seconds in all.
         sum: f64,
@@ -144,7 +144,7 @@ mod tests {
             value: Value::Histogram {
                 sum: 0.5,
                 count: 3,
-                buckets: vec![(1e-6, 1), (2e-6, 0), (f64::MAX, 2)],
+                buckets: vec![(1e-6, 1), (2e-6, 0), (f64::INFINITY, 2)],
             },
         });
         let text = encode(vec![c, g, h]);
@@ -152,7 +152,7 @@ mod tests {
         assert!(text.contains("t_c_total{op=\"a_b\"} 3\n"), "{text}");
         assert!(text.contains("t_g 7\n"), "{text}");
         assert!(
-            text.contains("t_h_seconds_bucket{op=\"x\",le=\"+Inf\"} 3\n"),
+            text.contains("t_h_seconds_bucket{le=\"+Inf\",op=\"x\"} 3\n"),
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
