@@ -13,13 +13,13 @@ pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 /// The writing half of a connection.
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// A connection being opened: both halves and the peer's resolved address.
+pub type Connecting<'a> = BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>>;
+
 /// A way to open connections to `HOST:PORT` addresses.
 pub trait Transport: Send + Sync + 'static {
     /// Connects to `addr`, returning both halves and the peer's resolved address.
-    fn connect<'a>(
-        &'a self,
-        addr: &'a str,
-    ) -> BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>>;
+    fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a>;
 
     /// The servers of this process that connections call directly, skipping the byte
     /// stream (see [`crate::local`]); `None`: every connection uses the stream. Transports
@@ -55,10 +55,7 @@ async fn tcp_connect(addr: &str) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> 
 pub struct TcpTransport;
 
 impl Transport for TcpTransport {
-    fn connect<'a>(
-        &'a self,
-        addr: &'a str,
-    ) -> BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>> {
+    fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
         Box::pin(tcp_connect(addr))
     }
 
@@ -91,10 +88,7 @@ impl Tcp {
 }
 
 impl Transport for Tcp {
-    fn connect<'a>(
-        &'a self,
-        addr: &'a str,
-    ) -> BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>> {
+    fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
         Box::pin(tcp_connect(addr))
     }
 
