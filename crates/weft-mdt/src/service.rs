@@ -8,7 +8,7 @@ use std::sync::Arc;
 use weft_proto::WireResult;
 use weft_proto::handshake::Counter;
 use weft_proto::mdt::{MdtReply, MdtRequest};
-use weft_rpc::{Handler, Peer};
+use weft_rpc::{Handler, Peer, RequestContext};
 
 /// Serves MDT requests arriving over the transport. Open handles and file locks belong to
 /// the connection that made them; when it breaks they are kept for the same client node's
@@ -29,18 +29,15 @@ impl MdtHandler {
     pub fn mdt(&self) -> &Arc<Mdt> {
         &self.mdt
     }
-}
 
-impl Handler for MdtHandler {
-    type Request = MdtRequest;
-    type Reply = MdtReply;
-
-    fn handle(
+    /// Serves `request` from `peer`; `numbers` gives its resend numbers `(seq, acked)`
+    /// when it runs.
+    fn serve(
         &self,
         peer: &Peer,
         request: MdtRequest,
-        _bulk: Bytes,
-    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
+        numbers: impl FnOnce() -> (u64, u64) + Send + 'static,
+    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send + 'static {
         let mdt = self.mdt.clone();
         let conn = peer.conn_id;
         let client = peer.client_uuid;
@@ -64,7 +61,7 @@ impl Handler for MdtHandler {
                     .await
                     .map(|r| (r, Bytes::new()));
             }
-            let (seq, acked) = weft_rpc::resend::current();
+            let (seq, acked) = numbers();
             let origin = crate::Origin {
                 client,
                 seq,
@@ -75,6 +72,33 @@ impl Handler for MdtHandler {
                 .await
                 .map(|r| (r, Bytes::new()))
         }
+    }
+}
+
+impl Handler for MdtHandler {
+    type Request = MdtRequest;
+    type Reply = MdtReply;
+
+    fn handle(
+        &self,
+        peer: &Peer,
+        request: MdtRequest,
+        bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
+        let _ = bulk;
+        // The numbers of the task-local scope the request runs in.
+        self.serve(peer, request, weft_rpc::resend::current)
+    }
+
+    fn handle_in(
+        &self,
+        ctx: &RequestContext,
+        peer: &Peer,
+        request: MdtRequest,
+        _bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
+        let numbers = (ctx.seq, ctx.acked);
+        self.serve(peer, request, move || numbers)
     }
 
     fn disconnected(&self, peer: &Peer) {

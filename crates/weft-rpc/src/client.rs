@@ -224,6 +224,21 @@ impl Connection {
         conn::decode_reply(frame)
     }
 
+    /// Sends a request in context `ctx` (its job id and resend numbers, whatever the
+    /// calling task's scopes say) and waits for the reply until the connection's
+    /// `request_timeout` or `ctx`'s deadline, whichever comes first.
+    pub async fn call_in<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        ctx: &crate::RequestContext,
+        req: &Req,
+        bulk: Bytes,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let (op, body) = conn::encode_request_in(ctx, req)?;
+        let timeout = ctx.timeout(self.opts.request_timeout);
+        let frame = self.request(op, body, bulk, timeout).await?;
+        conn::decode_reply(frame)
+    }
+
     /// Round trip with no work on the server.
     pub async fn ping(&self) -> Result<(), RpcError> {
         let frame = self
@@ -393,6 +408,19 @@ impl Reconnecting {
     ) -> Result<(Rep, Bytes), RpcError> {
         let c = self.connection().await?;
         let r = c.call_with_timeout(req, bulk, timeout).await;
+        self.forget_if_broken(&c, &r).await;
+        r
+    }
+
+    /// [`Reconnecting::call`] in context `ctx` (see [`Connection::call_in`]).
+    pub async fn call_in<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        ctx: &crate::RequestContext,
+        req: &Req,
+        bulk: Bytes,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let c = self.connection().await?;
+        let r = c.call_in(ctx, req, bulk).await;
         self.forget_if_broken(&c, &r).await;
         r
     }

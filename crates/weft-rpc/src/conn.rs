@@ -290,16 +290,18 @@ pub fn encode_callback<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> 
     Ok((msg.opcode(), weft_proto::encode(msg)?))
 }
 
-/// Encodes a request body: the [`weft_proto::RequestHeader`] (with the current job id), then
-/// the message.
+/// Encodes a request body: the [`weft_proto::RequestHeader`] of the calling task's scopes
+/// ([`crate::RequestContext::ambient`]), then the message.
 pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
-    let (seq, acked) = crate::resend::current();
-    let header = weft_proto::RequestHeader {
-        jobid: crate::jobid::current().map(|j| j.to_string()),
-        seq,
-        acked,
-    };
-    Ok((msg.opcode(), weft_proto::encode(&(header, msg))?))
+    encode_request_in(&crate::RequestContext::ambient(), msg)
+}
+
+/// Encodes a request body: the header carrying `ctx`, then the message.
+pub fn encode_request_in<M: Message>(
+    ctx: &crate::RequestContext,
+    msg: &M,
+) -> Result<(u16, Vec<u8>), RpcError> {
+    Ok((msg.opcode(), weft_proto::encode(&(ctx.header(), msg))?))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod conn;
+pub mod context;
 pub mod error;
 pub mod jobid;
 pub mod local;
@@ -20,6 +21,7 @@ pub mod stats;
 pub mod transport;
 
 pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
+pub use context::RequestContext;
 pub use error::RpcError;
 pub use local::LocalServers;
 pub use server::{Router, Server, ServerOptions};
