@@ -17,7 +17,10 @@
 //! The socket is `/run/weft/client-PID.sock` (`WEFT_RUN_DIR` overrides the directory); one
 //! JSON request per connection, one JSON answer.
 
+mod figures;
+
 use anyhow::{Context, Result, bail};
+use figures::ClientFigures;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -86,6 +89,15 @@ impl ClientNode {
         self.client.params().instance()
     }
 
+    /// The client's cache and statahead figures now.
+    fn figures(&self) -> ClientFigures {
+        ClientFigures {
+            cached_bytes: self.client.cached_bytes(),
+            dirty_bytes: self.client.dirty_bytes(),
+            statahead: self.client.statahead_stats(),
+        }
+    }
+
     /// Per-target request statistics, labelled with the target.
     fn target_stats(&self) -> Vec<ServiceStats> {
         let (mdts, osts) = self.client.cluster().open_targets();
@@ -123,22 +135,14 @@ impl ClientNode {
             };
             out.push((name, render_client_stats(&s.ops)));
         }
+        let figures = self.figures();
         out.push((
             format!("llite.{inst}.stats"),
-            format!(
-                "\nmountpoint       {}\ncached_bytes     {}\ndirty_bytes      {}\n",
-                self.mountpoint.display(),
-                self.client.cached_bytes(),
-                self.client.dirty_bytes()
-            ),
+            figures::llite_text(&self.mountpoint, &figures),
         ));
-        let sa = self.client.statahead_stats();
         out.push((
             format!("llite.{inst}.statahead_stats"),
-            format!(
-                "\nhits             {}\nscans            {}\nentries          {}\n",
-                sa.hits, sa.scans, sa.entries
-            ),
+            figures::statahead_text(&figures),
         ));
         out.sort();
         out
@@ -171,60 +175,13 @@ impl ClientNode {
 
 impl crate::metrics::Render for ClientNode {
     fn render(&self) -> String {
-        let mut out = String::new();
-        crate::metrics::render_requests("weft_client", &self.target_stats(), &mut out);
-        let inst = self.instance();
-        crate::metrics::header(
-            &mut out,
-            "weft_client_param",
-            "gauge",
-            "The client's tunables (osc.*, llite.*).",
+        let families = figures::families(
+            self.instance(),
+            &self.target_stats(),
+            &self.client.params().list("*"),
+            &self.figures(),
         );
-        for (name, value) in self.client.params().list("*") {
-            crate::metrics::sample(
-                &mut out,
-                "weft_client_param",
-                &format!("client=\"{inst}\",name=\"{name}\""),
-                value as f64,
-            );
-        }
-        for (name, help, v) in [
-            (
-                "weft_client_cached_bytes",
-                "File data in the client's cache.",
-                self.client.cached_bytes(),
-            ),
-            (
-                "weft_client_dirty_bytes",
-                "Data written and not yet sent to the OSTs.",
-                self.client.dirty_bytes(),
-            ),
-        ] {
-            crate::metrics::header(&mut out, name, "gauge", help);
-            crate::metrics::sample(&mut out, name, &format!("client=\"{inst}\""), v as f64);
-        }
-        let sa = self.client.statahead_stats();
-        for (name, help, v) in [
-            (
-                "weft_client_statahead_hits_total",
-                "Lookups answered from statahead.",
-                sa.hits,
-            ),
-            (
-                "weft_client_statahead_scans_total",
-                "Directories read ahead of lookups.",
-                sa.scans,
-            ),
-            (
-                "weft_client_statahead_entries_total",
-                "Entries statahead scans brought in.",
-                sa.entries,
-            ),
-        ] {
-            crate::metrics::header(&mut out, name, "counter", help);
-            crate::metrics::sample(&mut out, name, &format!("client=\"{inst}\""), v as f64);
-        }
-        out
+        crate::metrics::encode(families)
     }
 }
 

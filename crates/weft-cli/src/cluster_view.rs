@@ -2,7 +2,8 @@
 //! library: OSTs with their free space (polled), pools and the default layout (from the
 //! MGS configuration), FID sequence grants (from the MGS) and object destruction (on OSTs).
 
-use std::sync::{Arc, RwLock, Weak};
+use parking_lot::RwLock;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use weft_client::Cluster;
 use weft_mdt::{ClusterView, OstInfo, PeerError};
@@ -83,7 +84,7 @@ impl MdtClusterView {
                 },
             });
         }
-        *self.osts.write().unwrap_or_else(|p| p.into_inner()) = found;
+        *self.osts.write() = found;
         if self.mdt != 0 {
             // Files in this MDT's directories fall back to the root's default layout, which
             // MDT0 holds: it reaches here within a poll interval of being set.
@@ -94,7 +95,7 @@ impl MdtClusterView {
                 && let Ok(Ok(MdtReply::Template(t))) =
                     tokio::time::timeout(POLL_TIMEOUT, mdt0.call(req)).await
             {
-                *self.root_default.write().unwrap_or_else(|p| p.into_inner()) = t;
+                *self.root_default.write() = t;
             }
         }
     }
@@ -102,7 +103,7 @@ impl MdtClusterView {
 
 impl ClusterView for MdtClusterView {
     fn osts(&self) -> Vec<OstInfo> {
-        self.osts.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.osts.read().clone()
     }
 
     fn pool(&self, name: &str) -> Option<Vec<u32>> {
@@ -138,10 +139,7 @@ impl ClusterView for MdtClusterView {
     }
 
     fn root_default(&self) -> Option<LayoutTemplate> {
-        self.root_default
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.root_default.read().clone()
     }
 
     fn mdts(&self) -> Vec<u32> {

@@ -1,33 +1,60 @@
 //! The Prometheus endpoint every server offers with `--metrics HOST:PORT`: per-operation
 //! request counts, errors, bulk bytes and latency histograms of every target the process
-//! serves, plus MDT and OST counters, in the Prometheus text format (version 0.0.4).
+//! serves, plus MDT and OST counters. Every family is named by a declaration
+//! (`weft_rpc::metric`, `weft_mdt::stats::MDT_STATS`, [`OST_METRICS`]); the text is
+//! OpenMetrics from `prometheus-client` ([`expose`]), served by hyper ([`http`]).
 
-use anyhow::{Context, Result};
-use std::fmt::Write as _;
+mod expose;
+mod http;
+
+pub use expose::{CONTENT_TYPE, Family, Sample, Value, encode, label_value};
+pub use http::serve;
+
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use weft_mdt::Mdt;
-use weft_ost::Ost;
+use weft_mdt::stats::MDT_STATS;
+use weft_mdt::{Mdt, MdtStats};
+use weft_ost::{Ost, OstStats};
 use weft_proto::TargetId;
 use weft_proto::handshake::ServiceStats;
 use weft_rpc::Router;
+use weft_rpc::metric::{JOB_METRICS, MetricDef, MetricKind, REQUEST_METRICS, Stat};
 
-/// A per-operation counter: name, help text, and how to read it.
-type OpCounter = (
-    &'static str,
-    &'static str,
-    fn(&weft_proto::handshake::OpStats) -> u64,
+/// Prefix of a server's request and job families.
+const SERVER_PREFIX: &str = "weft";
+/// Prefix of MDT families.
+const MDT_PREFIX: &str = "weft_mdt";
+/// Prefix of OST families.
+const OST_PREFIX: &str = "weft_ost";
+
+/// The OST figures Prometheus exports (their `get_param` names are the OST service's
+/// counters of the same name).
+// TODO(issue 22): belongs beside `OstStats` in weft-ost, read by `OstHandler::counters`.
+pub const OST_METRICS: [Stat<OstStats>; 2] = [
+    Stat::new(
+        MetricDef::new(
+            "read_bytes",
+            "Bytes returned by reads.",
+            MetricKind::Counter,
+        ),
+        |s| s.read_bytes,
+    ),
+    Stat::new(
+        MetricDef::new(
+            "write_bytes",
+            "Bytes stored by writes.",
+            MetricKind::Counter,
+        ),
+        |s| s.write_bytes,
+    ),
+];
+
+/// The OST's I/O size histogram (`get_param`'s `brw_stats`), one counter per direction
+/// and size bucket.
+pub const OST_BRW: MetricDef = MetricDef::new(
+    "brw",
+    "Bulk reads and writes by I/O size (brw_stats).",
+    MetricKind::Counter,
 );
-
-/// A gauge of MDT statistics: name, help text, and how to read it.
-type Gauge = (&'static str, &'static str, fn(&weft_mdt::MdtStats) -> u64);
-
-/// Largest HTTP request head the endpoint reads before answering.
-const MAX_REQUEST: usize = 8 << 10;
-/// How long a scraper may take to send its request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a process exposes: its router's services and the targets it hosts.
 pub struct Metrics {
@@ -42,9 +69,8 @@ impl Metrics {
         Arc::new(Self { router, mdts, osts })
     }
 
-    /// The current figures in the Prometheus text format.
+    /// The current figures in the OpenMetrics text format.
     pub fn render(&self) -> String {
-        let mut out = String::new();
         let stats: Vec<ServiceStats> = self
             .router
             .targets()
@@ -52,288 +78,137 @@ impl Metrics {
             .filter_map(|t| self.router.get(t))
             .map(|s| s.stats())
             .collect();
-        render_requests("weft", &stats, &mut out);
-        Self::render_jobs(&stats, &mut out);
-        self.render_mdts(&mut out);
-        self.render_osts(&mut out);
-        out
-    }
-
-    fn render_jobs(stats: &[ServiceStats], out: &mut String) {
-        let counters: [OpCounter; 2] = [
-            (
-                "weft_job_requests_total",
-                "Requests by job id (jobs seen in the last 10 minutes).",
-                |o| o.count,
-            ),
-            ("weft_job_bulk_bytes_total", "Bulk bytes by job id.", |o| {
-                o.bulk_bytes
-            }),
-        ];
-        for (name, help, get) in counters {
-            header(out, name, "counter", help);
-            for s in stats {
-                for j in &s.jobs {
-                    for op in &j.ops {
-                        sample(
-                            out,
-                            name,
-                            &job_labels(s.target, &j.jobid, &op.name),
-                            get(op) as f64,
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    fn render_mdts(&self, out: &mut String) {
-        if self.mdts.is_empty() {
-            return;
-        }
-        let stats: Vec<_> = self
+        let mdts: Vec<_> = self
             .mdts
             .iter()
             .map(|m| (TargetId::mdt(m.index()), m.stats()))
             .collect();
-        let gauges: [Gauge; 7] = [
-            ("weft_mdt_directories", "Directories stored.", |s| s.dirs),
-            ("weft_mdt_files", "Non-directory inodes stored.", |s| {
-                s.files
-            }),
-            (
-                "weft_mdt_orphans",
-                "Unlinked inodes kept alive by open handles.",
-                |s| s.orphans,
-            ),
-            (
-                "weft_mdt_pending_destroys",
-                "Destroy-log records not yet confirmed by every OST.",
-                |s| s.pending_destroys,
-            ),
-            ("weft_mdt_open_handles", "Open file handles.", |s| {
-                s.open_handles
-            }),
-            (
-                "weft_mdt_locks_held",
-                "File locks held (records after merging).",
-                |s| s.locks_held,
-            ),
-            (
-                "weft_mdt_lock_waiters",
-                "Blocking lock requests waiting.",
-                |s| s.lock_waiters,
-            ),
-        ];
-        for (name, help, get) in gauges {
-            header(out, name, "gauge", help);
-            for (t, s) in &stats {
-                sample(out, name, &target_label(*t), get(s) as f64);
-            }
-        }
-        let counters: [Gauge; 9] = [
-            (
-                "weft_mdt_commits_total",
-                "Write transactions committed.",
-                |s| s.commits,
-            ),
-            (
-                "weft_mdt_durable_commits_total",
-                "Commits made durable with an fsync.",
-                |s| s.durable_commits,
-            ),
-            (
-                "weft_mdt_write_ops_total",
-                "Operations applied by the commit thread.",
-                |s| s.write_ops,
-            ),
-            (
-                "weft_mdt_fast_ops_total",
-                "Opens and closes answered without the commit thread.",
-                |s| s.fast_ops,
-            ),
-            (
-                "weft_mdt_reply_records_total",
-                "Replies recorded for numbered (resendable) requests.",
-                |s| s.reply_records,
-            ),
-            ("weft_mdt_lock_grants_total", "File locks granted.", |s| {
-                s.lock_grants
-            }),
-            (
-                "weft_mdt_lock_waits_total",
-                "Blocking lock requests that had to wait.",
-                |s| s.lock_waits,
-            ),
-            (
-                "weft_mdt_lock_conflicts_total",
-                "Lock requests that met a conflicting lock.",
-                |s| s.lock_conflicts,
-            ),
-            (
-                "weft_mdt_lock_deadlocks_total",
-                "Lock waits refused with EDEADLK.",
-                |s| s.lock_deadlocks,
-            ),
-        ];
-        for (name, help, get) in counters {
-            header(out, name, "counter", help);
-            for (t, s) in &stats {
-                sample(out, name, &target_label(*t), get(s) as f64);
-            }
-        }
-    }
-
-    fn render_osts(&self, out: &mut String) {
-        if self.osts.is_empty() {
-            return;
-        }
-        let stats: Vec<_> = self
+        let osts: Vec<_> = self
             .osts
             .iter()
             .map(|o| (TargetId::ost(o.index()), o.stats()))
             .collect();
-        header(
-            out,
-            "weft_ost_read_bytes_total",
-            "counter",
-            "Bytes returned by reads.",
-        );
-        for (t, s) in &stats {
-            sample(
-                out,
-                "weft_ost_read_bytes_total",
-                &target_label(*t),
-                s.read_bytes as f64,
-            );
-        }
-        header(
-            out,
-            "weft_ost_write_bytes_total",
-            "counter",
-            "Bytes stored by writes.",
-        );
-        for (t, s) in &stats {
-            sample(
-                out,
-                "weft_ost_write_bytes_total",
-                &target_label(*t),
-                s.write_bytes as f64,
-            );
-        }
-        header(
-            out,
-            "weft_ost_brw_total",
-            "counter",
-            "Bulk reads and writes by I/O size (brw_stats).",
-        );
-        for (t, s) in &stats {
+        encode(server_families(&stats, &mdts, &osts))
+    }
+}
+
+/// Every family of a server hosting the services of `stats` and the targets `mdts` and
+/// `osts` (MDT and OST families only when it hosts any).
+pub fn server_families(
+    stats: &[ServiceStats],
+    mdts: &[(TargetId, MdtStats)],
+    osts: &[(TargetId, OstStats)],
+) -> Vec<Family> {
+    let mut out = request_families(SERVER_PREFIX, stats);
+    out.extend(job_families(stats));
+    if !mdts.is_empty() {
+        out.extend(target_families(MDT_PREFIX, &MDT_STATS, mdts));
+    }
+    if !osts.is_empty() {
+        out.extend(target_families(OST_PREFIX, &OST_METRICS, osts));
+        let mut brw = Family::new(OST_PREFIX, &OST_BRW);
+        for (t, s) in osts {
             for b in &s.brw {
                 for (dir, n) in [("read", b.reads), ("write", b.writes)] {
-                    let l = format!(
-                        "target=\"{t}\",direction=\"{dir}\",max_bytes=\"{}\"",
-                        b.max_bytes
-                    );
-                    sample(out, "weft_ost_brw_total", &l, n as f64);
+                    let labels = vec![
+                        ("target", t.to_string()),
+                        ("direction", dir.to_string()),
+                        ("max_bytes", b.max_bytes.to_string()),
+                    ];
+                    brw.push(labels, n);
                 }
             }
         }
+        out.push(brw);
     }
+    out
 }
 
-/// Request counters and latency histograms of `stats`, as metrics named `{prefix}_requests_total`,
-/// `{prefix}_request_duration_seconds`, ... (servers use `weft`; a mounted client
-/// `weft_client`, whose durations are the time each request waited for its reply).
-pub fn render_requests(prefix: &str, stats: &[ServiceStats], out: &mut String) {
-    let counters: [OpCounter; 3] = [
-        (
-            "requests_total",
-            "Requests, by target and operation.",
-            |o| o.count,
-        ),
-        (
-            "request_errors_total",
-            "Requests answered with an error.",
-            |o| o.errors,
-        ),
-        (
-            "request_bulk_bytes_total",
-            "Bulk bytes received and sent.",
-            |o| o.bulk_bytes,
-        ),
-    ];
-    for (name, help, get) in counters {
-        let name = format!("{prefix}_{name}");
-        header(out, &name, "counter", help);
-        for s in stats {
-            for op in &s.ops {
-                sample(
-                    out,
-                    &name,
-                    &labels(s.target, &op.name, None),
-                    get(op) as f64,
-                );
+/// One family per figure of `table`, with a sample per target.
+fn target_families<S>(prefix: &str, table: &[Stat<S>], targets: &[(TargetId, S)]) -> Vec<Family> {
+    table
+        .iter()
+        .map(|stat| {
+            let mut f = Family::new(prefix, &stat.def);
+            for (t, s) in targets {
+                f.push(vec![("target", t.to_string())], (stat.get)(s));
             }
-        }
-    }
-    let hist = format!("{prefix}_request_duration_seconds");
-    header(out, &hist, "histogram", "Time to handle a request.");
+            f
+        })
+        .collect()
+}
+
+fn job_families(stats: &[ServiceStats]) -> Vec<Family> {
+    let reads: [fn(&weft_proto::handshake::OpStats) -> u64; 2] = [|o| o.count, |o| o.bulk_bytes];
+    JOB_METRICS
+        .iter()
+        .zip(reads)
+        .map(|(def, get)| {
+            let mut f = Family::new(SERVER_PREFIX, def);
+            for s in stats {
+                let t = s.target.map(|t| t.to_string()).unwrap_or_default();
+                for j in &s.jobs {
+                    for op in &j.ops {
+                        let labels = vec![
+                            ("target", t.clone()),
+                            ("job", label_value(&j.jobid)),
+                            ("op", label_value(&op.name)),
+                        ];
+                        f.push(labels, get(op));
+                    }
+                }
+            }
+            f
+        })
+        .collect()
+}
+
+/// Request counters and latency histograms of `stats`, as the [`REQUEST_METRICS`]
+/// families under `prefix` (servers use `weft`; a mounted client `weft_client`, whose
+/// durations are the time each request waited for its reply).
+pub fn request_families(prefix: &str, stats: &[ServiceStats]) -> Vec<Family> {
+    let reads: [fn(&weft_proto::handshake::OpStats) -> u64; 3] =
+        [|o| o.count, |o| o.errors, |o| o.bulk_bytes];
+    let mut out: Vec<Family> = REQUEST_METRICS
+        .iter()
+        .map(|def| Family::new(prefix, def))
+        .collect();
     for s in stats {
+        let t = s.target.map(|t| t.to_string()).unwrap_or_default();
         for op in &s.ops {
-            let mut cumulative = 0u64;
-            let last = op.buckets.len().saturating_sub(1);
-            for (i, n) in op.buckets.iter().enumerate() {
-                cumulative += n;
-                // Bucket i counts requests faster than 2^i microseconds; the last one
-                // holds everything slower and becomes +Inf.
-                let le = if i == last {
-                    "+Inf".to_string()
-                } else {
-                    format!("{}", (1u64 << i) as f64 / 1e6)
-                };
-                let l = labels(s.target, &op.name, Some(&le));
-                sample(out, &format!("{hist}_bucket"), &l, cumulative as f64);
+            let labels = vec![("target", t.clone()), ("op", label_value(&op.name))];
+            for (f, get) in out.iter_mut().zip(reads) {
+                f.push(labels.clone(), get(op));
             }
-            let l = labels(s.target, &op.name, None);
-            sample(out, &format!("{hist}_sum"), &l, op.sum_us as f64 / 1e6);
-            sample(out, &format!("{hist}_count"), &l, op.count as f64);
+            // Bucket i counts requests faster than 2^i microseconds; the last one holds
+            // everything slower and becomes +Inf.
+            let last = op.buckets.len().saturating_sub(1);
+            let buckets = op
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let le = if i == last {
+                        f64::INFINITY
+                    } else {
+                        (1u64 << i) as f64 / 1e6
+                    };
+                    (le, *n)
+                })
+                .collect();
+            if let Some(hist) = out.iter_mut().find(|f| f.def.kind == MetricKind::Histogram) {
+                hist.samples.push(Sample {
+                    labels,
+                    value: Value::Histogram {
+                        sum: op.sum_us as f64 / 1e6,
+                        count: op.count,
+                        buckets,
+                    },
+                });
+            }
         }
     }
-}
-
-pub(crate) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-pub(crate) fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
-    let _ = writeln!(out, "{name}{{{labels}}} {value}");
-}
-
-fn target_label(t: TargetId) -> String {
-    format!("target=\"{t}\"")
-}
-
-/// A label value with the characters the text format escapes replaced.
-fn label_value(v: &str) -> String {
-    v.replace(['\\', '"', '\n'], "_")
-}
-
-fn job_labels(target: Option<TargetId>, job: &str, op: &str) -> String {
-    let t = target.map(|t| t.to_string()).unwrap_or_default();
-    format!(
-        "target=\"{t}\",job=\"{}\",op=\"{}\"",
-        label_value(job),
-        label_value(op)
-    )
-}
-
-fn labels(target: Option<TargetId>, op: &str, le: Option<&str>) -> String {
-    let t = target.map(|t| t.to_string()).unwrap_or_default();
-    let op = label_value(op);
-    match le {
-        Some(le) => format!("target=\"{t}\",op=\"{op}\",le=\"{le}\""),
-        None => format!("target=\"{t}\",op=\"{op}\""),
-    }
+    out
 }
 
 /// Anything that renders figures in the Prometheus text format.
@@ -348,65 +223,79 @@ impl Render for Metrics {
     }
 }
 
-/// Serves `GET /metrics` on `addr` until the returned task is aborted.
-pub async fn serve<M: Render>(addr: &str, metrics: Arc<M>) -> Result<tokio::task::JoinHandle<()>> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen for metrics on {addr}"))?;
-    tracing::info!(address = %addr, "Prometheus metrics at /metrics");
-    Ok(tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    let metrics = metrics.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = answer(stream, metrics.as_ref()).await {
-                            tracing::debug!(error = %e, "metrics request failed");
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
-    }))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use weft_proto::handshake::{JobStats, OpStats};
 
-/// Reads one HTTP request head (bounded in size and time) and answers it.
-async fn answer<M: Render>(mut stream: TcpStream, metrics: &M) -> std::io::Result<()> {
-    let mut buf = vec![0u8; MAX_REQUEST];
-    let mut len = 0;
-    let head_complete = |b: &[u8]| b.windows(4).any(|w| w == b"\r\n\r\n");
-    while !head_complete(&buf[..len]) {
-        if len == buf.len() {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "").await;
-        }
-        let n = match tokio::time::timeout(REQUEST_TIMEOUT, stream.read(&mut buf[len..])).await {
-            Ok(r) => r?,
-            Err(_) => return Ok(()),
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        len += n;
+    /// The family names of the `# TYPE` lines of `text`.
+    pub(crate) fn exposed(text: &str) -> BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .collect()
     }
-    let head = String::from_utf8_lossy(&buf[..len]);
-    let mut parts = head.split_whitespace();
-    match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => respond(&mut stream, "200 OK", &metrics.render()).await,
-        (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", "try /metrics\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "").await,
-    }
-}
 
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+    fn op(name: &str) -> OpStats {
+        OpStats {
+            name: name.into(),
+            count: 2,
+            errors: 1,
+            sum_us: 30,
+            bulk_bytes: 4096,
+            buckets: vec![0, 1, 1],
+        }
+    }
+
+    #[test]
+    fn a_server_exposes_exactly_the_declared_families_and_get_param_lists_them() {
+        let stats = vec![ServiceStats {
+            target: Some(TargetId::mdt(0)),
+            ops: vec![op("create")],
+            counters: weft_rpc::metric::counters(&MDT_STATS, &MdtStats::default()),
+            jobs: vec![JobStats {
+                jobid: "j.1".into(),
+                snapshot_time: 0,
+                start_time: 0,
+                ops: vec![op("mkdir")],
+            }],
+        }];
+        let mdts = [(TargetId::mdt(0), MdtStats::default())];
+        let osts = [(TargetId::ost(0), OstStats::default())];
+        let text = encode(server_families(&stats, &mdts, &osts));
+        let mut want: BTreeSet<String> = REQUEST_METRICS
+            .iter()
+            .chain(&JOB_METRICS)
+            .map(|d| d.family(SERVER_PREFIX))
+            .collect();
+        want.extend(MDT_STATS.iter().map(|s| s.def.family(MDT_PREFIX)));
+        want.extend(OST_METRICS.iter().map(|s| s.def.family(OST_PREFIX)));
+        want.insert(OST_BRW.family(OST_PREFIX));
+        assert_eq!(exposed(&text), want, "{text}");
+        // The names servers have always exported (the dashboard and scrapers use them).
+        for name in [
+            "weft_requests_total",
+            "weft_request_duration_seconds_bucket",
+            "weft_job_requests_total",
+            "weft_mdt_directories",
+            "weft_mdt_commits_total",
+            "weft_ost_write_bytes_total",
+        ] {
+            assert!(text.contains(&format!("\n{name}{{")), "{name} in {text}");
+        }
+
+        // get_param lists each declared MDT figure under its own name, and nothing else
+        // besides the tables every target has.
+        let params: BTreeSet<String> =
+            crate::admin::param::target_params(weft_proto::TargetKind::Mdt, &stats[0], None)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+        let mut want: BTreeSet<String> =
+            MDT_STATS.iter().map(|s| s.def.param.to_string()).collect();
+        want.extend(["md_stats".to_string(), "job_stats".to_string()]);
+        assert_eq!(params, want);
+    }
 }

@@ -14,17 +14,54 @@ use weft_client::{Cluster, ClusterOptions};
 use weft_ost::Ost;
 use weft_ost::direct::CacheLimits;
 use weft_proto::{TargetId, TargetKind};
-use weft_rpc::{Router, Server, ServerOptions};
+use weft_rpc::{LocalServers, Router, Server, ServerOptions, Tcp, Transport};
 
 /// How often a target tells the MGS it is alive.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How the clients of this process reach its own servers: directly, through the list of
+/// local servers they share (the default), or over loopback sockets like any other.
+#[derive(Debug, Clone)]
+pub struct Route {
+    local: Option<LocalServers>,
+}
+
+impl Route {
+    /// Direct calls to this process's servers unless `sockets` is set or
+    /// `WEFT_RPC_LOCAL=0` is in the environment (to measure or debug the socket path with
+    /// the same binary).
+    pub fn new(sockets: bool) -> Self {
+        let env_sockets = std::env::var("WEFT_RPC_LOCAL").is_ok_and(|v| v.trim() == "0");
+        Self {
+            local: (!sockets && !env_sockets).then(LocalServers::new),
+        }
+    }
+
+    /// The transport of this process's clients.
+    pub fn transport(&self) -> Arc<dyn Transport> {
+        Arc::new(Tcp::new(self.local.clone()))
+    }
+
+    /// Options of a client of this process.
+    pub fn cluster_options(&self) -> ClusterOptions {
+        ClusterOptions {
+            transport: self.transport(),
+            ..ClusterOptions::default()
+        }
+    }
+}
+
 /// Connects to the MGS, retrying until `timeout` passes; then fails with a clear message.
-pub async fn connect_mgs(mgs: &str, fsname: &str, timeout: Duration) -> Result<Arc<Cluster>> {
+pub async fn connect_mgs(
+    mgs: &str,
+    fsname: &str,
+    timeout: Duration,
+    route: &Route,
+) -> Result<Arc<Cluster>> {
     let start = Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
-        match Cluster::connect(mgs, fsname, ClusterOptions::default()).await {
+        match Cluster::connect(mgs, fsname, route.cluster_options()).await {
             Ok(c) => return Ok(c),
             Err(e) if start.elapsed() + delay < timeout => {
                 tracing::warn!(mgs, error = %e, "MGS not reachable yet; retrying in {delay:?}");
@@ -40,11 +77,11 @@ pub async fn connect_mgs(mgs: &str, fsname: &str, timeout: Duration) -> Result<A
 }
 
 /// Binds the listen address, with the message an operator needs when the port is taken.
-/// Clients in this process (the mount and the other roles of `weft up`, an MDT's
-/// connections to OSTs of the same server) call its targets directly.
-pub async fn listen(addr: &str, router: Arc<Router>) -> Result<Server> {
+/// Clients in this process that share `route` (the mount and the other roles of `weft up`,
+/// an MDT's connections to OSTs of the same server) call its targets directly.
+pub async fn listen(addr: &str, router: Arc<Router>, route: &Route) -> Result<Server> {
     let opts = ServerOptions {
-        in_process_clients: true,
+        local_servers: route.local.clone(),
         ..ServerOptions::default()
     };
     Server::bind(addr, router, opts)

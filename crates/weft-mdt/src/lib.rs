@@ -98,6 +98,7 @@ mod remote;
 mod remote_links;
 pub mod replies;
 pub mod service;
+pub mod stats;
 pub mod store;
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::namespace::DIR_SIZE;
 use crate::placement::Placement;
 use crate::reads;
 use crate::redo::RedoLog;
+pub use crate::stats::MdtStats;
 use crate::store::{self, FORMAT_VERSION, Inode, Meta};
 use parking_lot::Mutex;
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
@@ -73,46 +74,6 @@ impl Default for MdtOptions {
             commit_interval: crate::redo::COMMIT_INTERVAL,
         }
     }
-}
-
-/// Counters for `get_param` and monitoring.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MdtStats {
-    /// Directories stored (including unlinked ones still open).
-    pub dirs: u64,
-    /// Other inodes stored (including unlinked ones still open).
-    pub files: u64,
-    /// Unlinked inodes kept alive by open handles.
-    pub orphans: u64,
-    /// Destroy-log records not yet confirmed by every OST.
-    pub pending_destroys: u64,
-    /// Open handles.
-    pub open_handles: u64,
-    /// Write transactions committed since start.
-    pub commits: u64,
-    /// Of those, the ones made durable with an fsync (the others were held by the redo
-    /// log until the next one), plus empty commits that made earlier ones durable.
-    pub durable_commits: u64,
-    /// Operations handled by the commit thread since start.
-    pub write_ops: u64,
-    /// Replies recorded since start, for numbered requests to answer a resend with
-    /// (none for requests that came in-process: they are never resent).
-    pub reply_records: u64,
-    /// Opens and closes answered without the commit thread since start (they changed
-    /// nothing stored).
-    pub fast_ops: u64,
-    /// File locks held now (records after merging).
-    pub locks_held: u64,
-    /// Blocking lock requests waiting now.
-    pub lock_waiters: u64,
-    /// Lock requests granted since start.
-    pub lock_grants: u64,
-    /// Blocking lock requests that had to wait, since start.
-    pub lock_waits: u64,
-    /// Lock requests that met a conflicting lock, since start.
-    pub lock_conflicts: u64,
-    /// Lock waits refused with EDEADLK, since start.
-    pub lock_deadlocks: u64,
 }
 
 type CommitThread = std::thread::JoinHandle<()>;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use weft_proto::WireResult;
 use weft_proto::handshake::Counter;
 use weft_proto::mdt::{MdtReply, MdtRequest};
-use weft_rpc::{Handler, Peer};
+use weft_rpc::{Handler, Peer, RequestContext};
 
 /// Serves MDT requests arriving over the transport. Open handles and file locks belong to
 /// the connection that made them; when it breaks they are kept for the same client node's
@@ -29,18 +29,15 @@ impl MdtHandler {
     pub fn mdt(&self) -> &Arc<Mdt> {
         &self.mdt
     }
-}
 
-impl Handler for MdtHandler {
-    type Request = MdtRequest;
-    type Reply = MdtReply;
-
-    fn handle(
+    /// Serves `request` from `peer`; `numbers` gives its resend numbers `(seq, acked)`
+    /// when it runs.
+    fn serve(
         &self,
         peer: &Peer,
         request: MdtRequest,
-        _bulk: Bytes,
-    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
+        numbers: impl FnOnce() -> (u64, u64) + Send + 'static,
+    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send + 'static {
         let mdt = self.mdt.clone();
         let conn = peer.conn_id;
         let client = peer.client_uuid;
@@ -64,7 +61,7 @@ impl Handler for MdtHandler {
                     .await
                     .map(|r| (r, Bytes::new()));
             }
-            let (seq, acked) = weft_rpc::resend::current();
+            let (seq, acked) = numbers();
             let origin = crate::Origin {
                 client,
                 seq,
@@ -76,36 +73,39 @@ impl Handler for MdtHandler {
                 .map(|r| (r, Bytes::new()))
         }
     }
+}
+
+impl Handler for MdtHandler {
+    type Request = MdtRequest;
+    type Reply = MdtReply;
+
+    fn handle(
+        &self,
+        peer: &Peer,
+        request: MdtRequest,
+        bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
+        let _ = bulk;
+        // The numbers of the task-local scope the request runs in.
+        self.serve(peer, request, weft_rpc::resend::current)
+    }
+
+    fn handle_in(
+        &self,
+        ctx: &RequestContext,
+        peer: &Peer,
+        request: MdtRequest,
+        _bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(MdtReply, Bytes)>> + Send {
+        let numbers = (ctx.seq, ctx.acked);
+        self.serve(peer, request, move || numbers)
+    }
 
     fn disconnected(&self, peer: &Peer) {
         self.mdt.disconnect_client(peer.conn_id, peer.client_uuid);
     }
 
     fn counters(&self) -> Vec<Counter> {
-        let s = self.mdt.stats();
-        [
-            ("dirs", s.dirs),
-            ("files", s.files),
-            ("orphans", s.orphans),
-            ("pending_destroys", s.pending_destroys),
-            ("open_handles", s.open_handles),
-            ("commits", s.commits),
-            ("durable_commits", s.durable_commits),
-            ("write_ops", s.write_ops),
-            ("fast_ops", s.fast_ops),
-            ("reply_records", s.reply_records),
-            ("locks_held", s.locks_held),
-            ("lock_waiters", s.lock_waiters),
-            ("lock_grants", s.lock_grants),
-            ("lock_waits", s.lock_waits),
-            ("lock_conflicts", s.lock_conflicts),
-            ("lock_deadlocks", s.lock_deadlocks),
-        ]
-        .into_iter()
-        .map(|(name, value)| Counter {
-            name: name.to_string(),
-            value,
-        })
-        .collect()
+        weft_rpc::metric::counters(&crate::stats::MDT_STATS, &self.mdt.stats())
     }
 }

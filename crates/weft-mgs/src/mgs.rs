@@ -13,9 +13,10 @@ use crate::names::{
 };
 use crate::state::{self, Record, STATE_FILE};
 use crate::subscribers::{ConfigSubscriber, Subscribers};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 use weft_durable::TMP_SUFFIX;
@@ -210,8 +211,8 @@ impl Mgs {
 
     /// The configuration as it is now, with the latest heartbeat times.
     pub fn config(&self) -> FsConfig {
-        let mut config = self.lock_state().config.clone();
-        let live = self.lock_live();
+        let mut config = self.state.lock().config.clone();
+        let live = self.live.lock();
         for t in &mut config.targets {
             if let Some(l) = live.get(&t.id) {
                 t.last_seen = t.last_seen.max(l.last_seen);
@@ -280,13 +281,13 @@ impl Mgs {
                 .map(|t| t.id)
                 .collect()
         };
-        let any = !silent(&self.lock_state(), &mut self.lock_live()).is_empty();
+        let any = !silent(&self.state.lock(), &mut self.live.lock()).is_empty();
         if !any {
             return Ok(0);
         }
         self.mutate(|rec| {
             // Decide again under the writer lock: a heartbeat may have arrived meanwhile.
-            let ids = silent(rec, &mut self.lock_live());
+            let ids = silent(rec, &mut self.live.lock());
             for t in rec.config.targets.iter_mut().filter(|t| ids.contains(&t.id)) {
                 tracing::warn!(target = %t.id, address = %t.address, "no heartbeat within {timeout:?}: marking inactive");
                 t.state = TargetState::Inactive;
@@ -345,13 +346,13 @@ impl Mgs {
             }
         })
         .await?;
-        self.lock_live().insert(id, Liveness::now());
+        self.live.lock().insert(id, Liveness::now());
         Ok(MgsReply::Registered(self.config()))
     }
 
     async fn heartbeat(&self, id: TargetId, uuid: Uuid) -> WireResult<MgsReply> {
         let active = {
-            let rec = self.lock_state();
+            let rec = self.state.lock();
             let t = rec
                 .config
                 .target(id)
@@ -367,7 +368,7 @@ impl Mgs {
             }
             t.state == TargetState::Active
         };
-        self.lock_live().insert(id, Liveness::now());
+        self.live.lock().insert(id, Liveness::now());
         if !active {
             self.mutate(|rec| {
                 let t = rec
@@ -573,7 +574,7 @@ impl Mgs {
         change: impl FnOnce(&mut Record) -> WireResult<(bool, R)>,
     ) -> WireResult<R> {
         let _writer = self.writer.lock().await;
-        let mut next = self.lock_state().clone();
+        let mut next = self.state.lock().clone();
         let (changed, out) = change(&mut next)?;
         if !changed {
             return Ok(out);
@@ -581,7 +582,7 @@ impl Mgs {
         next.config.version += 1;
         {
             // Persist the latest heartbeat times along with the change.
-            let live = self.lock_live();
+            let live = self.live.lock();
             for t in &mut next.config.targets {
                 if let Some(l) = live.get(&t.id) {
                     t.last_seen = t.last_seen.max(l.last_seen);
@@ -599,18 +600,10 @@ impl Mgs {
                 err(Errno::Io, format!("persisting MGS state: {e}"))
             })?;
         let version = next.config.version;
-        *self.lock_state() = next;
+        *self.state.lock() = next;
         drop(_writer);
         self.subscribers.notify(version);
         Ok(out)
-    }
-
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, Record> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_live(&self) -> std::sync::MutexGuard<'_, HashMap<TargetId, Liveness>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

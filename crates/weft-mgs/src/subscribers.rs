@@ -1,7 +1,8 @@
 //! Peers to tell when the configuration changes.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Something that wants to hear about configuration changes: a connected peer, in practice
 /// (the service adapts the transport's callback sender to this), or a test probe.
@@ -18,29 +19,26 @@ pub(crate) struct Subscribers {
 }
 
 impl Subscribers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<dyn ConfigSubscriber>>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub(crate) fn contains(&self, id: u64) -> bool {
-        self.lock().contains_key(&id)
+        self.map.lock().contains_key(&id)
     }
 
     pub(crate) fn insert(&self, id: u64, sub: Arc<dyn ConfigSubscriber>) {
-        self.lock().insert(id, sub);
+        self.map.lock().insert(id, sub);
     }
 
     pub(crate) fn remove(&self, id: u64) {
-        self.lock().remove(&id);
+        self.map.lock().remove(&id);
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.map.lock().len()
     }
 
     /// Tells everyone about `version`, forgetting the peers that are gone.
     pub(crate) fn notify(&self, version: u64) {
         let subs: Vec<(u64, Arc<dyn ConfigSubscriber>)> = self
+            .map
             .lock()
             .iter()
             .map(|(id, s)| (*id, Arc::clone(s)))
@@ -51,7 +49,7 @@ impl Subscribers {
             .map(|(id, _)| id)
             .collect();
         if !gone.is_empty() {
-            let mut map = self.lock();
+            let mut map = self.map.lock();
             for id in gone {
                 map.remove(&id);
             }

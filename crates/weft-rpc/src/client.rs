@@ -116,9 +116,7 @@ impl Connection {
         callbacks: Option<Arc<dyn CallbackHandler>>,
         opts: &ClientOptions,
     ) -> Result<Self, RpcError> {
-        if transport.in_process()
-            && let Some((server, asked)) = crate::local::find(addr)
-        {
+        if let Some((server, asked)) = transport.local_servers().and_then(|l| l.find(addr)) {
             let (link, reply) = LocalLink::connect(server, asked, hello, callbacks)?;
             return Ok(Connection {
                 link: Link::InProcess(link),
@@ -226,6 +224,21 @@ impl Connection {
         conn::decode_reply(frame)
     }
 
+    /// Sends a request in context `ctx` (its job id and resend numbers, whatever the
+    /// calling task's scopes say) and waits for the reply until the connection's
+    /// `request_timeout` or `ctx`'s deadline, whichever comes first.
+    pub async fn call_in<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        ctx: &crate::RequestContext,
+        req: &Req,
+        bulk: Bytes,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let (op, body) = conn::encode_request_in(ctx, req)?;
+        let timeout = ctx.timeout(self.opts.request_timeout);
+        let frame = self.request(op, body, bulk, timeout).await?;
+        conn::decode_reply(frame)
+    }
+
     /// Round trip with no work on the server.
     pub async fn ping(&self) -> Result<(), RpcError> {
         let frame = self
@@ -313,7 +326,7 @@ async fn reader_loop(
 /// that fail on a broken connection return the error; callers decide whether to resend.
 pub struct Reconnecting {
     transport: Arc<dyn Transport>,
-    addr: std::sync::RwLock<String>,
+    addr: parking_lot::RwLock<String>,
     hello: ConnectRequest,
     callbacks: Option<Arc<dyn CallbackHandler>>,
     opts: ClientOptions,
@@ -331,7 +344,7 @@ impl Reconnecting {
     ) -> Self {
         Self {
             transport,
-            addr: std::sync::RwLock::new(addr),
+            addr: parking_lot::RwLock::new(addr),
             hello,
             callbacks,
             opts,
@@ -341,7 +354,7 @@ impl Reconnecting {
 
     /// Points future connections at a new address (the target moved).
     pub fn set_address(&self, addr: String) {
-        *self.addr.write().unwrap_or_else(|p| p.into_inner()) = addr;
+        *self.addr.write() = addr;
     }
 
     /// The options connections are made with.
@@ -351,7 +364,7 @@ impl Reconnecting {
 
     /// The address connections go to.
     pub fn address(&self) -> String {
-        self.addr.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.addr.read().clone()
     }
 
     /// The open connection, connecting if there is none.
@@ -395,6 +408,19 @@ impl Reconnecting {
     ) -> Result<(Rep, Bytes), RpcError> {
         let c = self.connection().await?;
         let r = c.call_with_timeout(req, bulk, timeout).await;
+        self.forget_if_broken(&c, &r).await;
+        r
+    }
+
+    /// [`Reconnecting::call`] in context `ctx` (see [`Connection::call_in`]).
+    pub async fn call_in<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        ctx: &crate::RequestContext,
+        req: &Req,
+        bulk: Bytes,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let c = self.connection().await?;
+        let r = c.call_in(ctx, req, bulk).await;
         self.forget_if_broken(&c, &r).await;
         r
     }

@@ -4,8 +4,8 @@
 use crate::error::RpcError;
 use crate::transport::BoxWrite;
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -178,10 +178,6 @@ impl Endpoint {
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<InFrame>>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Whether the connection is gone.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire) || self.tx.is_closed()
@@ -190,7 +186,7 @@ impl Endpoint {
     /// Marks the connection closed and fails every request still waiting.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.pending().clear();
+        self.pending.lock().clear();
     }
 
     /// Queues a frame for writing.
@@ -231,7 +227,7 @@ impl Endpoint {
         let xid = self.next_xid();
         let frame = OutFrame::new(opcode, flags, xid, body, bulk)?;
         let (tx, rx) = oneshot::channel();
-        self.pending().insert(xid, tx);
+        self.pending.lock().insert(xid, tx);
         // The pending entry must go whatever happens next, or it would leak.
         let result = async {
             self.send(frame).await?;
@@ -243,7 +239,7 @@ impl Endpoint {
         }
         .await;
         if result.is_err() {
-            self.pending().remove(&xid);
+            self.pending.lock().remove(&xid);
         }
         result
     }
@@ -251,7 +247,7 @@ impl Endpoint {
     /// Delivers a reply to the request waiting for it; replies nobody waits for (timed out,
     /// or answers to notifications) are dropped.
     pub fn complete(&self, frame: InFrame) {
-        let waiter = self.pending().remove(&frame.header.xid);
+        let waiter = self.pending.lock().remove(&frame.header.xid);
         if let Some(waiter) = waiter {
             let _ = waiter.send(frame);
         }
@@ -294,16 +290,18 @@ pub fn encode_callback<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> 
     Ok((msg.opcode(), weft_proto::encode(msg)?))
 }
 
-/// Encodes a request body: the [`weft_proto::RequestHeader`] (with the current job id), then
-/// the message.
+/// Encodes a request body: the [`weft_proto::RequestHeader`] of the calling task's scopes
+/// ([`crate::RequestContext::ambient`]), then the message.
 pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
-    let (seq, acked) = crate::resend::current();
-    let header = weft_proto::RequestHeader {
-        jobid: crate::jobid::current().map(|j| j.to_string()),
-        seq,
-        acked,
-    };
-    Ok((msg.opcode(), weft_proto::encode(&(header, msg))?))
+    encode_request_in(&crate::RequestContext::ambient(), msg)
+}
+
+/// Encodes a request body: the header carrying `ctx`, then the message.
+pub fn encode_request_in<M: Message>(
+    ctx: &crate::RequestContext,
+    msg: &M,
+) -> Result<(u16, Vec<u8>), RpcError> {
+    Ok((msg.opcode(), weft_proto::encode(&(ctx.header(), msg))?))
 }
 
 #[cfg(test)]

@@ -9,9 +9,11 @@
 
 pub mod client;
 pub mod conn;
+pub mod context;
 pub mod error;
 pub mod jobid;
 pub mod local;
+pub mod metric;
 pub mod resend;
 pub mod server;
 pub mod service;
@@ -19,8 +21,10 @@ pub mod stats;
 pub mod transport;
 
 pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
+pub use context::RequestContext;
 pub use error::RpcError;
+pub use local::LocalServers;
 pub use server::{Router, Server, ServerOptions};
 pub use service::{Handler, Peer, Service, TypedService};
 pub use stats::OpStatsTable;
-pub use transport::{TcpTransport, Transport};
+pub use transport::{Tcp, TcpTransport, Transport};

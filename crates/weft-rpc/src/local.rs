@@ -13,10 +13,13 @@
 //! the server's per-connection memory budgets do not apply, because the payloads are
 //! already in this process's memory and the caller is this process.
 //!
-//! Servers opt in with [`crate::ServerOptions::in_process_clients`]; clients use it through
-//! transports whose [`crate::Transport::in_process`] is true (TCP). `WEFT_RPC_LOCAL=0` in
-//! the environment turns it off for the whole process (to measure or debug the socket
-//! path with the same binary).
+//! Which calls take this path is configuration, not ambient state: servers are listed in a
+//! [`LocalServers`] handed to them in [`crate::ServerOptions::local_servers`], and clients
+//! call directly the servers listed in their transport's
+//! [`crate::Transport::local_servers`] ([`crate::transport::Tcp::with_local`]). The older
+//! switches still work: [`crate::ServerOptions::in_process_clients`] lists a server in a
+//! process-wide list that [`crate::TcpTransport`] consults unless `WEFT_RPC_LOCAL=0` is in
+//! the environment.
 
 use crate::client::{CallbackHandler, CallbackSender};
 use crate::conn::{Endpoint, Reply, WRITE_QUEUE};
@@ -24,11 +27,12 @@ use crate::error::RpcError;
 use crate::server::Shared;
 use crate::service::{BoxFuture, Peer, Service};
 use bytes::Bytes;
+use parking_lot::Mutex;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -36,44 +40,75 @@ use tokio::task::JoinHandle;
 use weft_proto::frame::{BULK_ALIGN, aligned_vec};
 use weft_proto::{ConnectReply, ConnectRequest};
 
-/// Servers of this process that accept in-process clients, by listen address.
-static SERVERS: Mutex<Vec<(SocketAddr, Weak<Shared>)>> = Mutex::new(Vec::new());
-
-/// Whether in-process connections are allowed (`WEFT_RPC_LOCAL=0` turns them off).
-fn enabled() -> bool {
-    static ENABLED: LazyLock<bool> =
-        LazyLock::new(|| std::env::var("WEFT_RPC_LOCAL").map_or(true, |v| v.trim() != "0"));
-    *ENABLED
-}
-
-fn servers() -> std::sync::MutexGuard<'static, Vec<(SocketAddr, Weak<Shared>)>> {
-    SERVERS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Lists a server that listens on `addr` for in-process clients. It is forgotten once
+/// A list of servers of this process that clients holding the same list call directly,
+/// by listen address. Whoever starts servers and clients together (`weft up`) makes one,
+/// hands it to its servers ([`crate::ServerOptions::local_servers`]) and to the transport
+/// of its clients ([`crate::Transport::local_servers`], [`crate::transport::Tcp`]); a
+/// client whose transport holds none always uses the socket. Servers are forgotten once
 /// stopped and dropped.
-pub(crate) fn register(addr: SocketAddr, server: &Arc<Shared>) {
-    let mut list = servers();
-    list.retain(|(_, s)| s.strong_count() > 0);
-    list.push((addr, Arc::downgrade(server)));
+#[derive(Clone, Default)]
+pub struct LocalServers {
+    list: Arc<Mutex<Vec<Listed>>>,
 }
 
-/// The running server of this process that `addr` (an `IP:PORT`; names are not resolved)
-/// reaches, if any, with `addr` parsed. A server listening on the unspecified address
-/// answers loopback ones.
-pub(crate) fn find(addr: &str) -> Option<(Arc<Shared>, SocketAddr)> {
-    if !enabled() {
-        return None;
+/// A listed server: where it listens, and the server while it runs.
+type Listed = (SocketAddr, Weak<Shared>);
+
+impl std::fmt::Debug for LocalServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addrs: Vec<SocketAddr> = self.list.lock().iter().map(|(a, _)| *a).collect();
+        f.debug_struct("LocalServers")
+            .field("addrs", &addrs)
+            .finish()
     }
-    let asked: SocketAddr = addr.parse().ok()?;
-    servers().iter().find_map(|(bound, server)| {
-        let reaches = *bound == asked
-            || (bound.ip().is_unspecified()
-                && bound.port() == asked.port()
-                && asked.ip().is_loopback());
-        let server = server.upgrade().filter(|_| reaches)?;
-        (!server.is_stopping()).then_some((server, asked))
-    })
+}
+
+/// The list the older entry points share ([`crate::ServerOptions::in_process_clients`],
+/// [`crate::TcpTransport`]).
+static PROCESS_WIDE: LazyLock<LocalServers> = LazyLock::new(LocalServers::default);
+
+impl LocalServers {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The process-wide list behind the older entry points, or `None` when
+    /// `WEFT_RPC_LOCAL=0` is in the environment (kept for compatibility: new code passes a
+    /// list, or none, explicitly).
+    pub fn process_wide() -> Option<Self> {
+        static ENABLED: LazyLock<bool> =
+            LazyLock::new(|| std::env::var("WEFT_RPC_LOCAL").map_or(true, |v| v.trim() != "0"));
+        ENABLED.then(|| PROCESS_WIDE.clone())
+    }
+
+    /// Lists a server that listens on `addr`.
+    pub(crate) fn register(&self, addr: SocketAddr, server: &Arc<Shared>) {
+        let mut list = self.list.lock();
+        list.retain(|(_, s)| s.strong_count() > 0);
+        list.push((addr, Arc::downgrade(server)));
+    }
+
+    /// Lists a server in the process-wide list, whatever the environment says (a client
+    /// reads `WEFT_RPC_LOCAL`).
+    pub(crate) fn register_process_wide(addr: SocketAddr, server: &Arc<Shared>) {
+        PROCESS_WIDE.register(addr, server);
+    }
+
+    /// The running server listed here that `addr` (an `IP:PORT`; names are not resolved)
+    /// reaches, if any, with `addr` parsed. A server listening on the unspecified address
+    /// answers loopback ones.
+    pub(crate) fn find(&self, addr: &str) -> Option<(Arc<Shared>, SocketAddr)> {
+        let asked: SocketAddr = addr.parse().ok()?;
+        self.list.lock().iter().find_map(|(bound, server)| {
+            let reaches = *bound == asked
+                || (bound.ip().is_unspecified()
+                    && bound.port() == asked.port()
+                    && asked.ip().is_loopback());
+            let server = server.upgrade().filter(|_| reaches)?;
+            (!server.is_stopping()).then_some((server, asked))
+        })
+    }
 }
 
 /// A client's in-process connection to one target.

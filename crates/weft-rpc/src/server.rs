@@ -3,13 +3,15 @@
 
 use crate::client::CallbackSender;
 use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
+use crate::local::LocalServers;
 use crate::service::{Service, encode_reply};
 use crate::transport::BoxRead;
 use bytes::Bytes;
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::TcpListener;
@@ -32,9 +34,13 @@ pub struct ServerOptions {
     pub conn_max_requests: usize,
     /// How long a new connection may take to send its handshake.
     pub handshake_timeout: Duration,
-    /// Whether clients in this process may call the targets directly, without the socket
-    /// (see [`crate::local`]). Off by default; the `weft` roles turn it on.
+    /// Whether clients in this process may call the targets directly, without the socket,
+    /// through the process-wide list (see [`crate::local`]). Off by default; prefer
+    /// `local_servers`.
     pub in_process_clients: bool,
+    /// The list of in-process servers to join: clients whose transport holds the same
+    /// list call this server's targets directly (see [`crate::local`]).
+    pub local_servers: Option<LocalServers>,
 }
 
 impl Default for ServerOptions {
@@ -45,6 +51,7 @@ impl Default for ServerOptions {
             conn_max_requests: 1024,
             handshake_timeout: Duration::from_secs(10),
             in_process_clients: false,
+            local_servers: None,
         }
     }
 }
@@ -70,51 +77,32 @@ impl Router {
 
     /// Sets the file system name (learned from the MGS after the listener started).
     pub fn set_fsname(&self, fsname: &str) {
-        *self.fsname.write().unwrap_or_else(|p| p.into_inner()) = fsname.to_string();
+        *self.fsname.write() = fsname.to_string();
     }
 
     /// The file system name.
     pub fn fsname(&self) -> String {
-        self.fsname
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.fsname.read().clone()
     }
 
     /// Adds (or replaces) the service of a target.
     pub fn add(&self, service: Arc<dyn Service>) {
-        self.services
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(service.target(), service);
+        self.services.write().insert(service.target(), service);
     }
 
     /// Removes a target's service; its existing connections keep working until they close.
     pub fn remove(&self, target: TargetId) {
-        self.services
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&target);
+        self.services.write().remove(&target);
     }
 
     /// The service of `target`.
     pub fn get(&self, target: TargetId) -> Option<Arc<dyn Service>> {
-        self.services
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&target)
-            .cloned()
+        self.services.read().get(&target).cloned()
     }
 
     /// Every target served.
     pub fn targets(&self) -> Vec<TargetId> {
-        let mut t: Vec<_> = self
-            .services
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .copied()
-            .collect();
+        let mut t: Vec<_> = self.services.read().keys().copied().collect();
         t.sort();
         t
     }
@@ -202,8 +190,11 @@ impl Server {
             next_conn_id: AtomicU64::new(1),
             stop: stop_rx,
         });
+        if let Some(local) = &shared.opts.local_servers {
+            local.register(local_addr, &shared);
+        }
         if shared.opts.in_process_clients {
-            crate::local::register(local_addr, &shared);
+            LocalServers::register_process_wide(local_addr, &shared);
         }
         let task = tokio::spawn(accept_loop(listener, shared));
         Self {

@@ -52,6 +52,20 @@ pub trait Handler: Send + Sync + 'static {
         bulk: Bytes,
     ) -> impl Future<Output = WireResult<(Self::Reply, Bytes)>> + Send;
 
+    /// Handles one request in its context (job id and resend numbers from the request's
+    /// header). The default calls [`Handler::handle`], which may read the same numbers
+    /// from the task-local scopes the service sets around it ([`crate::resend::current`]).
+    fn handle_in(
+        &self,
+        ctx: &crate::RequestContext,
+        peer: &Peer,
+        request: Self::Request,
+        bulk: Bytes,
+    ) -> impl Future<Output = WireResult<(Self::Reply, Bytes)>> + Send {
+        let _ = ctx;
+        self.handle(peer, request, bulk)
+    }
+
     /// Called once when a peer's connection to this target closes.
     fn disconnected(&self, _peer: &Peer) {}
 
@@ -179,9 +193,10 @@ impl<H: Handler> Service for TypedService<H> {
                     )),
                 ),
                 Ok((header, msg)) => {
+                    let ctx = crate::RequestContext::from_header(&header);
                     jobid = header.jobid;
                     let name = msg.op_name();
-                    let handled = self.handler.handle(&peer, msg, request.bulk);
+                    let handled = self.handler.handle_in(&ctx, &peer, msg, request.bulk);
                     (
                         name,
                         crate::resend::with_seq(header.seq, header.acked, handled).await,

@@ -1,7 +1,7 @@
 //! Per-operation counters and latency histograms kept by every service.
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use weft_proto::handshake::{JobStats, OpStats};
@@ -48,16 +48,16 @@ impl OpStatsTable {
     }
 
     fn counters(&self, name: &'static str) -> std::sync::Arc<OpCounters> {
-        if let Some(c) = self.ops.read().unwrap_or_else(|p| p.into_inner()).get(name) {
+        if let Some(c) = self.ops.read().get(name) {
             return c.clone();
         }
-        let mut ops = self.ops.write().unwrap_or_else(|p| p.into_inner());
+        let mut ops = self.ops.write();
         ops.entry(name).or_default().clone()
     }
 
     /// A consistent-enough snapshot (each counter read once), sorted by name.
     pub fn snapshot(&self) -> Vec<OpStats> {
-        let ops = self.ops.read().unwrap_or_else(|p| p.into_inner());
+        let ops = self.ops.read();
         let mut out: Vec<OpStats> = ops
             .iter()
             .map(|(name, c)| OpStats {
@@ -113,7 +113,7 @@ struct JobEntry {
 /// Per-job operation statistics, bounded in the number of jobs.
 #[derive(Default)]
 pub struct JobStatsTable {
-    jobs: std::sync::Mutex<HashMap<String, JobEntry>>,
+    jobs: Mutex<HashMap<String, JobEntry>>,
 }
 
 fn unix_now() -> u64 {
@@ -134,7 +134,7 @@ impl JobStatsTable {
     ) {
         let now = std::time::Instant::now();
         let key = crate::jobid::sanitize(jobid);
-        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut jobs = self.jobs.lock();
         if !jobs.contains_key(&key) {
             jobs.retain(|_, j| now.duration_since(j.last_seen) < job_idle());
             if jobs.len() >= MAX_JOBS {
@@ -169,7 +169,7 @@ impl JobStatsTable {
     /// The jobs seen within `job_cleanup_interval`, sorted by job id.
     pub fn snapshot(&self) -> Vec<JobStats> {
         let now = std::time::Instant::now();
-        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let jobs = self.jobs.lock();
         let mut out: Vec<JobStats> = jobs
             .iter()
             .filter(|(_, j)| now.duration_since(j.last_seen) < job_idle())

@@ -1,5 +1,8 @@
-//! Byte-stream transports. TCP is the first; the trait leaves room for RDMA.
+//! Byte-stream transports. TCP is the first; the trait leaves room for RDMA. A transport
+//! also says which servers of this process its connections call directly instead
+//! ([`Transport::local_servers`]).
 
+use crate::local::LocalServers;
 use crate::service::BoxFuture;
 use std::io;
 use std::net::SocketAddr;
@@ -10,41 +13,86 @@ pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 /// The writing half of a connection.
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// A connection being opened: both halves and the peer's resolved address.
+pub type Connecting<'a> = BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>>;
+
 /// A way to open connections to `HOST:PORT` addresses.
 pub trait Transport: Send + Sync + 'static {
     /// Connects to `addr`, returning both halves and the peer's resolved address.
-    fn connect<'a>(
-        &'a self,
-        addr: &'a str,
-    ) -> BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>>;
+    fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a>;
 
-    /// Whether a connection to a server of this process may skip the byte stream and call
-    /// the target directly (see [`crate::local`]). Transports that change the bytes on
-    /// their way (tests that damage frames) keep the default, false.
+    /// The servers of this process that connections call directly, skipping the byte
+    /// stream (see [`crate::local`]); `None`: every connection uses the stream. Transports
+    /// that change the bytes on their way (tests that damage frames) keep the default.
+    fn local_servers(&self) -> Option<LocalServers> {
+        if self.in_process() {
+            LocalServers::process_wide()
+        } else {
+            None
+        }
+    }
+
+    /// The older switch: whether connections may call the servers of the process-wide
+    /// list directly (read by the default [`Transport::local_servers`]). False by default.
     fn in_process(&self) -> bool {
         false
     }
 }
 
-/// TCP with `TCP_NODELAY` (requests are small and latency-bound; bulk is written whole).
+/// Opens a TCP connection with `TCP_NODELAY` (requests are small and latency-bound; bulk
+/// is written whole).
+async fn tcp_connect(addr: &str) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let peer = stream.peer_addr()?;
+    let (r, w) = stream.into_split();
+    Ok((Box::new(r) as BoxRead, Box::new(w) as BoxWrite, peer))
+}
+
+/// TCP, calling the servers of the process-wide list directly unless `WEFT_RPC_LOCAL=0`
+/// (the older entry point; new code says which servers with [`Tcp`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TcpTransport;
 
 impl Transport for TcpTransport {
-    fn connect<'a>(
-        &'a self,
-        addr: &'a str,
-    ) -> BoxFuture<'a, io::Result<(BoxRead, BoxWrite, SocketAddr)>> {
-        Box::pin(async move {
-            let stream = tokio::net::TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            let peer = stream.peer_addr()?;
-            let (r, w) = stream.into_split();
-            Ok((Box::new(r) as BoxRead, Box::new(w) as BoxWrite, peer))
-        })
+    fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
+        Box::pin(tcp_connect(addr))
     }
 
     fn in_process(&self) -> bool {
         true
+    }
+}
+
+/// TCP, calling the servers of a given [`LocalServers`] list directly, or none.
+#[derive(Debug, Default, Clone)]
+pub struct Tcp {
+    local: Option<LocalServers>,
+}
+
+impl Tcp {
+    /// Every connection over a socket.
+    pub fn sockets() -> Self {
+        Self { local: None }
+    }
+
+    /// Servers listed in `local` called directly, the others over a socket.
+    pub fn with_local(local: LocalServers) -> Self {
+        Self { local: Some(local) }
+    }
+
+    /// Servers listed in `local`, if any, called directly.
+    pub fn new(local: Option<LocalServers>) -> Self {
+        Self { local }
+    }
+}
+
+impl Transport for Tcp {
+    fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
+        Box::pin(tcp_connect(addr))
+    }
+
+    fn local_servers(&self) -> Option<LocalServers> {
+        self.local.clone()
     }
 }

@@ -123,8 +123,17 @@ fn hello(fsname: &str, target: TargetId) -> ConnectRequest {
 }
 
 async fn connect(addr: &str, cb: Option<Arc<dyn CallbackHandler>>) -> Connection {
+    connect_through(&TcpTransport, addr, cb).await
+}
+
+/// Connects to `addr` through `transport`.
+async fn connect_through(
+    transport: &dyn weft_rpc::Transport,
+    addr: &str,
+    cb: Option<Arc<dyn CallbackHandler>>,
+) -> Connection {
     Connection::connect(
-        &TcpTransport,
+        transport,
         addr,
         &hello(FS, TargetId::ost(0)),
         cb,
@@ -410,11 +419,16 @@ async fn only_servers_that_opt_in_are_called_in_process() {
     .await
     .unwrap();
     assert!(!streamed.is_in_process());
-    let (echo, _): (String, Bytes) = streamed
-        .call(&EchoRequest::Echo("streamed".into()), Bytes::new())
+    assert_eq!(echo(&streamed, "streamed").await, "streamed");
+}
+
+/// What the echo service answers to `s` on `conn`.
+async fn echo(conn: &Connection, s: &str) -> String {
+    let (echo, _): (String, Bytes) = conn
+        .call(&EchoRequest::Echo(s.into()), Bytes::new())
         .await
         .unwrap();
-    assert_eq!(echo, "streamed");
+    echo
 }
 
 #[tokio::test]
@@ -539,4 +553,29 @@ async fn in_process_connections_close_when_their_server_stops() {
     // Nothing listens any more: a new connection goes to the socket and is refused.
     let e = refused(&addr, &hello(FS, TargetId::ost(0))).await;
     assert!(matches!(e, RpcError::Io { .. }), "{e:?}");
+}
+
+#[tokio::test]
+async fn the_in_process_path_is_taken_only_through_the_list_given_to_both_ends() {
+    use weft_rpc::{LocalServers, Tcp};
+    let local = LocalServers::new();
+    let (_server, addr) = start_with(ServerOptions {
+        local_servers: Some(local.clone()),
+        ..ServerOptions::default()
+    })
+    .await;
+    let direct = connect_through(&Tcp::with_local(local), &addr, None).await;
+    assert!(direct.is_in_process());
+    // Sockets when asked for, through another list, or through the process-wide one the
+    // server did not join.
+    for transport in [
+        Box::new(Tcp::sockets()) as Box<dyn weft_rpc::Transport>,
+        Box::new(Tcp::with_local(LocalServers::new())),
+        Box::new(TcpTransport),
+    ] {
+        let conn = connect_through(transport.as_ref(), &addr, None).await;
+        assert!(!conn.is_in_process());
+        assert_eq!(echo(&conn, "s").await, "s");
+    }
+    assert_eq!(echo(&direct, "d").await, "d");
 }

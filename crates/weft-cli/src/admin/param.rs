@@ -60,7 +60,7 @@ fn prefix(fs: &str, id: TargetId) -> Option<String> {
 }
 
 /// The names a target offers and, once fetched, their values.
-fn target_params(
+pub(crate) fn target_params(
     kind: TargetKind,
     stats: &ServiceStats,
     statfs: Option<&StatFs>,

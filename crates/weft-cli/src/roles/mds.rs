@@ -100,9 +100,11 @@ pub async fn stop(mdts: &[Arc<Mdt>]) {
 
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(args: MdsArgs) -> Result<()> {
-    let cluster = super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout)).await?;
+    let route = super::Route::new(false);
+    let cluster =
+        super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout), &route).await?;
     let router = Router::new(cluster.fsname());
-    let server = super::listen(&args.listen, router.clone()).await?;
+    let server = super::listen(&args.listen, router.clone(), &route).await?;
     let address = args
         .advertise
         .clone()

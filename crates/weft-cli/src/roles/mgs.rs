@@ -54,7 +54,7 @@ pub async fn run(args: MgsArgs) -> Result<()> {
         &router,
     )
     .await?;
-    let server = super::listen(&args.listen, router.clone()).await?;
+    let server = super::listen(&args.listen, router.clone(), &super::Route::new(false)).await?;
     let metrics = match &args.metrics {
         Some(addr) => {
             Some(crate::metrics::serve(addr, Metrics::new(router, vec![], vec![])).await?)

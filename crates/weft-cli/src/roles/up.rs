@@ -43,6 +43,11 @@ pub struct UpArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
+    /// Send every call between the roles and the mount over loopback TCP instead of
+    /// calling the targets directly (to measure or debug that path; `WEFT_RPC_LOCAL=0` in
+    /// the environment does the same).
+    #[arg(long)]
+    pub rpc_sockets: bool,
 }
 
 /// Runs until SIGINT/SIGTERM.
@@ -55,9 +60,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", args.data.display()))?;
     let router = Router::new("");
     let mgs = super::mgs::start(&args.data.join("mgs"), Some(&args.fsname), &router).await?;
-    let server = super::listen(&args.listen, router.clone()).await?;
+    let route = super::Route::new(args.rpc_sockets);
+    let server = super::listen(&args.listen, router.clone(), &route).await?;
     let address = server.local_addr().to_string();
-    let cluster = super::connect_mgs(&address, mgs.fsname(), Duration::from_secs(10)).await?;
+    let cluster =
+        super::connect_mgs(&address, mgs.fsname(), Duration::from_secs(10), &route).await?;
 
     let osts: Vec<IndexedDir> = (0..args.osts)
         .map(|i| IndexedDir {
@@ -106,7 +113,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
             .mount
             .clone()
             .unwrap_or_else(|| PathBuf::from("weft-mnt"));
-        mount(&address, mgs.fsname(), &dir, mount_opts).await
+        mount(&address, mgs.fsname(), &dir, mount_opts, &route).await
     };
     wait_for_signal().await;
     // The mount goes first: its buffered data still needs the servers.
@@ -131,12 +138,24 @@ async fn mount(
     address: &str,
     fsname: &str,
     dir: &std::path::Path,
-    opts: weft_fuse::MountOptions,
+    mount_opts: weft_fuse::MountOptions,
+    route: &super::Route,
 ) -> Option<crate::mount::Served> {
     let attempt = async {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let client = weft_client::Client::mount(address, fsname, Default::default()).await?;
-        crate::mount::serve(client, &format!("{address}:/{fsname}"), dir, opts, None).await
+        let opts = weft_client::ClientOptions {
+            cluster: route.cluster_options(),
+            ..Default::default()
+        };
+        let client = weft_client::Client::mount(address, fsname, opts).await?;
+        crate::mount::serve(
+            client,
+            &format!("{address}:/{fsname}"),
+            dir,
+            mount_opts,
+            None,
+        )
+        .await
     };
     match attempt.await {
         Ok(m) => {
