@@ -1,7 +1,7 @@
 //! Crash tests of the cross-MDT operations (issue 6) against separate processes on
 //! loopback: an MGS, an OSS and one MDS process per MDT (two MDTs).
 //!
-//! - For each cross-MDT operation other than the remote mkdir/rmdir of `dne.rs` (striped
+//! - For each cross-MDT operation other than the remote mkdir/rmdir of `dne/` (striped
 //!   mkdir and rmdir, a hard link, an unlink and renames of names whose inode is on the
 //!   other MDT), the coordinating MDS aborts at each failpoint (`cross_mdt.before_remote`,
 //!   `cross_mdt.before_finish`) and is restarted: the client's call, resent across the
