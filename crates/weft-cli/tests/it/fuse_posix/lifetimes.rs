@@ -65,7 +65,7 @@ async fn a_sparse_file_over_4_gib_reads_back_with_holes_as_zeros() {
         // SEEK_DATA/SEEK_HOLE report the objects' holes (4 KiB blocks): the first data is
         // the block of "across 4 GiB", which ends in the block after it; past the end is
         // ENXIO.
-        let fd = f.as_raw_fd_for_test();
+        let fd = f.as_raw_fd();
         // SAFETY: lseek on an open descriptor.
         let data_at = unsafe { libc::lseek(fd, 4096, libc::SEEK_DATA) };
         assert_eq!(data_at as u64, four - 4096);
@@ -401,8 +401,7 @@ async fn a_write_is_read_through_every_other_descriptor_at_once() {
         // Without the kernel's pages (memory pressure drops them the same way).
         w.write_all_at(b"123", 70_001).unwrap();
         // SAFETY: fadvise on an open descriptor.
-        let rc =
-            unsafe { libc::posix_fadvise(r.as_raw_fd_for_test(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let rc = unsafe { libc::posix_fadvise(r.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(rc, 0);
         r.read_exact_at(&mut got, 70_000).unwrap();
         assert_eq!(&got, b"a123aaaaaa", "through another descriptor");

@@ -8,6 +8,7 @@ use crate::fuse_common::{FuseMount, check, cpath, errno, run_as};
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -88,15 +89,5 @@ fn ts(sec: i64, nsec: i64) -> libc::timespec {
     libc::timespec {
         tv_sec: sec,
         tv_nsec: nsec,
-    }
-}
-
-trait RawFd {
-    fn as_raw_fd_for_test(&self) -> i32;
-}
-
-impl RawFd for fs::File {
-    fn as_raw_fd_for_test(&self) -> i32 {
-        std::os::fd::AsRawFd::as_raw_fd(self)
     }
 }

@@ -273,7 +273,7 @@ impl Mapping {
                 len,
                 prot,
                 libc::MAP_SHARED,
-                f.as_raw_fd_for_test(),
+                f.as_raw_fd(),
                 0,
             )
         };

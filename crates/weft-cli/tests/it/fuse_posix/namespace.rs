@@ -340,7 +340,7 @@ async fn file_data_round_trips_with_append_truncate_and_unlinked_open_files() {
         // fallocate grows the size; fsync and fdatasync succeed.
         let fa = fs::OpenOptions::new().write(true).open(&s).unwrap();
         // SAFETY: a valid open descriptor.
-        check(unsafe { libc::posix_fallocate(fa.as_raw_fd_for_test(), 0, 8 << 20) }).unwrap();
+        check(unsafe { libc::posix_fallocate(fa.as_raw_fd(), 0, 8 << 20) }).unwrap();
         fa.sync_data().unwrap();
         fa.sync_all().unwrap();
         drop(fa);
