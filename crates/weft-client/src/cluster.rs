@@ -135,6 +135,7 @@ impl Cluster {
             pools: Default::default(),
             fld: Vec::new(),
             default_layout: Default::default(),
+            repos: Vec::new(),
         };
         Arc::new(Self::with_config(opts, mgs, config))
     }

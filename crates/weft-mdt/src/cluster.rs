@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use weft_proto::hsm::RestoreChunk;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId, WireError};
 
@@ -72,4 +73,18 @@ pub trait ClusterView: Send + Sync + 'static {
     /// Sends a request to MDT `index` (cross-MDT operations). Requests sent this way are
     /// idempotent on the receiving MDT, so [`PeerError::Unreachable`] is retried.
     fn mdt_call(&self, index: u32, req: MdtRequest) -> BoxFuture<'_, Result<MdtReply, PeerError>>;
+    /// The data mover: copies `chunk` from its data repository into the file's OST objects
+    /// and syncs them before it returns (an HSM restore, driven by `crate::hsm`). It
+    /// retries a failing store a bounded number of times with backoff, then answers the
+    /// error (EIO for a store that fails, ENOENT for an object gone). Without a mover
+    /// (the default) every restore answers ENOSYS.
+    fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>> {
+        let _ = chunk;
+        Box::pin(async {
+            Err(WireError::new(
+                weft_proto::Errno::NoSys,
+                "this MDT has no data mover: HSM restores are not served",
+            ))
+        })
+    }
 }

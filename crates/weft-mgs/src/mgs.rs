@@ -101,7 +101,7 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-fn err(errno: Errno, message: impl Into<String>) -> WireError {
+pub(crate) fn err(errno: Errno, message: impl Into<String>) -> WireError {
     WireError::new(errno, message)
 }
 
@@ -259,6 +259,27 @@ impl Mgs {
             MgsRequest::PoolRemove { pool, osts } => self.pool_remove(pool, osts).await,
             MgsRequest::PoolDestroy { pool } => self.pool_destroy(pool).await,
             MgsRequest::SetDefaultLayout { template } => self.set_default_layout(template).await,
+            MgsRequest::RepoCreate { spec, dir } => self.repo_create(spec, dir).await,
+            MgsRequest::RepoDelete { id } => self.repo_delete(id).await,
+            MgsRequest::TaskStart { repo, kind, path } => self.task_start(repo, kind, path).await,
+            MgsRequest::TaskReport {
+                id,
+                done,
+                failed,
+                bytes,
+                checkpoint,
+                state,
+            } => {
+                let report = repos::Report {
+                    done,
+                    failed,
+                    bytes,
+                    checkpoint,
+                    state,
+                };
+                self.task_report(id, report).await
+            }
+            MgsRequest::TaskList => Ok(MgsReply::Tasks(self.state.lock().tasks.clone())),
         }
     }
 
@@ -569,7 +590,7 @@ impl Mgs {
     /// Applies `change` to a copy of the state; if it reports a change, bumps the version,
     /// persists durably, publishes, and notifies subscribers. Nothing is published when the
     /// change fails or cannot be persisted.
-    async fn mutate<R>(
+    pub(crate) async fn mutate<R>(
         &self,
         change: impl FnOnce(&mut Record) -> WireResult<(bool, R)>,
     ) -> WireResult<R> {
@@ -656,7 +677,9 @@ fn format(dir: &Path, fsname: Option<&str>) -> Result<Record, MgsError> {
             pools: Default::default(),
             fld: Vec::new(),
             default_layout: LayoutTemplate::raid0(1, DEFAULT_STRIPE_SIZE, -1),
+            repos: Vec::new(),
         },
+        tasks: Vec::new(),
     };
     state::store(dir, &record).map_err(|source| MgsError::Io {
         path: dir.join(STATE_FILE),
@@ -666,5 +689,6 @@ fn format(dir: &Path, fsname: Option<&str>) -> Result<Record, MgsError> {
     Ok(record)
 }
 
+mod repos;
 #[cfg(test)]
 mod tests;

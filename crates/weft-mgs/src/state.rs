@@ -19,6 +19,7 @@ use std::path::Path;
 use uuid::Uuid;
 use weft_durable::write_durably;
 use weft_proto::fid::FIRST_GRANTED_SEQ;
+use weft_proto::hsm::RepoTask;
 use weft_proto::mgs::FsConfig;
 
 /// File name of the state, in the data directory.
@@ -38,6 +39,10 @@ pub(crate) struct Record {
     pub next_seq: u64,
     /// The file system configuration.
     pub config: FsConfig,
+    /// Data repository tasks (`weft repo tasks`), oldest first; not part of the
+    /// configuration clients fetch.
+    #[serde(default)]
+    pub tasks: Vec<RepoTask>,
 }
 
 /// Encodes the record as the file's bytes.
@@ -164,7 +169,9 @@ mod tests {
                 pools: Default::default(),
                 fld: vec![],
                 default_layout: LayoutTemplate::raid0(1, 1 << 20, -1),
+                repos: vec![],
             },
+            tasks: vec![],
         }
     }
 

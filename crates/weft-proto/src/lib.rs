@@ -14,6 +14,7 @@ pub mod errno;
 pub mod fid;
 pub mod frame;
 pub mod handshake;
+pub mod hsm;
 pub mod layout;
 pub mod mdt;
 pub mod mgs;

@@ -2,7 +2,8 @@
 //! grants, parameters and pools.
 
 use crate::codec::Message;
-use crate::fid::FidSeqRange;
+use crate::fid::{Fid, FidSeqRange};
+use crate::hsm::{Repo, RepoSpec, RepoTask, TaskKind, TaskState};
 use crate::layout::LayoutTemplate;
 use crate::target::{TargetId, TargetKind};
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,9 @@ pub struct FsConfig {
     pub fld: Vec<FldEntry>,
     /// The file system's default layout for files whose directories set none.
     pub default_layout: LayoutTemplate,
+    /// Data repository associations (`weft repo create`), by id.
+    #[serde(default)]
+    pub repos: Vec<Repo>,
 }
 
 /// A request to the management service.
@@ -94,6 +98,30 @@ pub enum MgsRequest {
     PoolDestroy { pool: String },
     /// Sets the file system's default layout.
     SetDefaultLayout { template: LayoutTemplate },
+    /// Links directory `dir` (at `spec.path`) to a data repository; answered
+    /// [`MgsReply::RepoId`]. EEXIST when the path, or a path above or below it, is linked
+    /// already; EINVAL for a spec that fails [`RepoSpec::validate`].
+    RepoCreate { spec: RepoSpec, dir: Fid },
+    /// Removes repository `id`'s association (its files stay, with their HSM state).
+    RepoDelete { id: u32 },
+    /// Starts a task on repository `repo` (or resumes the last unfinished one of the same
+    /// kind and path, keeping its checkpoint and counts); answered [`MgsReply::Task`].
+    TaskStart {
+        repo: u32,
+        kind: TaskKind,
+        path: String,
+    },
+    /// Reports a task's progress: adds the counts, moves the checkpoint, sets the state.
+    TaskReport {
+        id: u64,
+        done: u64,
+        failed: u64,
+        bytes: u64,
+        checkpoint: Option<String>,
+        state: TaskState,
+    },
+    /// Every task kept (newest last); answered [`MgsReply::Tasks`].
+    TaskList,
 }
 
 /// The management service's answer.
@@ -107,6 +135,12 @@ pub enum MgsReply {
     Config(FsConfig),
     /// Granted sequences.
     Seq(FidSeqRange),
+    /// The id of a new repository association.
+    RepoId(u32),
+    /// A task as started or resumed.
+    Task(RepoTask),
+    /// The tasks kept.
+    Tasks(Vec<RepoTask>),
 }
 
 /// A callback the MGS sends to connected peers.
@@ -132,6 +166,11 @@ impl Message for MgsRequest {
             MgsRequest::PoolRemove { .. } => 107,
             MgsRequest::PoolDestroy { .. } => 108,
             MgsRequest::SetDefaultLayout { .. } => 109,
+            MgsRequest::RepoCreate { .. } => 110,
+            MgsRequest::RepoDelete { .. } => 111,
+            MgsRequest::TaskStart { .. } => 112,
+            MgsRequest::TaskReport { .. } => 113,
+            MgsRequest::TaskList => 114,
         }
     }
 
@@ -147,6 +186,11 @@ impl Message for MgsRequest {
             MgsRequest::PoolRemove { .. } => "pool_remove",
             MgsRequest::PoolDestroy { .. } => "pool_destroy",
             MgsRequest::SetDefaultLayout { .. } => "set_default_layout",
+            MgsRequest::RepoCreate { .. } => "repo_create",
+            MgsRequest::RepoDelete { .. } => "repo_delete",
+            MgsRequest::TaskStart { .. } => "task_start",
+            MgsRequest::TaskReport { .. } => "task_report",
+            MgsRequest::TaskList => "task_list",
         }
     }
 }
@@ -174,6 +218,11 @@ impl FsConfig {
     /// The registered target with this id.
     pub fn target(&self, id: TargetId) -> Option<&TargetInfo> {
         self.targets.iter().find(|t| t.id == id)
+    }
+
+    /// Repository association `id`.
+    pub fn repo(&self, id: u32) -> Option<&Repo> {
+        self.repos.iter().find(|r| r.id == id)
     }
 
     /// The MDT owning FID sequence `seq`, from the FID location database.

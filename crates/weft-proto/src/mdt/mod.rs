@@ -90,17 +90,6 @@ impl FileKind {
     }
 }
 
-/// HSM state flag: the file has a copy in an archive.
-pub const HSM_EXISTS: u32 = 1 << 0;
-/// HSM state flag: the archive copy is current.
-pub const HSM_ARCHIVED: u32 = 1 << 1;
-/// HSM state flag: the data was released from the OSTs and must be restored before use.
-pub const HSM_RELEASED: u32 = 1 << 2;
-/// HSM state flag: the file changed since it was archived.
-pub const HSM_DIRTY: u32 = 1 << 3;
-/// HSM state flag: the archive copy was lost.
-pub const HSM_LOST: u32 = 1 << 4;
-
 /// The attributes of an inode, as `stat` needs them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attr {
@@ -130,9 +119,9 @@ pub struct Attr {
     pub rdev: u64,
     /// Incremented on every change of data or size recorded on the MDT.
     pub data_version: u64,
-    /// `HSM_*` flags.
+    /// HSM state flags (`crate::hsm::HSM_*`, Lustre's values).
     pub hsm_flags: u32,
-    /// Archive the HSM copy lives in (0 = none).
+    /// Archive (data repository id) the HSM copy lives in (0 = none).
     pub archive_id: u32,
     /// Project id for project quotas.
     pub project_id: u32,

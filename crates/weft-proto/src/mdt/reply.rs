@@ -75,6 +75,10 @@ pub enum MdtReply {
     /// A name removed (unlink, rmdir), with the directory's attributes as the removal
     /// left them (the kernel asks for them right after).
     Removed { parent: Attr },
+    /// What `ImportEntries` did with each entry, in order.
+    Imported(Vec<crate::hsm::ImportOutcome>),
+    /// Where a file's archived copy is (`None`: it has none).
+    Archive(Option<crate::hsm::ArchiveRef>),
 }
 
 impl MdtReply {

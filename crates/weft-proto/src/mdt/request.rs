@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::codec::Message;
+use crate::hsm::{ArchiveRef, ImportEntry};
 
 /// A request to a metadata target.
 // Variant fields are described in their variant's doc comment.
@@ -351,6 +352,58 @@ pub enum MdtRequest {
     /// directory): the MDT acknowledges changes before its disk holds them, like a local
     /// file system. Answered `Ok`.
     Sync,
+    /// `weft repo import`: makes each entry a file (or symlink) of directory `parent`,
+    /// archived in repository `repo`: attributes from the object, HSM state `EXISTS |
+    /// ARCHIVED | RELEASED` (symlinks: `EXISTS | ARCHIVED`), a layout for its size, and its
+    /// [`ArchiveRef`] in `trusted.weft.archive`; the data stays in the store until read.
+    /// A name already naming the same object is left alone. Root only. Answered with
+    /// [`MdtReply::Imported`], one outcome per entry in order.
+    ImportEntries {
+        parent: Fid,
+        repo: u32,
+        entries: Vec<ImportEntry>,
+        cred: Credentials,
+    },
+    /// Restores released file `fid`'s bytes `[start, end)` from its archive (`end` past
+    /// the size: to the end). Answered [`MdtReply::Progress`] once those bytes are on the
+    /// OSTs, `done` when the whole file is loaded and no longer released (a file not
+    /// released answers `done` at once). One restore per file runs on the MDT, shared by
+    /// every reader on every client; it goes on when a reader goes away. EIO when the
+    /// store fails after bounded retries (the file stays released; a later read tries
+    /// again).
+    HsmRestore { fid: Fid, start: u64, end: u64 },
+    /// Releases archived file `fid`'s data from the OSTs (`weft hsm_release`, owner or
+    /// root): its objects are destroyed and reads restore it from the archive. EBUSY
+    /// while it is open, dirty, not archived, NORELEASE or LOST, or when its data version
+    /// is no longer `data_version` (if given). Answers its attributes.
+    HsmRelease {
+        fid: Fid,
+        data_version: Option<u64>,
+        cred: Credentials,
+    },
+    /// Sets then clears HSM flags (`weft hsm_set`/`hsm_clear`, owner or root; only
+    /// [`crate::hsm::HSM_SETTABLE`] flags), and sets the archive id when given. Answers
+    /// the attributes.
+    HsmSetFlags {
+        fid: Fid,
+        set: u32,
+        clear: u32,
+        archive_id: Option<u32>,
+        cred: Credentials,
+    },
+    /// An export finished: `fid`'s data as of `data_version` is in repository `repo` at
+    /// `archive`. Sets EXISTS and ARCHIVED, clears DIRTY and LOST, records the
+    /// [`ArchiveRef`], unless the data version moved on meanwhile: then the file stays
+    /// DIRTY and the answer is EBUSY (export again). Root only. Answers the attributes.
+    HsmArchived {
+        fid: Fid,
+        repo: u32,
+        data_version: u64,
+        archive: ArchiveRef,
+        cred: Credentials,
+    },
+    /// Where `fid`'s archived copy is: [`MdtReply::Archive`].
+    HsmArchiveRef { fid: Fid },
 }
 
 /// What a request does to an MDT, decided here once for the MDT (which runs reads
@@ -367,6 +420,10 @@ pub enum RequestClass {
     /// Makes earlier changes durable and changes nothing itself: ordered with the
     /// changes; sending it twice is harmless.
     Sync,
+    /// Served by the MDT's HSM coordinator outside the commit thread: waits for data to
+    /// arrive from an archive. Its only change (a restored file is no longer released)
+    /// is made by the MDT itself; sending it twice is harmless.
+    Hsm,
     /// Changes state (or must be ordered with changes): run by the commit thread;
     /// clients number it, and a resend is answered from the reply recorded for it.
     Change,
@@ -393,7 +450,9 @@ impl MdtRequest {
             // as a change by clients, which only cost a recorded-reply lookup.
             | MdtRequest::DirParent { .. }
             | MdtRequest::FsckInodes { .. }
-            | MdtRequest::FsckEntries { .. } => RequestClass::Read,
+            | MdtRequest::FsckEntries { .. }
+            | MdtRequest::HsmArchiveRef { .. } => RequestClass::Read,
+            MdtRequest::HsmRestore { .. } => RequestClass::Hsm,
             MdtRequest::GetLock { .. }
             | MdtRequest::SetLock { .. }
             | MdtRequest::CancelLockWait { .. }
@@ -431,7 +490,11 @@ impl MdtRequest {
             | MdtRequest::MigrateDir { .. }
             | MdtRequest::FreezeDir { .. }
             | MdtRequest::InsertEntries { .. }
-            | MdtRequest::DropMigrated { .. } => RequestClass::Change,
+            | MdtRequest::DropMigrated { .. }
+            | MdtRequest::ImportEntries { .. }
+            | MdtRequest::HsmRelease { .. }
+            | MdtRequest::HsmSetFlags { .. }
+            | MdtRequest::HsmArchived { .. } => RequestClass::Change,
         }
     }
 
@@ -441,7 +504,7 @@ impl MdtRequest {
     /// locks); and `Instantiate`, which leaves instantiated components alone.
     pub fn is_idempotent(&self) -> bool {
         match self.class() {
-            RequestClass::Read | RequestClass::Sync => true,
+            RequestClass::Read | RequestClass::Sync | RequestClass::Hsm => true,
             RequestClass::Lock => !matches!(self, MdtRequest::SetLock { wait: Some(_), .. }),
             RequestClass::Change => matches!(self, MdtRequest::Instantiate { .. }),
         }
@@ -503,6 +566,12 @@ impl Message for MdtRequest {
             MdtRequest::InsertEntries { .. } => 253,
             MdtRequest::DropMigrated { .. } => 254,
             MdtRequest::Sync => 255,
+            MdtRequest::ImportEntries { .. } => 256,
+            MdtRequest::HsmRestore { .. } => 257,
+            MdtRequest::HsmRelease { .. } => 258,
+            MdtRequest::HsmSetFlags { .. } => 259,
+            MdtRequest::HsmArchived { .. } => 260,
+            MdtRequest::HsmArchiveRef { .. } => 261,
         }
     }
 
@@ -561,6 +630,12 @@ impl Message for MdtRequest {
             MdtRequest::InsertEntries { .. } => "insert_entries",
             MdtRequest::DropMigrated { .. } => "drop_migrated",
             MdtRequest::Sync => "sync",
+            MdtRequest::ImportEntries { .. } => "import_entries",
+            MdtRequest::HsmRestore { .. } => "hsm_restore",
+            MdtRequest::HsmRelease { .. } => "hsm_release",
+            MdtRequest::HsmSetFlags { .. } => "hsm_set",
+            MdtRequest::HsmArchived { .. } => "hsm_archived",
+            MdtRequest::HsmArchiveRef { .. } => "hsm_archive_ref",
         }
     }
 }

@@ -1,0 +1,188 @@
+//! Data repository associations (`weft repo create|delete`) and their tasks (`weft repo
+//! tasks`): kept in the MGS state, written durably like every other change.
+//!
+//! An association links a directory to a store; two associations may not nest (a path
+//! at, above or below another's), as in FSx for Lustre. Credentials never reach the MGS:
+//! the spec names the store, each process that reaches it brings its own.
+
+use super::{Mgs, err};
+use weft_proto::hsm::{REPOS_MAX, Repo, RepoSpec, RepoTask, TASKS_MAX, TaskKind, TaskState};
+use weft_proto::mgs::MgsReply;
+use weft_proto::{Errno, Fid, Timestamp, WireResult};
+
+/// What a task reports (`MgsRequest::TaskReport`).
+pub(crate) struct Report {
+    pub done: u64,
+    pub failed: u64,
+    pub bytes: u64,
+    pub checkpoint: Option<String>,
+    pub state: TaskState,
+}
+
+/// Whether one of two normalised absolute paths is the other or inside it.
+fn nested(a: &str, b: &str) -> bool {
+    let inside = |inner: &str, outer: &str| {
+        outer == "/"
+            || inner == outer
+            || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
+    };
+    inside(a, b) || inside(b, a)
+}
+
+impl Mgs {
+    pub(super) async fn repo_create(&self, spec: RepoSpec, dir: Fid) -> WireResult<MgsReply> {
+        spec.validate().map_err(|e| err(Errno::Inval, e))?;
+        let id = self
+            .mutate(|rec| {
+                let repos = &mut rec.config.repos;
+                if let Some(other) = repos.iter().find(|r| nested(&r.spec.path, &spec.path)) {
+                    return Err(err(
+                        Errno::Exist,
+                        format!(
+                            "{} is linked to {} already (repository {}); associations may not nest",
+                            other.spec.path, other.spec.url, other.id
+                        ),
+                    ));
+                }
+                if repos.len() >= REPOS_MAX {
+                    return Err(err(
+                        Errno::NoSpc,
+                        format!("too many repository associations (at most {REPOS_MAX})"),
+                    ));
+                }
+                // Ids are archive ids stored in files: never reuse one while files may
+                // still carry it, so take one past the largest ever seen.
+                let id = repos
+                    .iter()
+                    .map(|r| r.id)
+                    .max()
+                    .unwrap_or(0)
+                    .max(rec.tasks.iter().map(|t| t.repo).max().unwrap_or(0))
+                    + 1;
+                repos.push(Repo {
+                    id,
+                    spec: spec.clone(),
+                    dir,
+                    created: Timestamp::now(),
+                });
+                Ok((true, id))
+            })
+            .await?;
+        tracing::info!(id, path = %spec.path, url = %spec.url, "repository association created");
+        Ok(MgsReply::RepoId(id))
+    }
+
+    pub(super) async fn repo_delete(&self, id: u32) -> WireResult<MgsReply> {
+        self.mutate(|rec| {
+            let before = rec.config.repos.len();
+            rec.config.repos.retain(|r| r.id != id);
+            if rec.config.repos.len() == before {
+                return Err(err(Errno::NoEnt, format!("no repository {id}")));
+            }
+            Ok((true, ()))
+        })
+        .await?;
+        tracing::info!(id, "repository association deleted");
+        Ok(MgsReply::Ok)
+    }
+
+    pub(super) async fn task_start(
+        &self,
+        repo: u32,
+        kind: TaskKind,
+        path: String,
+    ) -> WireResult<MgsReply> {
+        if path.len() > 4096 {
+            return Err(err(Errno::NameTooLong, "task path too long"));
+        }
+        let task = self
+            .mutate(|rec| {
+                if rec.config.repo(repo).is_none() {
+                    return Err(err(Errno::NoEnt, format!("no repository {repo}")));
+                }
+                let now = Timestamp::now();
+                // An unfinished task of the same kind and path resumes.
+                if let Some(t) = rec.tasks.iter_mut().rev().find(|t| {
+                    t.repo == repo
+                        && t.kind == kind
+                        && t.path == path
+                        && t.state == TaskState::Running
+                }) {
+                    t.updated = now;
+                    return Ok((true, t.clone()));
+                }
+                let id = rec.tasks.iter().map(|t| t.id).max().unwrap_or(0) + 1;
+                let task = RepoTask {
+                    id,
+                    repo,
+                    kind,
+                    path: path.clone(),
+                    state: TaskState::Running,
+                    started: now,
+                    updated: now,
+                    done: 0,
+                    failed: 0,
+                    bytes: 0,
+                    checkpoint: None,
+                };
+                rec.tasks.push(task.clone());
+                // Keep the newest; drop the oldest finished tasks first.
+                while rec.tasks.len() > TASKS_MAX {
+                    let victim = rec
+                        .tasks
+                        .iter()
+                        .position(|t| t.state != TaskState::Running)
+                        .unwrap_or(0);
+                    rec.tasks.remove(victim);
+                }
+                Ok((true, task))
+            })
+            .await?;
+        Ok(MgsReply::Task(task))
+    }
+
+    pub(super) async fn task_report(&self, id: u64, report: Report) -> WireResult<MgsReply> {
+        if report.checkpoint.as_ref().is_some_and(|c| c.len() > 4096) {
+            return Err(err(Errno::NameTooLong, "task checkpoint too long"));
+        }
+        if let TaskState::Failed(why) = &report.state
+            && why.len() > 4096
+        {
+            return Err(err(Errno::Inval, "task error message too long"));
+        }
+        self.mutate(|rec| {
+            let t = rec
+                .tasks
+                .iter_mut()
+                .find(|t| t.id == id)
+                .ok_or_else(|| err(Errno::NoEnt, format!("no task {id}")))?;
+            t.done = t.done.saturating_add(report.done);
+            t.failed = t.failed.saturating_add(report.failed);
+            t.bytes = t.bytes.saturating_add(report.bytes);
+            if report.checkpoint.is_some() {
+                t.checkpoint = report.checkpoint;
+            }
+            t.state = report.state;
+            t.updated = Timestamp::now();
+            Ok((true, ()))
+        })
+        .await?;
+        Ok(MgsReply::Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nested;
+
+    #[test]
+    fn nesting_is_by_whole_components() {
+        assert!(nested("/a", "/a"));
+        assert!(nested("/a", "/a/b"));
+        assert!(nested("/a/b", "/a"));
+        assert!(nested("/", "/x"));
+        assert!(!nested("/a", "/ab"));
+        assert!(!nested("/ab", "/a"));
+        assert!(!nested("/a/b", "/a/c"));
+    }
+}
