@@ -21,6 +21,7 @@ use weft_proto::mdt::AccessMode;
 use weft_proto::{Errno, Fid, WireError};
 
 mod attrs;
+mod hsm;
 mod namespace;
 mod open;
 mod paths;

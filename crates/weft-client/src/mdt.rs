@@ -14,6 +14,7 @@ use weft_proto::mdt::{
 use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::Reconnecting;
 
+mod hsm;
 mod scope;
 
 use scope::{change_scope, changed_entry, may_change_attrs};
@@ -123,6 +124,7 @@ macro_rules! expect_reply {
         }
     };
 }
+pub(crate) use expect_reply;
 
 impl MdtClient {
     /// Wraps a (reconnecting) connection to MDT `index`; requests that may change state
@@ -212,6 +214,9 @@ impl MdtClient {
         // A migration copies a whole directory before it answers: no deadline.
         let timeout = match req {
             MdtRequest::MigrateDir { .. } => std::time::Duration::MAX,
+            // A restore answers when the data arrived from the store, which retries
+            // failures a bounded number of times itself.
+            MdtRequest::HsmRestore { .. } => std::time::Duration::MAX,
             _ => self.conn.options().request_timeout,
         };
         let mut migrating = std::time::Duration::from_millis(10);

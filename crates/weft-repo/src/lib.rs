@@ -1,0 +1,13 @@
+//! Data repositories: object stores linked to directories of a weftfs file system (FSx for
+//! Lustre's data repository associations), and the work between the two.
+//!
+//! - [`store`]: opening a repository's store from its spec (`s3://`, `gs://`, `az://`,
+//!   `file://`), with credentials from the process's environment, never from the spec.
+//!
+//! Credentials and signed URLs never appear in errors, logs or metrics made here.
+
+pub mod error;
+pub mod store;
+
+pub use error::RepoError;
+pub use store::RepoStore;
