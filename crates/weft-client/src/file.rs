@@ -1,7 +1,8 @@
 //! An open file: the handle's state and layout, and the modules that act on it —
 //! `readahead` (reads through the data cache), `writeback` (buffered writes and their
 //! background flushes), `sync` (flush, fsync, truncate, close), `replay` (reopening after
-//! an MDT restart), `sparse` (holes) and `size` (the size shared by a file's handles).
+//! an MDT restart), `restore` (released files' data restored from their archive before a
+//! read), `sparse` (holes) and `size` (the size shared by a file's handles).
 //! The MDT calls a handle makes go through [`FileMeta`], so tests can run a file over a
 //! fake MDT and fake object I/O.
 
@@ -11,7 +12,7 @@ use crate::layout::{self, MapError, Piece};
 use bytes::BytesMut;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use weft_proto::layout::Layout;
 use weft_proto::mdt::{AccessMode, Attr};
 use weft_proto::{Errno, Fid, ObjectId, WireError};
@@ -19,6 +20,7 @@ use weft_proto::{Errno, Fid, ObjectId, WireError};
 mod meta;
 mod readahead;
 mod replay;
+mod restore;
 mod size;
 mod sparse;
 mod sync;
@@ -76,6 +78,9 @@ pub struct File {
     /// The file's size as every handle of it in this client knows it (the size at open,
     /// grown by writes, set by truncates).
     size: Arc<OpenSize>,
+    /// The file was released (HSM) at open and not seen wholly restored since: its data
+    /// must be restored from the archive before the OSTs are read (`restore.rs`).
+    released: Arc<AtomicBool>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -126,6 +131,9 @@ impl File {
             opened: attr.clone(),
             created: false,
             size,
+            released: Arc::new(AtomicBool::new(
+                attr.hsm_flags & weft_proto::hsm::HSM_RELEASED != 0,
+            )),
             state: tokio::sync::Mutex::new(state),
         }
     }

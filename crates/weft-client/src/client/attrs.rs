@@ -84,6 +84,10 @@ impl Client {
     ) -> Result<Attr, ClientError> {
         let mdt = self.mdt(fid)?;
         if let Some(size) = set.size {
+            // A released file's data comes back before it is cut or extended.
+            if mdt.getattr(fid).await?.hsm_flags & weft_proto::hsm::HSM_RELEASED != 0 {
+                self.restore_whole(fid).await?;
+            }
             // Permission first (the MDT checks it), then the data.
             let attr = mdt.setattr(fid, set, cred).await?;
             let layout = mdt.get_layout(fid).await?;

@@ -69,4 +69,17 @@ impl Client {
     pub async fn hsm_archive_ref(&self, fid: Fid) -> Result<Option<ArchiveRef>, ClientError> {
         self.mdt(fid)?.hsm_archive_ref(fid).await
     }
+
+    /// Restores the whole of released file `fid` (a no-op for a file not released).
+    pub async fn restore_whole(&self, fid: Fid) -> Result<(), ClientError> {
+        for _ in 0..8 {
+            if self.hsm_restore(fid, 0, u64::MAX).await? {
+                return Ok(());
+            }
+        }
+        Err(ClientError::Remote(weft_proto::WireError::new(
+            weft_proto::Errno::Io,
+            "the file's restore did not finish",
+        )))
+    }
 }

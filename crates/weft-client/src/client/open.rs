@@ -152,7 +152,12 @@ impl Client {
         } else {
             attr
         };
-        Ok(File::new(self.clone(), mdt, handle, &attr, layout, opts))
+        let file = File::new(self.clone(), mdt, handle, &attr, layout, opts);
+        // A released file is restored whole before it can change (Lustre's rule).
+        if opts.access != AccessMode::Read && file.is_released() {
+            file.restore_all().await?;
+        }
+        Ok(file)
     }
 
     /// Reads a whole file by path (a convenience for small files).

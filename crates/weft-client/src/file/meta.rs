@@ -58,6 +58,15 @@ pub trait FileMeta: Send + Sync + 'static {
         blocks: Option<u64>,
         modified: bool,
     ) -> BoxFuture<'_, Result<(), ClientError>>;
+
+    /// Waits until bytes `[start, end)` of released file `fid` are restored from its
+    /// archive; true when the whole file is (it is no longer released).
+    fn hsm_restore(
+        &self,
+        fid: Fid,
+        start: u64,
+        end: u64,
+    ) -> BoxFuture<'_, Result<bool, ClientError>>;
 }
 
 impl FileMeta for MdtClient {
@@ -110,5 +119,14 @@ impl FileMeta for MdtClient {
         modified: bool,
     ) -> BoxFuture<'_, Result<(), ClientError>> {
         MdtClient::close(self, handle, size, blocks, modified).boxed()
+    }
+
+    fn hsm_restore(
+        &self,
+        fid: Fid,
+        start: u64,
+        end: u64,
+    ) -> BoxFuture<'_, Result<bool, ClientError>> {
+        MdtClient::hsm_restore(self, fid, start, end).boxed()
     }
 }

@@ -11,6 +11,7 @@ use crate::io::Parts;
 use crate::layout;
 use crate::params::Param;
 use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
 use weft_proto::layout::Layout;
 use weft_proto::mdt::AccessMode;
 use weft_proto::{Errno, Fid};
@@ -61,6 +62,9 @@ impl File {
     /// instantiated read as zeros, after checking once that no other client has
     /// instantiated them since this handle learnt the layout.
     async fn read_range(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
+        // A released file's range is restored first (which may instantiate components:
+        // the hole check below then fetches the layout).
+        self.restore_for_read(offset, len).await?;
         let Some(mut layout) = self.layout() else {
             return Err(errno(Errno::Io, "file has no layout"));
         };
@@ -281,6 +285,7 @@ impl File {
             }
         }
         let jobid = weft_rpc::jobid::current();
+        let restorer = self.restorer();
         for (lo, hi) in runs {
             let a = lo * CACHE_PAGE;
             let b = ((hi + 1) * CACHE_PAGE).min(size);
@@ -291,8 +296,25 @@ impl File {
                 return;
             };
             let fetching = self.client.cache().begin_fetch(fid, lo, hi);
-            let (client, layout, jobid) = (self.client.clone(), layout.clone(), jobid.clone());
+            let (client, mut layout, jobid) = (self.client.clone(), layout.clone(), jobid.clone());
+            let restorer = restorer.clone();
             tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
+                // A released file: restore the range first, then read with the layout
+                // the restore instantiated.
+                if let Some((mdt, released)) = &restorer {
+                    if super::restore::restore_range(mdt, released, fid, a, b)
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    if layout::has_hole(&layout, a, b - a) {
+                        match mdt.get_layout(fid).await {
+                            Ok(Some(l)) => layout = Arc::new(l),
+                            _ => return,
+                        }
+                    }
+                }
                 if let Ok(data) = read_layout_range(&client, &layout, fid, a, b - a).await {
                     for i in lo..=hi {
                         let x = (i - lo) * CACHE_PAGE;

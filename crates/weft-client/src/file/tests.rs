@@ -20,6 +20,7 @@ use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind, OpenFlags, SetAtt
 use weft_proto::{Fid, ObjectId};
 
 mod readahead;
+mod restore;
 mod writeback;
 
 /// What a size merge or close told the MDT: `(handle, size, blocks, modified)`.
@@ -33,6 +34,49 @@ struct FakeMdt {
     merges: Mutex<Vec<Recorded>>,
     /// Each close.
     closes: Mutex<Vec<Recorded>>,
+    /// A released file's archive: restores copy from it into the objects.
+    archive: Mutex<Option<FakeArchive>>,
+}
+
+/// The archived bytes of a released file and where a restore puts them.
+struct FakeArchive {
+    data: Vec<u8>,
+    layout: Layout,
+    objects: MemObjects,
+    /// Each restore asked: `[start, end)`.
+    asked: Vec<(u64, u64)>,
+    /// Bytes restored so far (a range set: start -> end).
+    restored: BTreeMap<u64, u64>,
+}
+
+impl FakeArchive {
+    /// Copies `[start, end)` of the archive into the objects; whether all of it is there.
+    fn restore(&mut self, fid: Fid, start: u64, end: u64) -> bool {
+        self.asked.push((start, end));
+        let len = self.data.len() as u64;
+        let end = end.min(len);
+        if start < end {
+            for p in crate::layout::map_range(&self.layout, fid, start, end - start).unwrap() {
+                let mut o = self.objects.object(p.ost, p.object).unwrap_or_default();
+                let (at, stop) = (p.object_offset as usize, (p.object_offset + p.len) as usize);
+                if o.len() < stop {
+                    o.resize(stop, 0);
+                }
+                let from = p.file_offset as usize;
+                o[at..stop].copy_from_slice(&self.data[from..from + p.len as usize]);
+                self.objects.put(p.ost, p.object, &o);
+            }
+            self.restored.insert(start, end);
+        }
+        // Whole when the restored ranges cover [0, len).
+        let mut covered = 0;
+        for (&a, &b) in &self.restored {
+            if a <= covered {
+                covered = covered.max(b);
+            }
+        }
+        covered >= len
+    }
 }
 
 /// Notes a size merge or close in `list`; answers that it went well.
@@ -102,6 +146,19 @@ impl FileMeta for FakeMdt {
     ) -> BoxFuture<'_, Result<(), ClientError>> {
         record(&self.closes, (handle, size, blocks, modified))
     }
+
+    fn hsm_restore(
+        &self,
+        fid: Fid,
+        start: u64,
+        end: u64,
+    ) -> BoxFuture<'_, Result<bool, ClientError>> {
+        let done = match self.archive.lock().as_mut() {
+            Some(a) => a.restore(fid, start, end),
+            None => true,
+        };
+        futures::future::ready(Ok(done)).boxed()
+    }
 }
 
 /// A client over in-memory objects (failing as told), a fake MDT and one file's layout.
@@ -146,6 +203,11 @@ impl Rig {
     fn open(&self, access: AccessMode, size: u64) -> File {
         let mut attr = test_attrs::attr(self.fid, FileKind::Regular);
         attr.size = size;
+        self.open_with_attr(access, attr)
+    }
+
+    /// Opens the file for `access` as the MDT described it in `attr`.
+    fn open_with_attr(&self, access: AccessMode, attr: Attr) -> File {
         let opts = OpenOptions {
             access,
             create: None,
