@@ -3,10 +3,12 @@
 //!
 //! - [`store`]: opening a repository's store from its spec (`s3://`, `gs://`, `az://`,
 //!   `file://`), with credentials from the process's environment, never from the spec.
+//! - [`meta`]: the POSIX metadata FSx for Lustre keeps on objects (`file-permissions`...).
 //!
 //! Credentials and signed URLs never appear in errors, logs or metrics made here.
 
 pub mod error;
+pub mod meta;
 pub mod store;
 
 pub use error::RepoError;
