@@ -3,10 +3,16 @@
 //!
 //! - [`store`]: opening a repository's store from its spec (`s3://`, `gs://`, `az://`,
 //!   `file://`), with credentials from the process's environment, never from the spec.
+//! - [`export`]: exporting new and changed files to the store, recorded archived.
+//! - [`import`]: importing a repository's objects as released files (metadata only).
+//! - [`meta`]: the POSIX metadata FSx for Lustre keeps on objects (`file-permissions`...).
 //!
 //! Credentials and signed URLs never appear in errors, logs or metrics made here.
 
 pub mod error;
+pub mod export;
+pub mod import;
+pub mod meta;
 pub mod store;
 
 pub use error::RepoError;

@@ -1,0 +1,852 @@
+//! Importing a repository's objects as released files (`weft repo import`, and the import
+//! when an association is made with `--import-metadata`): FSx for Lustre's metadata
+//! import.
+//!
+//! Every object under the repository's prefix becomes a file below the linked directory:
+//! key `PREFIX/a/b/c` is file `c` of directory `a/b`, made as root (`mkdir -p`) where
+//! missing. A key ending in `/` is a directory marker and only makes its directory; a key
+//! with an empty, `.` or `..` component, or a name over 255 bytes, is skipped and counted
+//! failed. An object's FSx metadata (see [`crate::meta`]) gives the file's mode, owner and
+//! times; a symlink's target is its body.
+//!
+//! The work is a pipeline, so that no object costs a round trip of its own: one listing
+//! (in key order, resumable after a checkpoint key), up to [`HEADS_IN_FLIGHT`] HEADs for
+//! the metadata, entries gathered per directory into batches of up to [`BATCH_MAX`], and
+//! up to `parallel` `ImportEntries` batches in flight. The MDT decides each entry's
+//! outcome (created, unchanged, updated, conflict, failed).
+//!
+//! Memory is bounded: objects listed but not yet settled are at most [`PENDING_MAX`]
+//! (partial batches are sent early to stay under it), and the directory cache is dropped
+//! beyond [`DIR_CACHE_MAX`] entries.
+//!
+//! Under a task (`ImportOptions::task`), progress goes to the MGS every second or
+//! [`REPORT_EVERY`] objects, with the checkpoint: the greatest key such that every key up
+//! to it is settled, so an interrupted import resumes without missing any.
+//!
+//! `object_store` turns keys into its own paths, which has two consequences here: a
+//! listing page holding a key with an empty, `.` or `..` component fails as a whole (the
+//! import stops with an error, its checkpoint before that page), and a directory marker
+//! `a/b/` is listed as a zero-byte `a/b`. Such an object is told from a real empty object
+//! by its HEAD (`a/b` is not found), or by a directory mode in its metadata.
+
+use crate::error::RepoError;
+use crate::meta::{DEFAULT_DIR_MODE, FileMeta};
+use crate::store::RepoStore;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use object_store::path::Path;
+use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientError};
+use weft_proto::hsm::{
+    ArchiveRef, ImportEntry, ImportKind, ImportOutcome, KEY_MAX, Repo, TaskState,
+};
+use weft_proto::layout::LayoutTemplate;
+use weft_proto::mdt::{Credentials, FileKind};
+use weft_proto::mgs::{MgsReply, MgsRequest};
+use weft_proto::{Errno, Fid, TargetId, TargetKind, Timestamp, WireError};
+
+/// HEAD requests in flight.
+pub const HEADS_IN_FLIGHT: usize = 64;
+/// Most entries in one `ImportEntries` request.
+pub const BATCH_MAX: usize = 256;
+/// Most objects listed and not yet settled (HEAD, batch or request pending).
+pub const PENDING_MAX: usize = 16_384;
+/// Most directories remembered by path; the cache starts again beyond.
+pub const DIR_CACHE_MAX: usize = 65_536;
+/// The longest symlink target read from an object's body.
+pub const SYMLINK_MAX: u64 = 4095;
+/// The longest name of a directory entry, in bytes.
+pub const NAME_MAX: usize = 255;
+/// Stripe size of imported files larger than the repository's chunk size.
+pub const IMPORT_STRIPE_SIZE: u64 = 1 << 20;
+/// Objects between two progress reports (and at most a second between two).
+pub const REPORT_EVERY: u64 = 1000;
+/// Time between two progress reports.
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How to run an import.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// The MGS task to report progress and the final state to.
+    pub task: Option<u64>,
+    /// Resume after this key (a task's checkpoint: the full key, the prefix included).
+    pub resume_after: Option<String>,
+    /// `ImportEntries` requests in flight (0 means 1).
+    pub parallel: usize,
+}
+
+/// What an import did so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportProgress {
+    /// Objects listed (directory markers and skipped keys included).
+    pub listed: u64,
+    /// Files or symlinks created.
+    pub created: u64,
+    /// Files released against a newer version of their object.
+    pub updated: u64,
+    /// Files already naming their object unchanged.
+    pub unchanged: u64,
+    /// Names taken by something the import must not replace.
+    pub conflicts: u64,
+    /// Objects that could not be imported (bad keys, store or MDT errors).
+    pub failed: u64,
+    /// The checkpoint: every key up to this one is settled.
+    pub last_key: Option<String>,
+}
+
+/// Imports every object of repository `repo` (see the module header), reporting to
+/// `progress` (and, with `opts.task`, to the MGS) every second or [`REPORT_EVERY`]
+/// objects. Answers the final counts; an error when the listing fails (after what was
+/// listed is settled and the task marked failed).
+pub async fn import(
+    client: &Arc<Client>,
+    repo: &Repo,
+    opts: &ImportOptions,
+    progress: &(dyn Fn(&ImportProgress) + Send + Sync),
+) -> Result<ImportProgress, RepoError> {
+    let store = match RepoStore::open(&repo.spec) {
+        Ok(s) => s,
+        Err(e) => {
+            let mut reporter = Reporter::new(client, opts.task);
+            reporter
+                .finish(&Counts::default(), None, TaskState::Failed(e.to_string()))
+                .await;
+            return Err(e);
+        }
+    };
+    import_from(client, repo, &store, opts, progress).await
+}
+
+/// [`import`] from an open store.
+pub async fn import_from(
+    client: &Arc<Client>,
+    repo: &Repo,
+    store: &RepoStore,
+    opts: &ImportOptions,
+    progress: &(dyn Fn(&ImportProgress) + Send + Sync),
+) -> Result<ImportProgress, RepoError> {
+    let osts = client
+        .cluster()
+        .config()
+        .targets_of(TargetKind::Ost)
+        .count()
+        .max(1);
+    let ctx = Ctx {
+        client,
+        repo,
+        store: store.store().as_ref(),
+        prefix: store.prefix(),
+        url: store.url(),
+        heads: HeadCtx {
+            store: store.store().as_ref(),
+            url: store.url(),
+            chunk_size: repo.spec.chunk_size,
+            osts: u32::try_from(osts).unwrap_or(u32::MAX),
+        },
+        dirs: DirCache::new(repo.dir),
+        cred: Credentials::root(),
+    };
+    let mut reporter = Reporter::new(client, opts.task);
+    let mut progress_of = |p: &ImportProgress| progress(p);
+    let result = run(&ctx, opts, &mut reporter, &mut progress_of).await;
+    let (p, err) = match result {
+        Ok(p) => (p, None),
+        Err((p, e)) => (p, Some(e)),
+    };
+    progress(&p);
+    let counts = Counts::of_import(&p);
+    let state = match &err {
+        None => TaskState::Done,
+        Some(e) => TaskState::Failed(e.to_string()),
+    };
+    reporter.finish(&counts, p.last_key.clone(), state).await;
+    match err {
+        None => Ok(p),
+        Some(e) => Err(e),
+    }
+}
+
+/// What the pipeline needs, borrowed for its run.
+struct Ctx<'a> {
+    client: &'a Arc<Client>,
+    repo: &'a Repo,
+    store: &'a dyn ObjectStore,
+    prefix: &'a Path,
+    url: &'a str,
+    heads: HeadCtx<'a>,
+    dirs: DirCache,
+    cred: Credentials,
+}
+
+/// What a HEAD needs: the store, and what decides an imported file's layout.
+struct HeadCtx<'a> {
+    store: &'a dyn ObjectStore,
+    url: &'a str,
+    chunk_size: u64,
+    osts: u32,
+}
+
+/// The pipeline: listing, HEADs, batches, requests; see the module header.
+async fn run(
+    ctx: &Ctx<'_>,
+    opts: &ImportOptions,
+    reporter: &mut Reporter<'_>,
+    progress: &mut (dyn FnMut(&ImportProgress) + Send),
+) -> Result<ImportProgress, (ImportProgress, RepoError)> {
+    let parallel = opts.parallel.max(1);
+    let prefix = Some(ctx.prefix).filter(|p| !p.as_ref().is_empty());
+    let mut listing = match &opts.resume_after {
+        Some(after) => {
+            let offset = Path::parse(after).map_err(|e| {
+                (
+                    ImportProgress::default(),
+                    RepoError::Spec(format!("bad checkpoint {after:?}: {e}")),
+                )
+            })?;
+            ctx.store.list_with_offset(prefix, &offset)
+        }
+        None => ctx.store.list(prefix),
+    };
+    let mut p = ImportProgress {
+        last_key: opts.resume_after.clone(),
+        ..Default::default()
+    };
+    let mut tracker = Tracker::default();
+    let mut batcher = Batcher::default();
+    let mut heads = FuturesUnordered::new();
+    let mut sends = FuturesUnordered::new();
+    let mut listing_done = false;
+    let mut error: Option<RepoError> = None;
+    loop {
+        let force = (listing_done && heads.is_empty()) || tracker.pending() >= PENDING_MAX;
+        while sends.len() < parallel {
+            match batcher.take(force) {
+                Some(job) => sends.push(send(ctx, job)),
+                None => break,
+            }
+        }
+        if listing_done && heads.is_empty() && sends.is_empty() && batcher.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(done) = sends.next(), if !sends.is_empty() => {
+                for (seq, outcome) in done {
+                    match outcome {
+                        Settled::Created => p.created += 1,
+                        Settled::Updated => p.updated += 1,
+                        Settled::Unchanged => p.unchanged += 1,
+                        Settled::Conflict => p.conflicts += 1,
+                        Settled::Failed => p.failed += 1,
+                        Settled::Nothing => {}
+                    }
+                    tracker.settle(seq);
+                }
+            }
+            Some(head) = heads.next(), if !heads.is_empty() => {
+                match head {
+                    Headed::Job(job) => batcher.add(job),
+                    Headed::Failed(seq) => {
+                        p.failed += 1;
+                        tracker.settle(seq);
+                    }
+                    Headed::Gone(seq) => tracker.settle(seq),
+                }
+            }
+            item = listing.next(), if !listing_done
+                && heads.len() < HEADS_IN_FLIGHT
+                && tracker.pending() < PENDING_MAX => {
+                match item {
+                    None => listing_done = true,
+                    Some(Err(e)) => {
+                        listing_done = true;
+                        error = Some(RepoError::store(ctx.url, &e));
+                    }
+                    Some(Ok(meta)) => {
+                        p.listed += 1;
+                        let seq = tracker.push(meta.location.as_ref());
+                        match classify(ctx.prefix, meta.location.as_ref()) {
+                            Ok(place) => heads.push(head(&ctx.heads, seq, place, meta)),
+                            Err(why) => {
+                                tracing::warn!(key = %meta.location, "not imported: {why}");
+                                p.failed += 1;
+                                tracker.settle(seq);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        p.last_key = tracker.checkpoint().or(p.last_key.take());
+        reporter
+            .tick(&Counts::of_import(&p), p.last_key.clone(), p.listed, || {
+                progress(&p)
+            })
+            .await;
+    }
+    p.last_key = tracker.checkpoint().or(p.last_key.take());
+    match error {
+        None => Ok(p),
+        Some(e) => Err((p, e)),
+    }
+}
+
+/// Where a key (below the prefix) lands: a directory relative to the linked one (`""`
+/// for the linked directory itself, components joined by `/`) and a name in it (`None`
+/// for a directory marker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPlace {
+    /// The directory, relative to the linked one.
+    pub dir: String,
+    /// The entry's name; `None`: the key only makes the directory.
+    pub name: Option<String>,
+}
+
+/// Maps a key relative to the prefix to its place, or says why it cannot be imported:
+/// an empty, `.` or `..` component, or a name over [`NAME_MAX`] bytes. A key ending in
+/// `/` is a directory marker; `""` and `/` are the linked directory's own marker.
+pub fn place_of(rel: &str) -> Result<KeyPlace, String> {
+    let (body, marker) = match rel.strip_suffix('/') {
+        Some(b) => (b, true),
+        None => (rel, false),
+    };
+    if body.is_empty() {
+        return if marker || rel.is_empty() {
+            Ok(KeyPlace {
+                dir: String::new(),
+                name: None,
+            })
+        } else {
+            Err("empty key".into())
+        };
+    }
+    for c in body.split('/') {
+        match c {
+            "" => return Err("empty path component".into()),
+            "." | ".." => return Err(format!("{c:?} path component")),
+            c if c.len() > NAME_MAX => {
+                return Err(format!("a name of {} bytes (over {NAME_MAX})", c.len()));
+            }
+            _ => {}
+        }
+    }
+    if marker {
+        return Ok(KeyPlace {
+            dir: body.to_string(),
+            name: None,
+        });
+    }
+    let (dir, name) = body.rsplit_once('/').unwrap_or(("", body));
+    Ok(KeyPlace {
+        dir: dir.to_string(),
+        name: Some(name.to_string()),
+    })
+}
+
+/// The key of `location` relative to `prefix`, mapped to its place.
+fn classify(prefix: &Path, location: &str) -> Result<KeyPlace, String> {
+    if location.len() > KEY_MAX {
+        return Err(format!(
+            "a key of {} bytes (over {KEY_MAX})",
+            location.len()
+        ));
+    }
+    let p = prefix.as_ref();
+    let rel = if p.is_empty() {
+        location
+    } else {
+        location
+            .strip_prefix(p)
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| "not under the repository's prefix".to_string())?
+    };
+    place_of(rel)
+}
+
+/// A piece of work for the MDT: a batch of entries of one directory, or a directory.
+#[derive(Debug)]
+enum Job {
+    /// Entries for directory `dir`, each with its listing sequence number.
+    Entries {
+        dir: String,
+        entries: Vec<(u64, ImportEntry)>,
+    },
+    /// Make directory `dir` (a directory marker, listed as `seq`).
+    Mkdir { seq: u64, dir: String },
+}
+
+/// What a HEAD found.
+enum Headed {
+    /// Something to send.
+    Job(Job),
+    /// The object could not be read: counted failed.
+    Failed(u64),
+    /// The object went away since the listing: nothing to import.
+    Gone(u64),
+}
+
+/// How one listed object settled at the MDT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    Created,
+    Updated,
+    Unchanged,
+    Conflict,
+    Failed,
+    /// A directory marker, done.
+    Nothing,
+}
+
+/// HEADs object `meta` (listed as `seq`, landing at `place`) for its FSx metadata, and
+/// reads a symlink's target: the entry to import.
+async fn head(ctx: &HeadCtx<'_>, seq: u64, place: KeyPlace, meta: ObjectMeta) -> Headed {
+    let KeyPlace { dir, name } = place;
+    let Some(name) = name else {
+        return Headed::Job(Job::Mkdir { seq, dir });
+    };
+    let key = meta.location.clone();
+    let opts = GetOptions {
+        head: true,
+        ..Default::default()
+    };
+    let got = match ctx.store.get_opts(&key, opts).await {
+        Ok(g) => g,
+        // A zero-byte listed object HEAD cannot find is a directory marker `a/b/`,
+        // listed as `a/b` (see the module header); any other went away meanwhile.
+        Err(object_store::Error::NotFound { .. }) if meta.size == 0 => {
+            let dir = if dir.is_empty() {
+                name
+            } else {
+                format!("{dir}/{name}")
+            };
+            return Headed::Job(Job::Mkdir { seq, dir });
+        }
+        Err(object_store::Error::NotFound { .. }) => return Headed::Gone(seq),
+        Err(e) => {
+            tracing::warn!(%key, "not imported: {}", RepoError::store(ctx.url, &e));
+            return Headed::Failed(seq);
+        }
+    };
+    let lm = &got.meta.last_modified;
+    let modified = timestamp_of(lm.timestamp(), lm.timestamp_subsec_nanos());
+    let fm = FileMeta::decode(&got.attributes, modified);
+    let size = got.meta.size;
+    if fm.is_dir() && size == 0 {
+        let dir = if dir.is_empty() {
+            name
+        } else {
+            format!("{dir}/{name}")
+        };
+        return Headed::Job(Job::Mkdir { seq, dir });
+    }
+    let (kind, target) = if fm.is_symlink() {
+        if size == 0 || size > SYMLINK_MAX {
+            tracing::warn!(%key, size, "not imported: a symlink target of this size");
+            return Headed::Failed(seq);
+        }
+        match ctx.store.get(&key).await {
+            Ok(g) => match g.bytes().await {
+                Ok(b) if !b.is_empty() && b.len() as u64 <= SYMLINK_MAX => {
+                    (ImportKind::Symlink, b.to_vec())
+                }
+                Ok(b) => {
+                    tracing::warn!(%key, len = b.len(), "not imported: bad symlink target");
+                    return Headed::Failed(seq);
+                }
+                Err(e) => {
+                    tracing::warn!(%key, "not imported: {}", RepoError::store(ctx.url, &e));
+                    return Headed::Failed(seq);
+                }
+            },
+            Err(object_store::Error::NotFound { .. }) => return Headed::Gone(seq),
+            Err(e) => {
+                tracing::warn!(%key, "not imported: {}", RepoError::store(ctx.url, &e));
+                return Headed::Failed(seq);
+            }
+        }
+    } else {
+        (ImportKind::Regular, Vec::new())
+    };
+    let layout = match kind {
+        ImportKind::Regular => layout_for(size, ctx.chunk_size, ctx.osts),
+        ImportKind::Symlink => None,
+    };
+    let entry = ImportEntry {
+        name: name.into_bytes(),
+        kind,
+        mode: fm.perm(),
+        uid: fm.uid,
+        gid: fm.gid,
+        atime: fm.atime,
+        mtime: fm.mtime,
+        target,
+        archive: ArchiveRef {
+            key: key.to_string(),
+            etag: got.meta.e_tag.clone(),
+            size,
+            modified,
+        },
+        layout,
+    };
+    Headed::Job(Job::Entries {
+        dir,
+        entries: vec![(seq, entry)],
+    })
+}
+
+/// The layout of an imported file of `size` bytes: `None` up to `chunk_size` (the
+/// directory's default applies), else RAID0 over `ceil(size / chunk_size)` OSTs (at most
+/// `osts`) in stripes of [`IMPORT_STRIPE_SIZE`].
+pub fn layout_for(size: u64, chunk_size: u64, osts: u32) -> Option<LayoutTemplate> {
+    if chunk_size == 0 || size <= chunk_size {
+        return None;
+    }
+    let count = size.div_ceil(chunk_size).min(u64::from(osts.max(1)));
+    let count = i32::try_from(count).unwrap_or(i32::MAX);
+    Some(LayoutTemplate::raid0(count, IMPORT_STRIPE_SIZE, -1))
+}
+
+/// A store time (`ObjectMeta::last_modified`: its seconds and nanoseconds) as a
+/// file-system timestamp.
+pub(crate) fn timestamp_of(sec: i64, nsec: u32) -> Timestamp {
+    Timestamp {
+        sec,
+        nsec: nsec.min(999_999_999),
+    }
+}
+
+/// Sends a job to the MDT; answers each listed object's outcome.
+async fn send(ctx: &Ctx<'_>, job: Job) -> Vec<(u64, Settled)> {
+    match job {
+        Job::Mkdir { seq, dir } => match ctx.dirs.fid(ctx.client, &dir, &ctx.cred).await {
+            Ok(_) => vec![(seq, Settled::Nothing)],
+            Err(e) => {
+                tracing::warn!(dir = %dir, "directory not made: {e}");
+                vec![(seq, Settled::Failed)]
+            }
+        },
+        Job::Entries { dir, entries } => {
+            let (seqs, entries): (Vec<u64>, Vec<ImportEntry>) = entries.into_iter().unzip();
+            let parent = match ctx.dirs.fid(ctx.client, &dir, &ctx.cred).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(dir = %dir, entries = seqs.len(), "not imported: {e}");
+                    return seqs.into_iter().map(|s| (s, Settled::Failed)).collect();
+                }
+            };
+            let n = entries.len();
+            match ctx
+                .client
+                .import_entries(parent, ctx.repo.id, entries, &ctx.cred)
+                .await
+            {
+                Ok(outcomes) if outcomes.len() == n => seqs
+                    .into_iter()
+                    .zip(outcomes)
+                    .map(|(s, o)| (s, settled(&dir, o)))
+                    .collect(),
+                Ok(outcomes) => {
+                    tracing::warn!(dir = %dir, sent = n, answered = outcomes.len(),
+                        "ImportEntries answered the wrong number of outcomes");
+                    seqs.into_iter().map(|s| (s, Settled::Failed)).collect()
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir, entries = n, "not imported: {e}");
+                    seqs.into_iter().map(|s| (s, Settled::Failed)).collect()
+                }
+            }
+        }
+    }
+}
+
+fn settled(dir: &str, o: ImportOutcome) -> Settled {
+    match o {
+        ImportOutcome::Created(_) => Settled::Created,
+        ImportOutcome::Updated(_) => Settled::Updated,
+        ImportOutcome::Unchanged(_) => Settled::Unchanged,
+        ImportOutcome::Conflict(fid) => {
+            tracing::info!(dir, %fid, "import conflict: name left alone");
+            Settled::Conflict
+        }
+        ImportOutcome::Failed(code) => {
+            tracing::warn!(dir, code, "entry not imported");
+            Settled::Failed
+        }
+    }
+}
+
+/// Entries gathered per directory until a batch is full (or must go early).
+#[derive(Debug, Default)]
+struct Batcher {
+    /// Partial batches by directory.
+    open: HashMap<String, Vec<(u64, ImportEntry)>>,
+    /// Jobs ready to send, oldest first.
+    ready: VecDeque<Job>,
+}
+
+impl Batcher {
+    /// Adds a job: directories are ready at once, entries join their directory's batch.
+    fn add(&mut self, job: Job) {
+        match job {
+            Job::Mkdir { .. } => self.ready.push_back(job),
+            Job::Entries { dir, entries } => {
+                let batch = self.open.entry(dir.clone()).or_default();
+                batch.extend(entries);
+                if batch.len() >= BATCH_MAX {
+                    let entries = self.open.remove(&dir).unwrap_or_default();
+                    self.ready.push_back(Job::Entries { dir, entries });
+                }
+            }
+        }
+    }
+
+    /// The next job to send: a full batch or directory; with `force`, partial batches
+    /// too (all of them become ready).
+    fn take(&mut self, force: bool) -> Option<Job> {
+        if self.ready.is_empty() && force {
+            for (dir, entries) in self.open.drain() {
+                self.ready.push_back(Job::Entries { dir, entries });
+            }
+        }
+        self.ready.pop_front()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.open.is_empty() && self.ready.is_empty()
+    }
+}
+
+/// Listed objects in order, and which are settled: the checkpoint is the last key of the
+/// settled run at the front.
+#[derive(Debug, Default)]
+struct Tracker {
+    /// Sequence number of the window's front.
+    base: u64,
+    /// Keys from `base` on, and whether each is settled.
+    window: VecDeque<(String, bool)>,
+    /// The last key of the settled run popped from the front.
+    checkpoint: Option<String>,
+}
+
+impl Tracker {
+    /// Records a listed key; answers its sequence number.
+    fn push(&mut self, key: &str) -> u64 {
+        self.window.push_back((key.to_string(), false));
+        self.base + self.window.len() as u64 - 1
+    }
+
+    /// Marks `seq` settled, moving the checkpoint over the settled front.
+    fn settle(&mut self, seq: u64) {
+        let Some(i) = seq.checked_sub(self.base) else {
+            return;
+        };
+        if let Some(slot) = usize::try_from(i).ok().and_then(|i| self.window.get_mut(i)) {
+            slot.1 = true;
+        }
+        while self.window.front().is_some_and(|(_, done)| *done) {
+            if let Some((key, _)) = self.window.pop_front() {
+                self.checkpoint = Some(key);
+                self.base += 1;
+            }
+        }
+    }
+
+    /// Objects listed and not settled (and those behind them).
+    fn pending(&self) -> usize {
+        self.window.len()
+    }
+
+    fn checkpoint(&self) -> Option<String> {
+        self.checkpoint.clone()
+    }
+}
+
+/// Directories below the linked one by relative path, made as needed (`mkdir -p`).
+struct DirCache {
+    root: Fid,
+    map: Mutex<HashMap<String, Fid>>,
+}
+
+impl DirCache {
+    fn new(root: Fid) -> Self {
+        Self {
+            root,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The FID of directory `rel` (relative, `/`-separated), made with its missing
+    /// ancestors as root; EEXIST from a racing maker is fine. ENOTDIR when a component
+    /// is something else.
+    async fn fid(
+        &self,
+        client: &Client,
+        rel: &str,
+        cred: &Credentials,
+    ) -> Result<Fid, ClientError> {
+        if rel.is_empty() {
+            return Ok(self.root);
+        }
+        if let Some(f) = self.map.lock().get(rel) {
+            return Ok(*f);
+        }
+        // The deepest known ancestor, then the rest one component at a time.
+        let mut known = (0, self.root);
+        {
+            let map = self.map.lock();
+            let mut at = rel.len();
+            while let Some(i) = rel[..at].rfind('/') {
+                if let Some(f) = map.get(&rel[..i]) {
+                    known = (i + 1, *f);
+                    break;
+                }
+                at = i;
+            }
+        }
+        let (start, mut parent) = known;
+        let mut end = start;
+        for name in rel[start..].split('/') {
+            end += name.len();
+            let fid = match client
+                .mkdir(parent, name.as_bytes(), DEFAULT_DIR_MODE, cred)
+                .await
+            {
+                Ok(a) => a.fid,
+                Err(e) if e.errno() == Errno::Exist => {
+                    let a = client.lookup(parent, name.as_bytes(), cred).await?;
+                    if a.kind != FileKind::Directory {
+                        return Err(ClientError::Remote(WireError::new(
+                            Errno::NotDir,
+                            format!("{:?} is not a directory", &rel[..end]),
+                        )));
+                    }
+                    a.fid
+                }
+                Err(e) => return Err(e),
+            };
+            {
+                let mut map = self.map.lock();
+                if map.len() >= DIR_CACHE_MAX {
+                    map.clear();
+                }
+                map.insert(rel[..end].to_string(), fid);
+            }
+            parent = fid;
+            end += 1;
+        }
+        Ok(parent)
+    }
+}
+
+/// Counts as a task reports them (the MGS adds them up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Items done.
+    pub done: u64,
+    /// Items failed.
+    pub failed: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+}
+
+impl Counts {
+    /// An import's: created, updated and unchanged entries are done; conflicts and
+    /// failures failed; no bytes move.
+    fn of_import(p: &ImportProgress) -> Self {
+        Self {
+            done: p.created + p.updated + p.unchanged,
+            failed: p.failed + p.conflicts,
+            bytes: 0,
+        }
+    }
+}
+
+/// Reports a task's progress to the MGS and the caller's callback, every
+/// [`REPORT_INTERVAL`] or [`REPORT_EVERY`] items, as differences since the last report.
+pub(crate) struct Reporter<'a> {
+    client: &'a Client,
+    task: Option<u64>,
+    last: Instant,
+    last_items: u64,
+    sent: Counts,
+}
+
+impl<'a> Reporter<'a> {
+    pub(crate) fn new(client: &'a Client, task: Option<u64>) -> Self {
+        Self {
+            client,
+            task,
+            last: Instant::now(),
+            last_items: 0,
+            sent: Counts::default(),
+        }
+    }
+
+    /// Reports if a second passed or [`REPORT_EVERY`] items since the last report:
+    /// `on_report` (the caller's callback), then the MGS.
+    pub(crate) async fn tick(
+        &mut self,
+        counts: &Counts,
+        checkpoint: Option<String>,
+        items: u64,
+        on_report: impl FnOnce(),
+    ) {
+        if self.last.elapsed() < REPORT_INTERVAL && items < self.last_items + REPORT_EVERY {
+            return;
+        }
+        self.last = Instant::now();
+        self.last_items = items;
+        on_report();
+        self.send(counts, checkpoint, TaskState::Running).await;
+    }
+
+    /// Reports the final state.
+    pub(crate) async fn finish(
+        &mut self,
+        counts: &Counts,
+        checkpoint: Option<String>,
+        state: TaskState,
+    ) {
+        self.send(counts, checkpoint, state).await;
+    }
+
+    async fn send(&mut self, counts: &Counts, checkpoint: Option<String>, state: TaskState) {
+        let Some(id) = self.task else {
+            return;
+        };
+        let req = MgsRequest::TaskReport {
+            id,
+            done: counts.done.saturating_sub(self.sent.done),
+            failed: counts.failed.saturating_sub(self.sent.failed),
+            bytes: counts.bytes.saturating_sub(self.sent.bytes),
+            checkpoint,
+            state,
+        };
+        let sent = self
+            .client
+            .cluster()
+            .mgs()
+            .connection()
+            .call::<MgsRequest, MgsReply>(&req, bytes::Bytes::new())
+            .map(|r| r.map(|_| ()))
+            .await;
+        match sent {
+            Ok(()) => self.sent = *counts,
+            // The next report carries these counts too.
+            Err(error) => {
+                let e = ClientError::Rpc {
+                    target: TargetId::MGS,
+                    error,
+                };
+                tracing::warn!(task = id, "task report not sent: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
