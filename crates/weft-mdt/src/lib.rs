@@ -83,6 +83,7 @@ pub mod failpoints;
 mod fast;
 mod fsck;
 mod handles;
+pub mod hsm;
 mod layouts;
 pub mod locks;
 mod mdt;
