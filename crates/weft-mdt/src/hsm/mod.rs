@@ -26,8 +26,8 @@ mod import;
 mod restore;
 mod state;
 
-pub use restore::HsmConfig;
 pub(crate) use restore::Coordinator;
+pub use restore::HsmConfig;
 
 /// Most entries one `ImportEntries` may carry (they are applied in one transaction).
 pub const IMPORT_MAX: usize = 4096;
@@ -49,8 +49,10 @@ pub(crate) fn put_archive(
     archive: &ArchiveRef,
 ) -> Result<(), StoreError> {
     let v = store::encode(archive)?;
-    tx.xattrs
-        .insert(store::xattr_key(fid, ARCHIVE_XATTR).as_slice(), v.as_slice())?;
+    tx.xattrs.insert(
+        store::xattr_key(fid, ARCHIVE_XATTR).as_slice(),
+        v.as_slice(),
+    )?;
     fx.wrote = true;
     Ok(())
 }

@@ -125,7 +125,8 @@ impl Job {
         self.changed.notify_waiters();
     }
 
-    /// Waits until `[start, end)` is loaded (`done: false`) or the job ends.
+    /// Waits until `[start, end)` is loaded (`done: false`) or the job ends (`done: true`,
+    /// or its error); a range loaded when the whole file is waits for the end.
     async fn wait(&self, start: u64, end: u64) -> WireResult<MdtReply> {
         loop {
             let notified = self.changed.notified();
@@ -138,11 +139,12 @@ impl Job {
                     Some(Err(e)) => return Err(e.clone()),
                     None => {}
                 }
-                if let Some(size) = s.size {
-                    let end = end.min(size);
-                    if start >= end || covers(&s.loaded, start, end) {
-                        return Ok(MdtReply::Progress { done: false });
-                    }
+                // Once every byte is loaded the end is near: wait for it, to answer done.
+                if let Some(size) = s.size
+                    && covers(&s.loaded, start, end.min(size))
+                    && !covers(&s.loaded, 0, size)
+                {
+                    return Ok(MdtReply::Progress { done: false });
                 }
             }
             notified.await;
@@ -166,7 +168,10 @@ impl Mdt {
     /// `HsmRestore { fid, start, end }`: see the module header.
     pub(crate) async fn hsm_restore(&self, fid: Fid, start: u64, end: u64) -> WireResult<MdtReply> {
         if end < start {
-            return Err(WireError::new(Errno::Inval, "restore range ends before it starts"));
+            return Err(WireError::new(
+                Errno::Inval,
+                "restore range ends before it starts",
+            ));
         }
         if self.shutting_down() || self.hsm.closed.load(Ordering::Acquire) {
             return Err(Self::shut());
@@ -178,7 +183,10 @@ impl Mdt {
             return Ok(MdtReply::Progress { done: true });
         }
         if archive.is_none() || ino.archive_id == 0 {
-            return Err(WireError::new(Errno::Io, "released file has no archive copy"));
+            return Err(WireError::new(
+                Errno::Io,
+                "released file has no archive copy",
+            ));
         }
         if ino.hsm_flags & HSM_LOST != 0 {
             return Err(WireError::new(Errno::Io, "the archive copy is lost"));
@@ -250,7 +258,10 @@ impl Mdt {
                 return Ok(());
             }
             let (Some(archive), Some(layout)) = (archive, ino.layout) else {
-                return Err(WireError::new(Errno::Io, "released file has no archive copy"));
+                return Err(WireError::new(
+                    Errno::Io,
+                    "released file has no archive copy",
+                ));
             };
             if ino.archive_id == 0 || ino.hsm_flags & HSM_LOST != 0 {
                 return Err(WireError::new(Errno::Io, "the archive copy is lost"));

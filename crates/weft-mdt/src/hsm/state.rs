@@ -119,7 +119,10 @@ impl Engine {
         if (set | clear) & !HSM_SETTABLE != 0 {
             return Err(fail(
                 Errno::Inval,
-                format!("flags {:#x} cannot be set or cleared", (set | clear) & !HSM_SETTABLE),
+                format!(
+                    "flags {:#x} cannot be set or cleared",
+                    (set | clear) & !HSM_SETTABLE
+                ),
             ));
         }
         if cred.uid != 0 && ((set | clear) & !HSM_USER_MASK != 0 || archive_id.is_some()) {
