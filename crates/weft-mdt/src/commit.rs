@@ -160,6 +160,9 @@ pub(crate) struct Pending {
     pub reply: Option<oneshot::Sender<Outcome>>,
 }
 
+// Moved once through the commit queue; boxing every operation would cost an allocation
+// per request for a message that is almost always an operation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     Op(Pending),
     Shutdown(oneshot::Sender<()>),

@@ -7,7 +7,7 @@
 //! - `import`: `ImportEntries`, making released files (and symlinks) for a repository's
 //!   objects, or telling what an existing name is to them;
 //! - `state`: `HsmRelease`, `HsmSetFlags`, `HsmArchived`, and the DIRTY rule every data
-//!   change applies ([`data_changed`]);
+//!   change applies (`data_changed`);
 //! - `restore`: the coordinator: one restore job per file, shared by every reader, run
 //!   on its own task, copying units through [`crate::ClusterView::restore_chunk`] and
 //!   clearing RELEASED (durably) at the end.
