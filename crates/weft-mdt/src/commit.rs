@@ -58,6 +58,12 @@ pub(crate) enum WriteOp {
     MoveDir(MdtRequest, Origin, Box<DirMove>),
     /// Make every commit so far durable (a client's `fsync`, the commit interval).
     Sync,
+    /// The HSM coordinator's first step of a restore: instantiate a released file's layout
+    /// over its size (see `crate::hsm`).
+    HsmInstantiate(weft_proto::Fid),
+    /// The HSM coordinator's last step: the file is loaded from this archive record into
+    /// objects of this layout generation; clear RELEASED (durably) if both still hold.
+    HsmRestored(weft_proto::Fid, Box<weft_proto::hsm::ArchiveRef>, u32),
 }
 
 impl WriteOp {
@@ -86,6 +92,7 @@ impl WriteOp {
                     | MdtRequest::Instantiate { .. }
                     | MdtRequest::SetLayout { .. }
                     | MdtRequest::SetDirDefault { .. }
+                    | MdtRequest::HsmSetFlags { .. }
             ),
             WriteOp::DropConn
             | WriteOp::ParkConn(_)
@@ -93,8 +100,13 @@ impl WriteOp {
             | WriteOp::GrantSeq(_)
             | WriteOp::HasFids
             | WriteOp::DestroyDone(_)
-            | WriteOp::ReapOrphans => true,
-            WriteOp::FinishIntent(..) | WriteOp::MoveDir(..) | WriteOp::Sync => false,
+            | WriteOp::ReapOrphans
+            | WriteOp::HsmInstantiate(_) => true,
+            // A restore's end is durable before readers are told the file is loaded.
+            WriteOp::FinishIntent(..)
+            | WriteOp::MoveDir(..)
+            | WriteOp::Sync
+            | WriteOp::HsmRestored(..) => false,
         }
     }
 
@@ -148,6 +160,9 @@ pub(crate) struct Pending {
     pub reply: Option<oneshot::Sender<Outcome>>,
 }
 
+// Moved once through the commit queue; boxing every operation would cost an allocation
+// per request for a message that is almost always an operation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     Op(Pending),
     Shutdown(oneshot::Sender<()>),

@@ -125,6 +125,18 @@ pub struct Counters {
     pub reply_records: AtomicU64,
     /// FIDs allocatable without asking the MGS (saturating).
     pub fids_left: AtomicU64,
+    /// Entries `ImportEntries` was asked to import (see `crate::hsm`).
+    pub hsm_import_entries: AtomicU64,
+    /// Of those, the ones that made or updated a file.
+    pub hsm_imported: AtomicU64,
+    /// Restore jobs started by the HSM coordinator.
+    pub hsm_restores_started: AtomicU64,
+    /// Restore jobs that loaded their whole file.
+    pub hsm_restores_done: AtomicU64,
+    /// Restore jobs that failed (the data mover's error, or a file that kept changing).
+    pub hsm_restores_failed: AtomicU64,
+    /// Bytes the data mover restored.
+    pub hsm_restore_bytes: AtomicU64,
 }
 
 /// The commit thread's state.
@@ -376,20 +388,26 @@ impl Engine {
         Ok(())
     }
 
-    /// Publishes counters after a commit.
-    pub fn publish(&self) {
-        self.counters.dirs.store(self.meta.dirs, Ordering::Relaxed);
-        self.counters
-            .files
-            .store(self.meta.files, Ordering::Relaxed);
+    /// FIDs allocatable without asking the MGS (saturating).
+    pub fn fids_left(&self) -> u64 {
         let in_cur = if self.meta.cur_seq == 0 {
             0
         } else {
             (self.seq_width + 1).saturating_sub(self.meta.next_oid)
         };
         let free: u64 = self.meta.free_seqs.iter().map(|r| r.len()).sum();
-        let left = in_cur.saturating_add(free.saturating_mul(self.seq_width));
-        self.counters.fids_left.store(left, Ordering::Relaxed);
+        in_cur.saturating_add(free.saturating_mul(self.seq_width))
+    }
+
+    /// Publishes counters after a commit.
+    pub fn publish(&self) {
+        self.counters.dirs.store(self.meta.dirs, Ordering::Relaxed);
+        self.counters
+            .files
+            .store(self.meta.files, Ordering::Relaxed);
+        self.counters
+            .fids_left
+            .store(self.fids_left(), Ordering::Relaxed);
     }
 }
 

@@ -43,6 +43,24 @@ impl Engine {
         let Some(mut layout) = ino.layout.clone() else {
             return Err(fail(Errno::Inval, "file has no layout"));
         };
+        if !self.instantiate_range(&mut layout, start, end)? {
+            return Ok(MdtReply::Layout(Some(layout)));
+        }
+        // Mutations start here.
+        ino.layout = Some(layout);
+        self.put_inode(tx, fx, h.fid, &ino)?;
+        Ok(MdtReply::Layout(ino.layout))
+    }
+
+    /// Chooses OSTs for every uninstantiated component of `layout` overlapping
+    /// `[start, end)` and bumps its generation; false (layout untouched) when there is
+    /// none. Changes only `layout`: the caller stores it.
+    pub(crate) fn instantiate_range(
+        &mut self,
+        layout: &mut Layout,
+        start: u64,
+        end: u64,
+    ) -> Result<bool, Fail> {
         let wanted: Vec<usize> = layout
             .components
             .iter()
@@ -51,13 +69,14 @@ impl Engine {
             .map(|(i, _)| i)
             .collect();
         if wanted.is_empty() {
-            return Ok(MdtReply::Layout(Some(layout)));
+            return Ok(false);
         }
+        let mut new = layout.clone();
         let osts = self.cluster.osts();
         let cluster = self.cluster.clone();
         let pool = move |name: &str| cluster.pool(name);
         for i in wanted {
-            let Some(c) = layout.components.get_mut(i) else {
+            let Some(c) = new.components.get_mut(i) else {
                 continue;
             };
             let template = TemplateComponent {
@@ -70,14 +89,11 @@ impl Engine {
             };
             c.osts = self.placement.choose(&template, &osts, &pool)?;
         }
-        layout.generation = layout.generation.saturating_add(1);
-        layout
-            .validate()
+        new.generation = new.generation.saturating_add(1);
+        new.validate()
             .map_err(|e| fail(Errno::Inval, e.to_string()))?;
-        // Mutations start here.
-        ino.layout = Some(layout);
-        self.put_inode(tx, fx, h.fid, &ino)?;
-        Ok(MdtReply::Layout(ino.layout))
+        *layout = new;
+        Ok(true)
     }
 
     /// Swaps the layouts of `fid` and the volatile copy `volatile` (open as `handle`).

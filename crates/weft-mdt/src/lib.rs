@@ -66,6 +66,14 @@
 //! (`dir_moves.rs`); `weft migrate -m` freezes, copies and replaces a directory
 //! (`migrate.rs`).
 //!
+//! # HSM (data repositories)
+//! Files imported from a repository (`ImportEntries`) are *released*: attributes and size
+//! real, HSM flags `EXISTS | ARCHIVED | RELEASED`, the object's [`weft_proto::hsm::ArchiveRef`]
+//! in `trusted.weft.archive`. The MDT is the HSM coordinator: `HsmRestore` requests share
+//! one restore job per file that loads it through [`ClusterView::restore_chunk`] and
+//! clears RELEASED durably at the end. A data change marks an archived file DIRTY;
+//! `HsmRelease` drops an archived file's objects. See [`hsm`].
+//!
 //! # Layouts after create
 //! Components of a composite (PFL) layout beyond the first are left uninstantiated until a
 //! client writes into their extent and sends `Instantiate`; `weft migrate` copies a file
@@ -83,6 +91,7 @@ pub mod failpoints;
 mod fast;
 mod fsck;
 mod handles;
+pub mod hsm;
 mod layouts;
 pub mod locks;
 mod mdt;
@@ -108,6 +117,7 @@ pub use cluster::{BoxFuture, ClusterView, OstInfo, PeerError};
 pub use commit::Origin;
 pub use destroy::DestroyConfig;
 pub use error::{MdtError, StoreError};
+pub use hsm::HsmConfig;
 pub use locks::{LockLimits, LockStats, LockTable};
 pub use mdt::{DB_FILE, Mdt, MdtOptions, MdtStats, SEQ_WIDTH};
 pub use memory::MemoryCluster;

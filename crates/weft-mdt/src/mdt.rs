@@ -59,6 +59,8 @@ pub struct MdtOptions {
     /// Longest time a change committed without an fsync waits for one (see
     /// [`crate::redo`]); a client's `fsync` does not wait for it.
     pub commit_interval: Duration,
+    /// Tuning of the HSM coordinator's restores (see [`crate::hsm`]).
+    pub hsm: crate::hsm::HsmConfig,
 }
 
 impl Default for MdtOptions {
@@ -72,6 +74,7 @@ impl Default for MdtOptions {
             locks: LockLimits::default(),
             handle_grace: Duration::from_secs(60),
             commit_interval: crate::redo::COMMIT_INTERVAL,
+            hsm: crate::hsm::HsmConfig::default(),
         }
     }
 }
@@ -104,6 +107,10 @@ pub struct Mdt {
     run: u64,
     /// The intents being driven: one driver at a time each.
     pub(crate) drivers: crate::drivers::Drivers,
+    /// The HSM coordinator's restore jobs (see [`crate::hsm`]).
+    pub(crate) hsm: crate::hsm::Coordinator,
+    /// This MDT, for tasks it starts that must outlive a request (restore jobs).
+    pub(crate) me: std::sync::Weak<Mdt>,
 }
 
 impl std::fmt::Debug for Mdt {
@@ -221,6 +228,7 @@ impl Mdt {
     /// closed), as if the process stopped. Drop every `Arc<Mdt>` afterwards to release the
     /// store so it can be opened again.
     pub async fn shutdown(&self) {
+        self.hsm.shutdown().await;
         let tasks = std::mem::take(&mut *self.tasks.lock());
         for t in tasks {
             t.abort();
@@ -283,6 +291,12 @@ impl Mdt {
             lock_waits: locks.waits,
             lock_conflicts: locks.conflicts,
             lock_deadlocks: locks.deadlocks,
+            hsm_import_entries: self.counters.hsm_import_entries.load(Ordering::Relaxed),
+            hsm_imported: self.counters.hsm_imported.load(Ordering::Relaxed),
+            hsm_restores_started: self.counters.hsm_restores_started.load(Ordering::Relaxed),
+            hsm_restores_done: self.counters.hsm_restores_done.load(Ordering::Relaxed),
+            hsm_restores_failed: self.counters.hsm_restores_failed.load(Ordering::Relaxed),
+            hsm_restore_bytes: self.counters.hsm_restore_bytes.load(Ordering::Relaxed),
         }
     }
 }

@@ -1,11 +1,16 @@
 //! An in-memory [`ClusterView`] for tests: OSTs with settable free space and state, pools,
-//! a default layout, a sequence allocator, and OSTs that can be taken down so destroys fail.
+//! a default layout, a sequence allocator, OSTs that can be taken down so destroys fail,
+//! and a fake data mover (objects of repositories in memory, every chunk asked recorded,
+//! failing or slow on command).
 
 use crate::cluster::{BoxFuture, ClusterView, OstInfo, PeerError};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 use weft_proto::fid::FIRST_GRANTED_SEQ;
+use weft_proto::hsm::RestoreChunk;
 use weft_proto::mdt::{MdtReply, MdtRequest};
+use weft_proto::{Errno, WireError};
 use weft_proto::{FidSeqRange, LayoutTemplate, ObjectId};
 
 #[derive(Debug, Default)]
@@ -18,6 +23,14 @@ struct State {
     down: BTreeSet<u32>,
     destroyed: Vec<(u32, ObjectId)>,
     failed_destroys: u64,
+    /// Repository objects by (repository, key).
+    objects: BTreeMap<(u32, String), Vec<u8>>,
+    /// Every restore chunk asked for, in order.
+    chunks: Vec<RestoreChunk>,
+    /// While set, every restore fails with this errno.
+    restore_failure: Option<Errno>,
+    /// How long each restore chunk takes.
+    restore_delay: Duration,
 }
 
 /// A cluster that lives in memory. Cheap to build; every method is deterministic.
@@ -106,6 +119,30 @@ impl MemoryCluster {
         self.state.lock().failed_destroys
     }
 
+    /// Puts object `key` of repository `repo` in the fake store.
+    pub fn put_object(&self, repo: u32, key: &str, data: Vec<u8>) {
+        self.state
+            .lock()
+            .objects
+            .insert((repo, key.to_string()), data);
+    }
+
+    /// Every restore chunk the MDT asked the mover for, in order.
+    pub fn restore_chunks(&self) -> Vec<RestoreChunk> {
+        self.state.lock().chunks.clone()
+    }
+
+    /// Makes every restore fail with `errno` (after the mover's retries, as it would
+    /// answer), or (`None`) succeed again.
+    pub fn fail_restores(&self, errno: Option<Errno>) {
+        self.state.lock().restore_failure = errno;
+    }
+
+    /// Makes each restore chunk take `delay`.
+    pub fn set_restore_delay(&self, delay: Duration) {
+        self.state.lock().restore_delay = delay;
+    }
+
     /// How many sequence grants were asked for.
     pub fn seq_grants(&self) -> u64 {
         self.state.lock().seq_grants
@@ -151,6 +188,38 @@ impl ClusterView for MemoryCluster {
             Ok(())
         };
         Box::pin(async move { result })
+    }
+
+    fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>> {
+        let mut s = self.state.lock();
+        let delay = s.restore_delay;
+        let object = s.objects.get(&(chunk.repo, chunk.archive.key.clone()));
+        let result = match (s.restore_failure, object) {
+            (Some(errno), _) => Err(WireError::new(errno, "the store failed (on command)")),
+            (None, None) => Err(WireError::new(Errno::NoEnt, "no such object in the store")),
+            (None, Some(o)) if chunk.end > o.len() as u64 || chunk.start >= chunk.end => {
+                Err(WireError::new(Errno::Io, "chunk outside the object"))
+            }
+            (None, Some(_))
+                if chunk
+                    .layout
+                    .component_at(chunk.start)
+                    .is_none_or(|c| !c.is_instantiated()) =>
+            {
+                Err(WireError::new(
+                    Errno::Io,
+                    "chunk into an uninstantiated component",
+                ))
+            }
+            (None, Some(_)) => Ok(()),
+        };
+        s.chunks.push(chunk);
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            result
+        })
     }
 
     /// One MDT only: cross-MDT operations are tested with real servers.

@@ -67,7 +67,8 @@ fn changed_dirs(req: &MdtRequest) -> [Option<Fid>; 2] {
         | MdtRequest::Unlink { parent, .. }
         | MdtRequest::Rmdir { parent, .. }
         | MdtRequest::InsertEntry { parent, .. }
-        | MdtRequest::MigrateDir { parent, .. } => [Some(*parent), None],
+        | MdtRequest::MigrateDir { parent, .. }
+        | MdtRequest::ImportEntries { parent, .. } => [Some(*parent), None],
         MdtRequest::Link { new_parent, .. } => [Some(*new_parent), None],
         MdtRequest::Rename {
             src_parent,

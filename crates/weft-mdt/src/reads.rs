@@ -184,6 +184,13 @@ pub(crate) fn run(
             let used = inodes.len().map_err(crate::error::StoreError::from)?;
             statfs(dir, used)
         }
+        MdtRequest::HsmArchiveRef { fid } => {
+            load(&inodes, *fid)?;
+            let xattrs = r
+                .open_table(store::XATTRS)
+                .map_err(crate::error::StoreError::from)?;
+            Ok(MdtReply::Archive(crate::hsm::get_archive(&xattrs, *fid)?))
+        }
         _ => Err(fail(Errno::Proto, "not a read operation")),
     }
 }

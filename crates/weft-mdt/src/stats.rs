@@ -42,6 +42,18 @@ pub struct MdtStats {
     pub lock_conflicts: u64,
     /// Lock waits refused with EDEADLK, since start.
     pub lock_deadlocks: u64,
+    /// Entries `ImportEntries` was asked to import, since start.
+    pub hsm_import_entries: u64,
+    /// Of those, the ones that made or updated a file.
+    pub hsm_imported: u64,
+    /// HSM restore jobs started, since start.
+    pub hsm_restores_started: u64,
+    /// HSM restore jobs that loaded their whole file.
+    pub hsm_restores_done: u64,
+    /// HSM restore jobs that failed.
+    pub hsm_restores_failed: u64,
+    /// Bytes restored from data repositories, since start.
+    pub hsm_restore_bytes: u64,
 }
 
 const fn gauge(name: &'static str, help: &'static str) -> MetricDef {
@@ -54,7 +66,7 @@ const fn counter(name: &'static str, help: &'static str) -> MetricDef {
 
 /// Every figure of [`MdtStats`], in the order `get_param` has always listed them.
 /// Prometheus exports each as `weft_mdt_` + its metric name (`_total` for counters).
-pub const MDT_STATS: [Stat<MdtStats>; 16] = [
+pub const MDT_STATS: [Stat<MdtStats>; 22] = [
     Stat::new(
         gauge("dirs", "Directories stored.").exported_as("directories"),
         |s| s.dirs,
@@ -125,6 +137,42 @@ pub const MDT_STATS: [Stat<MdtStats>; 16] = [
         counter("lock_deadlocks", "Lock waits refused with EDEADLK."),
         |s| s.lock_deadlocks,
     ),
+    Stat::new(
+        counter(
+            "hsm_import_entries",
+            "Entries asked to be imported from data repositories.",
+        ),
+        |s| s.hsm_import_entries,
+    ),
+    Stat::new(
+        counter(
+            "hsm_imported",
+            "Imported entries that made or updated a file.",
+        ),
+        |s| s.hsm_imported,
+    ),
+    Stat::new(
+        counter("hsm_restores_started", "HSM restore jobs started."),
+        |s| s.hsm_restores_started,
+    ),
+    Stat::new(
+        counter(
+            "hsm_restores_done",
+            "HSM restore jobs that loaded their whole file.",
+        ),
+        |s| s.hsm_restores_done,
+    ),
+    Stat::new(
+        counter("hsm_restores_failed", "HSM restore jobs that failed."),
+        |s| s.hsm_restores_failed,
+    ),
+    Stat::new(
+        counter(
+            "hsm_restore_bytes",
+            "Bytes restored from data repositories.",
+        ),
+        |s| s.hsm_restore_bytes,
+    ),
 ];
 
 #[cfg(test)]
@@ -151,6 +199,12 @@ mod tests {
             lock_waits: 14,
             lock_conflicts: 15,
             lock_deadlocks: 16,
+            hsm_import_entries: 17,
+            hsm_imported: 18,
+            hsm_restores_started: 19,
+            hsm_restores_done: 20,
+            hsm_restores_failed: 21,
+            hsm_restore_bytes: 22,
         };
         let got: Vec<_> = weft_rpc::metric::values(&MDT_STATS, &s)
             .map(|(d, v)| (d.param, v))
@@ -174,6 +228,12 @@ mod tests {
                 ("lock_waits", 14),
                 ("lock_conflicts", 15),
                 ("lock_deadlocks", 16),
+                ("hsm_import_entries", 17),
+                ("hsm_imported", 18),
+                ("hsm_restores_started", 19),
+                ("hsm_restores_done", 20),
+                ("hsm_restores_failed", 21),
+                ("hsm_restore_bytes", 22),
             ]
         );
     }

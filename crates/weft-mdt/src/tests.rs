@@ -2,6 +2,7 @@
 
 mod attr_ops;
 mod harness;
+mod hsm;
 mod layout_changes;
 mod lifecycle;
 mod model;

@@ -57,6 +57,10 @@ pub(super) fn apply(
         WriteOp::FinishIntent(intent, outcome) => engine.finish_intent(tx, fx, intent, outcome),
         // `run_batch` makes the batch durable.
         WriteOp::Sync => Ok(MdtReply::Ok),
+        WriteOp::HsmInstantiate(fid) => engine.hsm_instantiate(tx, fx, *fid),
+        WriteOp::HsmRestored(fid, archive, generation) => {
+            engine.hsm_restored(tx, fx, *fid, archive, *generation)
+        }
         WriteOp::DestroyDone(seqs) => (|| {
             for s in seqs {
                 tx.destroy.remove(s.to_be_bytes().as_slice())?;
@@ -310,6 +314,31 @@ fn apply_req(
             data_version,
             cred,
         } => engine.swap_layouts(tx, fx, conn, *fid, *volatile, *handle, *data_version, cred),
+        MdtRequest::ImportEntries {
+            parent,
+            repo,
+            entries,
+            cred,
+        } => engine.import_entries(tx, fx, conn, *parent, *repo, entries, cred),
+        MdtRequest::HsmRelease {
+            fid,
+            data_version,
+            cred,
+        } => engine.hsm_release(tx, fx, *fid, *data_version, cred),
+        MdtRequest::HsmSetFlags {
+            fid,
+            set,
+            clear,
+            archive_id,
+            cred,
+        } => engine.hsm_set_flags(tx, fx, *fid, *set, *clear, *archive_id, cred),
+        MdtRequest::HsmArchived {
+            fid,
+            repo,
+            data_version,
+            archive,
+            cred,
+        } => engine.hsm_archived(tx, fx, *fid, *repo, *data_version, archive, cred),
         // Reads, lock requests and syncs (see `MdtRequest::class`) never come here.
         _ => Err(crate::error::fail(Errno::Proto, "not a write operation")),
     }

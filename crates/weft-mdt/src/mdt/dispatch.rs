@@ -52,11 +52,10 @@ impl Mdt {
                 self.locks.execute(&anonymous, req).await
             }
             (RequestClass::Sync, _) => self.write(conn_id, WriteOp::Sync).await,
-            // TODO(issue 23): the HSM coordinator serves restores.
-            (RequestClass::Hsm, _) => Err(WireError::new(
-                Errno::NoSys,
-                "this MDT has no HSM coordinator yet",
-            )),
+            (RequestClass::Hsm, MdtRequest::HsmRestore { fid, start, end }) => {
+                self.hsm_restore(fid, start, end).await
+            }
+            (RequestClass::Hsm, _) => Err(WireError::new(Errno::Proto, "not an HSM request")),
             (RequestClass::Change, req) => self.write(conn_id, WriteOp::Req(req, origin)).await,
         }
     }

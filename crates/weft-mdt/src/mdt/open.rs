@@ -181,7 +181,7 @@ impl Mdt {
                 }
             })
             .map_err(io_err(dir))?;
-        Ok(Arc::new(Mdt {
+        Ok(Arc::new_cyclic(|me| Mdt {
             dir: dir.to_path_buf(),
             index: opts.index,
             fsname: opts.fsname,
@@ -202,6 +202,8 @@ impl Mdt {
             commit_interval: opts.commit_interval,
             run: crate::remote::new_op_id(),
             drivers: Default::default(),
+            hsm: crate::hsm::Coordinator::new(opts.hsm),
+            me: me.clone(),
         }))
     }
 }

@@ -24,6 +24,13 @@ impl Engine {
             if size > i64::MAX as u64 {
                 return Err(fail(Errno::FBig, "size too large"));
             }
+            if size != 0 && ino.hsm_flags & weft_proto::hsm::HSM_RELEASED != 0 {
+                // Its bytes are in the archive: a client restores it (HsmRestore) first.
+                return Err(fail(
+                    Errno::Busy,
+                    "the file is released: restore it before changing its size",
+                ));
+            }
         }
         let uid_ok = |uid: u32| cred.uid == 0 || (cred.uid == ino.uid && uid == ino.uid);
         if !set.uid.is_none_or(uid_ok) {
@@ -75,7 +82,10 @@ impl Engine {
                 ino.data_version += 1;
                 if size == 0 {
                     ino.blocks = 0;
+                    // Nothing is left to restore of a released file cut to 0 bytes.
+                    ino.hsm_flags &= !weft_proto::hsm::HSM_RELEASED;
                 }
+                crate::hsm::data_changed(&mut ino);
             }
             ino.mtime = now;
             if cred.uid != 0 {

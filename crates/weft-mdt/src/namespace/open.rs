@@ -25,6 +25,9 @@ impl Engine {
             ino.size = 0;
             ino.blocks = 0;
             ino.data_version += 1;
+            // Nothing is left to restore of a released file cut to 0 bytes.
+            ino.hsm_flags &= !weft_proto::hsm::HSM_RELEASED;
+            crate::hsm::data_changed(ino);
             ino.mtime = now;
             ino.ctime = now;
             if cred.uid != 0 {
@@ -186,6 +189,8 @@ pub(super) fn merge_size(
     }
     if data_changed {
         ino.data_version += 1;
+        crate::hsm::data_changed(ino);
+        changed = true;
     }
     changed
 }
