@@ -3,11 +3,15 @@
 //!
 //! - [`store`]: opening a repository's store from its spec (`s3://`, `gs://`, `az://`,
 //!   `file://`), with credentials from the process's environment, never from the spec.
+//! - [`mover`]: the data mover, copying byte ranges of archived objects into files' OST
+//!   objects for HSM restores (ranged GETs in parallel, entity tag checks, retries).
 //!
 //! Credentials and signed URLs never appear in errors, logs or metrics made here.
 
 pub mod error;
+pub mod mover;
 pub mod store;
 
 pub use error::RepoError;
+pub use mover::{Mover, MoverConfig, MoverStats};
 pub use store::RepoStore;
