@@ -237,7 +237,10 @@ impl Mover {
         }
         let store = self.store(repo).await?;
         let key = Path::parse(&archive.key).map_err(|e| {
-            WireError::new(Errno::Inval, format!("{:?} is not an object key: {e}", archive.key))
+            WireError::new(
+                Errno::Inval,
+                format!("{:?} is not an object key: {e}", archive.key),
+            )
         })?;
         let touched: Mutex<HashSet<(u32, ObjectId)>> = Mutex::new(HashSet::new());
         let sub = self.config.sub_range;
@@ -248,9 +251,8 @@ impl Mover {
         let (layout, archive, store, key, touched) = (&layout, &archive, &store, &key, &touched);
         futures::stream::iter(ranges)
             .try_for_each_concurrent(self.config.in_flight, |(a, b)| async move {
-                let pieces = weft_client::layout::map_range(layout, fid, a, b - a).map_err(|e| {
-                    WireError::new(Errno::Inval, format!("file {fid}: {e}"))
-                })?;
+                let pieces = weft_client::layout::map_range(layout, fid, a, b - a)
+                    .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
                 let data = self.fetch(store, key, archive, a, b).await?;
                 self.io
                     .write(&pieces, &data, false)
@@ -259,7 +261,9 @@ impl Mover {
                 self.counters
                     .bytes_written
                     .fetch_add(data.len() as u64, Ordering::Relaxed);
-                touched.lock().extend(pieces.iter().map(|p| (p.ost, p.object)));
+                touched
+                    .lock()
+                    .extend(pieces.iter().map(|p| (p.ost, p.object)));
                 Ok(())
             })
             .await?;
@@ -288,7 +292,8 @@ impl Mover {
         {
             return Ok(store.clone());
         }
-        let store = RepoStore::open(&repo.spec).map_err(|e| WireError::new(e.errno(), e.to_string()))?;
+        let store =
+            RepoStore::open(&repo.spec).map_err(|e| WireError::new(e.errno(), e.to_string()))?;
         stores.insert(id, (repo.spec, store.clone()));
         Ok(store)
     }
@@ -438,10 +443,10 @@ mod tests {
     use super::*;
     use object_store::{ObjectStoreExt, PutPayload};
     use weft_client::io::fake::MemObjects;
+    use weft_proto::Fid;
     use weft_proto::hsm::{ArchiveRef, RepoPolicy};
     use weft_proto::layout::{EOF, Layout, LayoutComponent};
     use weft_proto::time::Timestamp;
-    use weft_proto::Fid;
 
     const FID: Fid = Fid {
         seq: 0x200000400,
@@ -501,7 +506,10 @@ mod tests {
         for p in pieces {
             let obj = mem.object(p.ost, p.object).unwrap_or_default();
             let (s, e) = (p.object_offset as usize, (p.object_offset + p.len) as usize);
-            let mut part = obj.get(s.min(obj.len())..e.min(obj.len())).unwrap_or(&[]).to_vec();
+            let mut part = obj
+                .get(s.min(obj.len())..e.min(obj.len()))
+                .unwrap_or(&[])
+                .to_vec();
             part.resize(p.len as usize, 0);
             out.extend(part);
         }
@@ -547,14 +555,26 @@ mod tests {
         let (_dir, mem, mover, archive) = setup(&data).await;
         let l = layout(16 << 10, 3);
         let n = data.len() as u64;
-        mover.restore_chunk(chunk(&l, &archive, 40_000, 90_001)).await.unwrap();
-        mover.restore_chunk(chunk(&l, &archive, 0, 40_000)).await.unwrap();
-        mover.restore_chunk(chunk(&l, &archive, 90_001, n)).await.unwrap();
+        mover
+            .restore_chunk(chunk(&l, &archive, 40_000, 90_001))
+            .await
+            .unwrap();
+        mover
+            .restore_chunk(chunk(&l, &archive, 0, 40_000))
+            .await
+            .unwrap();
+        mover
+            .restore_chunk(chunk(&l, &archive, 90_001, n))
+            .await
+            .unwrap();
         assert_eq!(file_bytes(&mem, &l, n), data);
         let s = mover.stats();
         assert_eq!((s.chunks, s.chunk_errors), (3, 0));
         assert_eq!((s.bytes_fetched, s.bytes_written), (n, n));
-        assert!(!mem.calls_of(weft_client::io::Op::Sync).is_empty(), "objects synced");
+        assert!(
+            !mem.calls_of(weft_client::io::Op::Sync).is_empty(),
+            "objects synced"
+        );
     }
 
     #[tokio::test]
@@ -564,25 +584,40 @@ mod tests {
         let l = layout(16 << 10, 2);
         let mut other = archive.clone();
         other.etag = Some("\"not-the-tag\"".into());
-        let e = mover.restore_chunk(chunk(&l, &other, 0, 50_000)).await.unwrap_err();
+        let e = mover
+            .restore_chunk(chunk(&l, &other, 0, 50_000))
+            .await
+            .unwrap_err();
         assert_eq!(e.errno, Errno::Stale, "{e:?}");
         let mut smaller = archive.clone();
         smaller.size = 60_000;
         smaller.etag = None;
-        let e = mover.restore_chunk(chunk(&l, &smaller, 0, 10)).await.unwrap_err();
+        let e = mover
+            .restore_chunk(chunk(&l, &smaller, 0, 10))
+            .await
+            .unwrap_err();
         assert_eq!(e.errno, Errno::Stale, "{e:?}");
         let mut gone = archive.clone();
         gone.key = "nothing-here".into();
         gone.etag = None;
-        let e = mover.restore_chunk(chunk(&l, &gone, 0, 10)).await.unwrap_err();
+        let e = mover
+            .restore_chunk(chunk(&l, &gone, 0, 10))
+            .await
+            .unwrap_err();
         assert_eq!(e.errno, Errno::NoEnt, "{e:?}");
         let mut c = chunk(&l, &archive, 0, 10);
         c.repo = 9;
         let e = mover.restore_chunk(c).await.unwrap_err();
         assert_eq!(e.errno, Errno::NoEnt, "{e:?}");
-        let e = mover.restore_chunk(chunk(&l, &archive, 10, 50_001)).await.unwrap_err();
+        let e = mover
+            .restore_chunk(chunk(&l, &archive, 10, 50_001))
+            .await
+            .unwrap_err();
         assert_eq!(e.errno, Errno::Inval, "{e:?}");
-        assert!(mem.calls_of(weft_client::io::Op::Write).is_empty(), "nothing written");
+        assert!(
+            mem.calls_of(weft_client::io::Op::Write).is_empty(),
+            "nothing written"
+        );
         drop(dir);
     }
 

@@ -9,9 +9,9 @@
 //! `weft_testkit::s3`).
 
 use bytes::Bytes;
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,12 +35,14 @@ const DEAD_STORE_LIMIT: Duration = Duration::from_secs(60);
 
 /// The `weft` binary the test cluster runs.
 fn bin() -> PathBuf {
-    let path = std::env::var_os("WEFT_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-        target.join("debug/weft")
-    });
+    let path = std::env::var_os("WEFT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+            target.join("debug/weft")
+        });
     assert!(
         path.is_file(),
         "{} does not exist: build it first with `cargo build -p weft-cli --bin weft` \
@@ -145,11 +147,18 @@ async fn restores_from(mut server: S3Server) {
         size: SIZE,
         modified: weft_proto::time::Timestamp::default(),
     };
-    assert!(archive.etag.is_some(), "{:?} gives no entity tag", server.kind());
+    assert!(
+        archive.etag.is_some(),
+        "{:?} gives no entity tag",
+        server.kind()
+    );
 
     // The repository association and a file striped over every OST in 1 MiB stripes.
     let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
-    let dir = client.mkdir(Fid::ROOT, b"data", 0o755, &root).await.unwrap();
+    let dir = client
+        .mkdir(Fid::ROOT, b"data", 0o755, &root)
+        .await
+        .unwrap();
     let spec = server.spec("/data", BUCKET, "data");
     let repo = match client
         .cluster()
@@ -173,6 +182,8 @@ async fn restores_from(mut server: S3Server) {
         .await
         .unwrap();
     let (fid, layout) = (file.fid(), file.layout().unwrap());
+    // Its size, as an import gives it (the data is not on the OSTs).
+    file.truncate(SIZE).await.unwrap();
     file.close().await.unwrap();
     assert_eq!(layout.components[0].osts.len(), 4, "{layout:?}");
 
@@ -224,7 +235,10 @@ async fn restores_from(mut server: S3Server) {
         .await
         .unwrap();
     let now = store.head(&StorePath::from(KEY)).await.unwrap();
-    assert_ne!(now.e_tag, archive.etag, "the store gave the new object the old tag");
+    assert_ne!(
+        now.e_tag, archive.etag,
+        "the store gave the new object the old tag"
+    );
     let e = restore_range(&mover, fid, &layout, repo, &archive, 0, SIZE)
         .await
         .unwrap_err();

@@ -326,11 +326,7 @@ impl TestCluster {
     /// Like [`TestCluster::start`], with extra environment variables for every server
     /// process, kept for their restarts (e.g. a data repository's credentials,
     /// [`S3Server::env`], which the MDS's data mover needs).
-    pub async fn start_with_env(
-        bin: &Path,
-        osts: u32,
-        env: Vec<(String, String)>,
-    ) -> Result<Self> {
+    pub async fn start_with_env(bin: &Path, osts: u32, env: Vec<(String, String)>) -> Result<Self> {
         Self::start_full(bin, osts, None, env).await
     }
 

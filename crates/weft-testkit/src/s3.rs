@@ -115,7 +115,10 @@ impl S3Server {
         let started = Instant::now();
         let env = vec![
             // moto: whatever credentials come, in this region.
-            ("MOTO_ALLOW_NONEXISTENT_REGION".to_string(), "true".to_string()),
+            (
+                "MOTO_ALLOW_NONEXISTENT_REGION".to_string(),
+                "true".to_string(),
+            ),
             ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
         ];
         let process =
@@ -184,8 +187,12 @@ impl S3Server {
                 std::fs::create_dir_all(self.dir.path().join("root").join(name))?;
             }
             S3Kind::Moto => {
-                let (status, body) =
-                    http(self.port, "PUT", &format!("/{name}"), Duration::from_secs(10))?;
+                let (status, body) = http(
+                    self.port,
+                    "PUT",
+                    &format!("/{name}"),
+                    Duration::from_secs(10),
+                )?;
                 if status != 200 {
                     bail!("moto: PUT /{name} answered {status}: {body}");
                 }
@@ -298,8 +305,6 @@ pub fn find_program(name: &str, install: &str) -> Result<PathBuf> {
     dirs.push(tools.join("venv/bin"));
     match dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
         Some(p) => Ok(p),
-        None => bail!(
-            "{name} is not installed; this test needs it and never skips: run {install}"
-        ),
+        None => bail!("{name} is not installed; this test needs it and never skips: run {install}"),
     }
 }
