@@ -246,7 +246,7 @@ impl Mover {
         let sub = self.config.sub_range;
         let ranges = (0..(end - start).div_ceil(sub)).map(|i| {
             let a = start + i * sub;
-            Ok::<_, WireError>((a, (a + sub).min(end)))
+            Ok::<_, WireError>((a, a.saturating_add(sub).min(end)))
         });
         let (layout, archive, store, key, touched) = (&layout, &archive, &store, &key, &touched);
         futures::stream::iter(ranges)

@@ -8,6 +8,8 @@
 //! where it is looked for) and the servers (`./test.sh` installs them; see
 //! `weft_testkit::s3`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bytes::Bytes;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;

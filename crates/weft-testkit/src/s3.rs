@@ -308,3 +308,35 @@ pub fn find_program(name: &str, install: &str) -> Result<PathBuf> {
         None => bail!("{name} is not installed; this test needs it and never skips: run {install}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_names_its_install_command() {
+        let e = find_program("weft-no-such-program", "`install it`").unwrap_err();
+        let said = format!("{e:#}");
+        assert!(
+            said.contains("never skips") && said.contains("`install it`"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn plain_http_requests_read_the_status_and_body() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).unwrap();
+            assert!(buf[..n].starts_with(b"PUT /bucket HTTP/1.1\r\n"));
+            s.write_all(b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\nno")
+                .unwrap();
+        });
+        let (status, body) = http(port, "PUT", "/bucket", Duration::from_secs(5)).unwrap();
+        server.join().unwrap();
+        assert_eq!((status, body.as_str()), (409, "no"));
+    }
+}
