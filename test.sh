@@ -4,7 +4,8 @@
 # vendored fuser. Extra arguments go to `cargo test` (e.g. `./test.sh -p weft-client`).
 #
 # Needs: Linux with /dev/fuse, root (the tests mount FUSE file systems and switch to other
-# users), Rust (cargo), and the crates.io registry for the pinned test tools.
+# users), Rust (cargo), python3 (its venv module: python3-venv is installed with apt-get
+# when missing), and the crates.io registry and PyPI for the pinned test tools.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -18,22 +19,56 @@ if [ ! -c /dev/fuse ]; then
     exit 1
 fi
 
-# The POSIX suites (crates/weft-cli/tests/it/posix_suites.rs), at the versions their
-# configurations were written for, installed under target/ so that nothing outside the
-# checkout changes.
+# The POSIX suites (crates/weft-cli/tests/it/posix_suites.rs) and the S3 server of the
+# data repository tests (crates/weft-repo/tests), at the versions their configurations
+# were written for, installed under target/ so that nothing outside the checkout changes.
 tools="$PWD/target/test-tools"
 install_tool() {
-    local name=$1 version=$2
+    local name=$1 version=$2 features=${3:-}
     local bin="$tools/bin/$name"
     if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -qw "$version"; then
         return
     fi
     echo "== installing $name $version into $tools"
-    cargo install --quiet --locked --force --root "$tools" "$name" --version "$version"
+    cargo install --quiet --locked --force --root "$tools" "$name" --version "$version" \
+        ${features:+--features "$features"}
 }
 install_tool pjdfstest 0.2.2
 install_tool fsx 0.3.2
+install_tool s3s-fs 0.14.1 binary
+
+# moto's S3 server (Python) in a virtual environment of its own; only its moto_server is
+# put on PATH (through target/test-tools/bin), not the environment's python.
+venv="$tools/venv"
+moto_ok() {
+    "$venv/bin/python" -c 'import moto, sys; sys.exit(0 if moto.__version__.startswith("5.") else 1)' \
+        2>/dev/null && [ -x "$venv/bin/moto_server" ]
+}
+if ! moto_ok; then
+    echo "== installing moto[server] 5 into $venv"
+    if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+            # Debian and Ubuntu ship venv (ensurepip) in a package of its own.
+            rm -rf "$venv"
+            if command -v apt-get >/dev/null; then
+                apt-get update -qq && apt-get install -y -qq python3-venv
+                python3 -m venv "$venv"
+            else
+                echo "test.sh: 'python3 -m venv' fails: install Python's venv module" >&2
+                exit 1
+            fi
+        fi
+    fi
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
+fi
+mkdir -p "$tools/bin"
+ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
 export PATH="$tools/bin:$PATH"
+
+# The weft-repo tests start the `weft` binary, which cargo builds only for weft-cli's own
+# tests: build it first.
+cargo build --quiet -p weft-cli --bin weft
 
 # The unprivileged users and groups pjdfstest switches to (its configuration's
 # dummy_auth): Debian and Ubuntu have them; other systems get them made here.

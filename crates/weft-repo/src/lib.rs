@@ -6,6 +6,8 @@
 //! - [`export`]: exporting new and changed files to the store, recorded archived.
 //! - [`import`]: importing a repository's objects as released files (metadata only).
 //! - [`meta`]: the POSIX metadata FSx for Lustre keeps on objects (`file-permissions`...).
+//! - [`mover`]: the data mover, copying byte ranges of archived objects into files' OST
+//!   objects for HSM restores (ranged GETs in parallel, entity tag checks, retries).
 //!
 //! Credentials and signed URLs never appear in errors, logs or metrics made here.
 
@@ -13,7 +15,9 @@ pub mod error;
 pub mod export;
 pub mod import;
 pub mod meta;
+pub mod mover;
 pub mod store;
 
 pub use error::RepoError;
+pub use mover::{Mover, MoverConfig, MoverStats};
 pub use store::RepoStore;

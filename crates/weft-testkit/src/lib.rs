@@ -3,11 +3,15 @@
 //!
 //! Integration tests of the crate that builds the `weft` binary pass its path
 //! (`env!("CARGO_BIN_EXE_weft")`); everything else here is independent of the binary.
+//!
+//! [`s3`] starts real S3-compatible servers (s3s-fs, moto) for tests of data repositories.
 
 mod data;
+pub mod s3;
 mod wait;
 
 pub use data::pattern;
+pub use s3::{S3Kind, S3Server};
 pub use wait::{WAIT_LIMIT, eventually, wait_until, wait_until_async};
 
 use anyhow::{Context, Result, bail};
@@ -287,6 +291,8 @@ pub struct TestCluster {
     pub mdses: Vec<ExtraMds>,
     /// Small file systems mounted for OSTs (unmounted when the cluster is dropped).
     mounts: Vec<std::path::PathBuf>,
+    /// Extra environment variables of every server process ([`TestCluster::start_with_env`]).
+    env: Vec<(String, String)>,
 }
 
 impl Drop for TestCluster {
@@ -313,6 +319,22 @@ impl TestCluster {
         bin: &Path,
         osts: u32,
         ost_bytes: Option<u64>,
+    ) -> Result<Self> {
+        Self::start_full(bin, osts, ost_bytes, Vec::new()).await
+    }
+
+    /// Like [`TestCluster::start`], with extra environment variables for every server
+    /// process, kept for their restarts (e.g. a data repository's credentials,
+    /// [`S3Server::env`], which the MDS's data mover needs).
+    pub async fn start_with_env(bin: &Path, osts: u32, env: Vec<(String, String)>) -> Result<Self> {
+        Self::start_full(bin, osts, None, env).await
+    }
+
+    async fn start_full(
+        bin: &Path,
+        osts: u32,
+        ost_bytes: Option<u64>,
+        env: Vec<(String, String)>,
     ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut mounts = Vec::new();
@@ -343,7 +365,7 @@ impl TestCluster {
             format!("127.0.0.1:{}", free_port()?),
         ];
         let s = |x: &Path| x.display().to_string();
-        let mgs = ServerProcess::start(
+        let mgs = ServerProcess::start_with_env(
             "mgs",
             bin,
             vec![
@@ -357,6 +379,7 @@ impl TestCluster {
                 "--metrics".into(),
                 metrics_addrs[0].clone(),
             ],
+            env.clone(),
             d.join("mgs.log"),
         )?;
         let mut oss_args = vec![
@@ -372,8 +395,9 @@ impl TestCluster {
             oss_args.push("--ost".into());
             oss_args.push(format!("{i}={}", s(&d.join(format!("ost{i}")))));
         }
-        let oss = ServerProcess::start("oss", bin, oss_args, d.join("oss.log"))?;
-        let mds = ServerProcess::start(
+        let oss =
+            ServerProcess::start_with_env("oss", bin, oss_args, env.clone(), d.join("oss.log"))?;
+        let mds = ServerProcess::start_with_env(
             "mds",
             bin,
             vec![
@@ -387,6 +411,7 @@ impl TestCluster {
                 "--metrics".into(),
                 metrics_addrs[1].clone(),
             ],
+            env.clone(),
             d.join("mds.log"),
         )?;
         let cluster = Self {
@@ -401,6 +426,7 @@ impl TestCluster {
             osts,
             mdses: Vec::new(),
             mounts,
+            env,
         };
         cluster.wait_ready().await?;
         Ok(cluster)
@@ -437,7 +463,7 @@ impl TestCluster {
         let d = self.dir.path();
         let addr = format!("127.0.0.1:{}", free_port()?);
         let metrics_addr = format!("127.0.0.1:{}", free_port()?);
-        let process = ServerProcess::start(
+        let process = ServerProcess::start_with_env(
             &format!("mds{index}"),
             &self.bin_of_mds(),
             vec![
@@ -451,6 +477,7 @@ impl TestCluster {
                 "--metrics".into(),
                 metrics_addr.clone(),
             ],
+            self.env.clone(),
             d.join(format!("mds{index}.log")),
         )?;
         self.mdses.push(ExtraMds {

@@ -1,0 +1,631 @@
+//! The data mover: copies byte ranges of archived objects from a repository's store into
+//! a file's OST objects (the copy half of an HSM restore; the MDT's `ClusterView::
+//! restore_chunk` is the contract). It owns the stores it opened (one per repository,
+//! reopened when the repository's spec changes), the ranged GETs (sub-ranges fetched in
+//! parallel, a bounded number in flight, so memory stays bounded whatever the chunk), the
+//! check that the object is still the one imported (its entity tag and size), retries of a
+//! failing store, the OST writes and the syncs that make them durable, and its counters.
+//!
+//! The MDS is a trusted server: its writes spend no grant (an OST admits a write from a
+//! connection without grant while unpromised space covers it, as for any first write).
+
+use crate::store::RepoStore;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use weft_client::io::IoEngine;
+#[cfg(test)]
+use weft_client::io::ObjectTargets;
+use weft_client::{ClientParams, Cluster};
+use weft_proto::hsm::{Repo, RepoSpec, RestoreChunk};
+use weft_proto::{Errno, ObjectId, WireError};
+
+/// Bytes one ranged GET asks for.
+pub const SUB_RANGE: u64 = 8 << 20;
+/// Ranged GETs of one chunk in flight at once (with [`SUB_RANGE`], at most 64 MiB of one
+/// chunk's data in memory).
+pub const IN_FLIGHT: usize = 8;
+/// Attempts of one sub-range against a failing store (each after the store's own retries,
+/// [`crate::store::STORE_RETRIES`]).
+pub const ATTEMPTS: u32 = 3;
+/// The wait before the second attempt; it doubles for each further one.
+pub const BACKOFF: Duration = Duration::from_millis(100);
+/// How long an OST write or sync is resent over a broken connection.
+pub const OST_RETRY: Duration = Duration::from_secs(30);
+
+/// How a [`Mover`] fetches and retries (the defaults are the constants above).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoverConfig {
+    /// Bytes one ranged GET asks for (at least 1).
+    pub sub_range: u64,
+    /// Ranged GETs of one chunk in flight at once (at least 1).
+    pub in_flight: usize,
+    /// Attempts of one sub-range (at least 1).
+    pub attempts: u32,
+    /// The wait before the second attempt, doubling after.
+    pub backoff: Duration,
+    /// How long an OST write or sync is resent over a broken connection.
+    pub ost_retry: Duration,
+}
+
+impl Default for MoverConfig {
+    fn default() -> Self {
+        Self {
+            sub_range: SUB_RANGE,
+            in_flight: IN_FLIGHT,
+            attempts: ATTEMPTS,
+            backoff: BACKOFF,
+            ost_retry: OST_RETRY,
+        }
+    }
+}
+
+/// What a [`Mover`] has done since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MoverStats {
+    /// Chunks restored (copied and synced).
+    pub chunks: u64,
+    /// Chunks that failed.
+    pub chunk_errors: u64,
+    /// Bytes fetched from stores.
+    pub bytes_fetched: u64,
+    /// Bytes written to OSTs.
+    pub bytes_written: u64,
+    /// Sub-range fetches attempted again after a transient store error.
+    pub retries: u64,
+    /// Fetches refused because the object changed since it was imported.
+    pub stale: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    chunks: AtomicU64,
+    chunk_errors: AtomicU64,
+    bytes_fetched: AtomicU64,
+    bytes_written: AtomicU64,
+    retries: AtomicU64,
+    stale: AtomicU64,
+}
+
+/// Where the mover finds repositories: the cluster's configuration (refreshed from the MGS
+/// when a repository is not in it yet), or a fixed list (unit tests).
+enum Repos {
+    Cluster(Arc<Cluster>),
+    #[cfg(test)]
+    Fixed(Vec<Repo>),
+}
+
+impl Repos {
+    async fn find(&self, id: u32) -> Option<Repo> {
+        match self {
+            Repos::Cluster(c) => {
+                if let Some(r) = c.config().repo(id) {
+                    return Some(r.clone());
+                }
+                // Made since the configuration was last fetched?
+                match c.refresh().await {
+                    Ok(config) => config.repo(id).cloned(),
+                    Err(e) => {
+                        tracing::debug!(repo = id, error = %e, "could not refresh the configuration");
+                        None
+                    }
+                }
+            }
+            #[cfg(test)]
+            Repos::Fixed(v) => v.iter().find(|r| r.id == id).cloned(),
+        }
+    }
+}
+
+/// The data mover of one MDS (see the module header).
+pub struct Mover {
+    repos: Repos,
+    io: Arc<IoEngine>,
+    config: MoverConfig,
+    /// Opened stores by repository id, with the spec each was opened from.
+    stores: Mutex<HashMap<u32, (RepoSpec, RepoStore)>>,
+    counters: Counters,
+}
+
+/// Why fetching one sub-range failed.
+enum FetchError {
+    /// Worth another attempt (the store failed, the body was cut short).
+    Transient(String),
+    /// Final (the object is gone or changed, access refused).
+    Final(WireError),
+}
+
+impl Mover {
+    /// A mover over `cluster` (the MDS's view: its MGS configuration lists the
+    /// repositories, its OST clients carry the writes), with the default [`MoverConfig`].
+    pub fn new(cluster: Arc<Cluster>) -> Arc<Mover> {
+        Self::with_config(cluster, MoverConfig::default())
+    }
+
+    /// Like [`Mover::new`], with `config`.
+    pub fn with_config(cluster: Arc<Cluster>, config: MoverConfig) -> Arc<Mover> {
+        let params = Arc::new(ClientParams::new("mover"));
+        let io = Arc::new(IoEngine::new(cluster.clone(), params, config.ost_retry));
+        Arc::new(Self::from_parts(Repos::Cluster(cluster), io, config))
+    }
+
+    fn from_parts(repos: Repos, io: Arc<IoEngine>, config: MoverConfig) -> Self {
+        let config = MoverConfig {
+            sub_range: config.sub_range.max(1),
+            in_flight: config.in_flight.max(1),
+            attempts: config.attempts.max(1),
+            ..config
+        };
+        Self {
+            repos,
+            io,
+            config,
+            stores: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        }
+    }
+
+    #[cfg(test)]
+    fn for_tests(repos: Vec<Repo>, targets: Arc<dyn ObjectTargets>, config: MoverConfig) -> Self {
+        let params = Arc::new(ClientParams::new("mover"));
+        let io = Arc::new(IoEngine::with_targets(targets, params, config.ost_retry));
+        Self::from_parts(Repos::Fixed(repos), io, config)
+    }
+
+    /// What the mover has done so far.
+    pub fn stats(&self) -> MoverStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MoverStats {
+            chunks: get(&c.chunks),
+            chunk_errors: get(&c.chunk_errors),
+            bytes_fetched: get(&c.bytes_fetched),
+            bytes_written: get(&c.bytes_written),
+            retries: get(&c.retries),
+            stale: get(&c.stale),
+        }
+    }
+
+    /// Copies bytes `[chunk.start, chunk.end)` of `chunk.archive` from repository
+    /// `chunk.repo` into file `chunk.fid`'s OST objects as `chunk.layout` places them, and
+    /// syncs every object written before it returns. Errors: ENOENT for a repository or
+    /// object that is gone, ESTALE for an object that changed since it was imported, EIO
+    /// for a store that still fails after [`MoverConfig::attempts`], EINVAL for a range
+    /// outside the object or a layout that does not cover it.
+    pub async fn restore_chunk(&self, chunk: RestoreChunk) -> Result<(), WireError> {
+        let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
+        let r = self.restore(chunk).await;
+        match &r {
+            Ok(()) => {
+                self.counters.chunks.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%fid, start, end, "restored");
+            }
+            Err(e) => {
+                self.counters.chunk_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%fid, start, end, errno = ?e.errno, error = %e.message, "restore failed");
+            }
+        }
+        r
+    }
+
+    async fn restore(&self, chunk: RestoreChunk) -> Result<(), WireError> {
+        let RestoreChunk {
+            fid,
+            layout,
+            repo,
+            archive,
+            start,
+            end,
+        } = chunk;
+        if start > end || end > archive.size {
+            return Err(WireError::new(
+                Errno::Inval,
+                format!(
+                    "restore range {start}..{end} is outside object {:?} of {} bytes",
+                    archive.key, archive.size
+                ),
+            ));
+        }
+        if start == end {
+            return Ok(());
+        }
+        let store = self.store(repo).await?;
+        let key = Path::parse(&archive.key).map_err(|e| {
+            WireError::new(
+                Errno::Inval,
+                format!("{:?} is not an object key: {e}", archive.key),
+            )
+        })?;
+        let touched: Mutex<HashSet<(u32, ObjectId)>> = Mutex::new(HashSet::new());
+        let sub = self.config.sub_range;
+        let ranges = (0..(end - start).div_ceil(sub)).map(|i| {
+            let a = start + i * sub;
+            Ok::<_, WireError>((a, a.saturating_add(sub).min(end)))
+        });
+        let (layout, archive, store, key, touched) = (&layout, &archive, &store, &key, &touched);
+        futures::stream::iter(ranges)
+            .try_for_each_concurrent(self.config.in_flight, |(a, b)| async move {
+                let pieces = weft_client::layout::map_range(layout, fid, a, b - a)
+                    .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
+                let data = self.fetch(store, key, archive, a, b).await?;
+                self.io
+                    .write(&pieces, &data, false)
+                    .await
+                    .map_err(WireError::from)?;
+                self.counters
+                    .bytes_written
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                touched
+                    .lock()
+                    .extend(pieces.iter().map(|p| (p.ost, p.object)));
+                Ok(())
+            })
+            .await?;
+        // OST writes are durable only once synced.
+        let objects: Vec<(u32, ObjectId)> = touched.lock().drain().collect();
+        futures::stream::iter(objects)
+            .map(Ok::<_, WireError>)
+            .try_for_each_concurrent(self.config.in_flight, |(ost, object)| async move {
+                self.io.sync(ost, object).await.map_err(WireError::from)
+            })
+            .await
+    }
+
+    /// Repository `id`'s store, opened (again, if its spec changed) as needed.
+    async fn store(&self, id: u32) -> Result<RepoStore, WireError> {
+        let Some(repo) = self.repos.find(id).await else {
+            self.stores.lock().remove(&id);
+            return Err(WireError::new(
+                Errno::NoEnt,
+                format!("repository {id} does not exist (any more)"),
+            ));
+        };
+        let mut stores = self.stores.lock();
+        if let Some((spec, store)) = stores.get(&id)
+            && *spec == repo.spec
+        {
+            return Ok(store.clone());
+        }
+        let store =
+            RepoStore::open(&repo.spec).map_err(|e| WireError::new(e.errno(), e.to_string()))?;
+        stores.insert(id, (repo.spec, store.clone()));
+        Ok(store)
+    }
+
+    /// Bytes `[a, b)` of the object, retried with backoff while the failure is transient.
+    async fn fetch(
+        &self,
+        store: &RepoStore,
+        key: &Path,
+        archive: &weft_proto::hsm::ArchiveRef,
+        a: u64,
+        b: u64,
+    ) -> Result<Bytes, WireError> {
+        let mut delay = self.config.backoff;
+        let mut attempt = 1;
+        loop {
+            match self.fetch_once(store, key, archive, a, b).await {
+                Ok(data) => return Ok(data),
+                Err(FetchError::Final(e)) => return Err(e),
+                Err(FetchError::Transient(msg)) if attempt < self.config.attempts => {
+                    tracing::debug!(url = store.url(), key = %key, a, b, attempt, error = %msg, "fetch failed; trying again");
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                    attempt += 1;
+                }
+                Err(FetchError::Transient(msg)) => {
+                    return Err(WireError::new(
+                        Errno::Io,
+                        format!(
+                            "{}: fetching bytes {a}..{b} of {key} failed {attempt} times: {msg}",
+                            store.url()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    async fn fetch_once(
+        &self,
+        store: &RepoStore,
+        key: &Path,
+        archive: &weft_proto::hsm::ArchiveRef,
+        a: u64,
+        b: u64,
+    ) -> Result<Bytes, FetchError> {
+        let opts = GetOptions {
+            if_match: archive.etag.as_deref().map(quoted),
+            range: Some(GetRange::Bounded(a..b)),
+            ..Default::default()
+        };
+        let stale = |why: String| {
+            self.counters.stale.fetch_add(1, Ordering::Relaxed);
+            FetchError::Final(WireError::new(
+                Errno::Stale,
+                format!(
+                    "{}: object {key} changed since it was imported ({why})",
+                    store.url()
+                ),
+            ))
+        };
+        let got = match store.store().get_opts(key, opts).await {
+            Ok(got) => got,
+            Err(e) => return Err(classify(store, key, &e, stale)),
+        };
+        if let (Some(want), Some(have)) = (&archive.etag, &got.meta.e_tag)
+            && etag_core(want) != etag_core(have)
+        {
+            return Err(stale(format!("entity tag {have}, not {want}")));
+        }
+        if got.meta.size != archive.size {
+            return Err(stale(format!(
+                "{} bytes, not {}",
+                got.meta.size, archive.size
+            )));
+        }
+        if got.range != (a..b) {
+            return Err(FetchError::Transient(format!(
+                "asked for bytes {a}..{b}, the store answers {:?}",
+                got.range
+            )));
+        }
+        let data = match got.bytes().await {
+            Ok(d) => d,
+            Err(e) => return Err(classify(store, key, &e, stale)),
+        };
+        self.counters
+            .bytes_fetched
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        if data.len() as u64 != b - a {
+            return Err(FetchError::Transient(format!(
+                "asked for {} bytes at {a}, got {}",
+                b - a,
+                data.len()
+            )));
+        }
+        Ok(data)
+    }
+}
+
+/// Whether an object store error is worth another attempt, as the error to answer.
+fn classify(
+    store: &RepoStore,
+    key: &Path,
+    e: &object_store::Error,
+    stale: impl FnOnce(String) -> FetchError,
+) -> FetchError {
+    use object_store::Error as E;
+    match e {
+        E::Precondition { .. } => stale("its entity tag differs".into()),
+        E::NotFound { .. } => FetchError::Final(WireError::new(
+            Errno::NoEnt,
+            format!("{}: object {key} is gone from the store", store.url()),
+        )),
+        E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::InvalidPath { .. }
+        | E::NotSupported { .. }
+        | E::NotImplemented { .. }
+        | E::NotModified { .. }
+        | E::UnknownConfigurationKey { .. } => {
+            let r = crate::RepoError::store(store.url(), e);
+            FetchError::Final(WireError::new(r.errno(), r.to_string()))
+        }
+        _ => FetchError::Transient(e.to_string()),
+    }
+}
+
+/// An entity tag without its weak marker and quotes.
+fn etag_core(tag: &str) -> &str {
+    tag.trim().trim_start_matches("W/").trim_matches('"')
+}
+
+/// An entity tag as `If-Match` wants it (quoted).
+fn quoted(tag: &str) -> String {
+    let t = tag.trim();
+    if t.starts_with('"') || t.starts_with("W/") {
+        t.to_string()
+    } else {
+        format!("\"{t}\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::{ObjectStoreExt, PutPayload};
+    use weft_client::io::fake::MemObjects;
+    use weft_proto::Fid;
+    use weft_proto::hsm::{ArchiveRef, RepoPolicy};
+    use weft_proto::layout::{EOF, Layout, LayoutComponent};
+    use weft_proto::time::Timestamp;
+
+    const FID: Fid = Fid {
+        seq: 0x200000400,
+        oid: 7,
+        ver: 0,
+    };
+
+    fn layout(stripe: u64, osts: u32) -> Layout {
+        Layout {
+            generation: 1,
+            components: vec![LayoutComponent {
+                id: 1,
+                start: 0,
+                end: EOF,
+                stripe_size: stripe,
+                stripe_count: osts as i32,
+                pool: None,
+                osts: (0..osts).collect(),
+                object_fid: None,
+            }],
+        }
+    }
+
+    fn repo(dir: &std::path::Path) -> Repo {
+        Repo {
+            id: 1,
+            spec: RepoSpec {
+                path: "/data".into(),
+                url: format!("file://{}", dir.display()),
+                endpoint: None,
+                region: None,
+                path_style: false,
+                import_policy: RepoPolicy::default(),
+                export_policy: RepoPolicy::default(),
+                import_metadata: false,
+                chunk_size: 1 << 30,
+            },
+            dir: Fid::ROOT,
+            created: Timestamp::default(),
+        }
+    }
+
+    fn config() -> MoverConfig {
+        MoverConfig {
+            sub_range: 10_000,
+            in_flight: 3,
+            attempts: 2,
+            backoff: Duration::from_millis(1),
+            ost_retry: Duration::from_millis(10),
+        }
+    }
+
+    /// The bytes the file holds, read back from the objects through the layout.
+    fn file_bytes(mem: &MemObjects, layout: &Layout, len: u64) -> Vec<u8> {
+        let pieces = weft_client::layout::map_range(layout, FID, 0, len).unwrap();
+        let mut out = Vec::new();
+        for p in pieces {
+            let obj = mem.object(p.ost, p.object).unwrap_or_default();
+            let (s, e) = (p.object_offset as usize, (p.object_offset + p.len) as usize);
+            let mut part = obj
+                .get(s.min(obj.len())..e.min(obj.len()))
+                .unwrap_or(&[])
+                .to_vec();
+            part.resize(p.len as usize, 0);
+            out.extend(part);
+        }
+        out
+    }
+
+    async fn setup(data: &[u8]) -> (tempfile::TempDir, MemObjects, Mover, ArchiveRef) {
+        let dir = tempfile::tempdir().unwrap();
+        let r = repo(dir.path());
+        let store = RepoStore::open(&r.spec).unwrap();
+        let key = Path::from("obj");
+        store
+            .store()
+            .put(&key, PutPayload::from(data.to_vec()))
+            .await
+            .unwrap();
+        let meta = store.store().head(&key).await.unwrap();
+        let archive = ArchiveRef {
+            key: "obj".into(),
+            etag: meta.e_tag.clone(),
+            size: data.len() as u64,
+            modified: Timestamp::default(),
+        };
+        let mem = MemObjects::new();
+        let mover = Mover::for_tests(vec![r], Arc::new(mem.clone()), config());
+        (dir, mem, mover, archive)
+    }
+
+    fn chunk(layout: &Layout, archive: &ArchiveRef, start: u64, end: u64) -> RestoreChunk {
+        RestoreChunk {
+            fid: FID,
+            layout: layout.clone(),
+            repo: 1,
+            archive: archive.clone(),
+            start,
+            end,
+        }
+    }
+
+    #[tokio::test]
+    async fn chunks_land_where_the_layout_puts_them() {
+        let data: Vec<u8> = (0..123_457u32).map(|i| (i * 31 % 251) as u8).collect();
+        let (_dir, mem, mover, archive) = setup(&data).await;
+        let l = layout(16 << 10, 3);
+        let n = data.len() as u64;
+        mover
+            .restore_chunk(chunk(&l, &archive, 40_000, 90_001))
+            .await
+            .unwrap();
+        mover
+            .restore_chunk(chunk(&l, &archive, 0, 40_000))
+            .await
+            .unwrap();
+        mover
+            .restore_chunk(chunk(&l, &archive, 90_001, n))
+            .await
+            .unwrap();
+        assert_eq!(file_bytes(&mem, &l, n), data);
+        let s = mover.stats();
+        assert_eq!((s.chunks, s.chunk_errors), (3, 0));
+        assert_eq!((s.bytes_fetched, s.bytes_written), (n, n));
+        assert!(
+            !mem.calls_of(weft_client::io::Op::Sync).is_empty(),
+            "objects synced"
+        );
+    }
+
+    #[tokio::test]
+    async fn changed_missing_and_unknown_are_refused() {
+        let data = vec![7u8; 50_000];
+        let (dir, mem, mover, archive) = setup(&data).await;
+        let l = layout(16 << 10, 2);
+        let mut other = archive.clone();
+        other.etag = Some("\"not-the-tag\"".into());
+        let e = mover
+            .restore_chunk(chunk(&l, &other, 0, 50_000))
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::Stale, "{e:?}");
+        let mut smaller = archive.clone();
+        smaller.size = 60_000;
+        smaller.etag = None;
+        let e = mover
+            .restore_chunk(chunk(&l, &smaller, 0, 10))
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::Stale, "{e:?}");
+        let mut gone = archive.clone();
+        gone.key = "nothing-here".into();
+        gone.etag = None;
+        let e = mover
+            .restore_chunk(chunk(&l, &gone, 0, 10))
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::NoEnt, "{e:?}");
+        let mut c = chunk(&l, &archive, 0, 10);
+        c.repo = 9;
+        let e = mover.restore_chunk(c).await.unwrap_err();
+        assert_eq!(e.errno, Errno::NoEnt, "{e:?}");
+        let e = mover
+            .restore_chunk(chunk(&l, &archive, 10, 50_001))
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::Inval, "{e:?}");
+        assert!(
+            mem.calls_of(weft_client::io::Op::Write).is_empty(),
+            "nothing written"
+        );
+        drop(dir);
+    }
+
+    #[test]
+    fn entity_tags_compare_without_quotes() {
+        assert_eq!(etag_core("\"abc\""), "abc");
+        assert_eq!(etag_core("W/\"abc\""), "abc");
+        assert_eq!(quoted("abc"), "\"abc\"");
+        assert_eq!(quoted("\"abc\""), "\"abc\"");
+    }
+}

@@ -1,0 +1,292 @@
+//! The data mover against real S3-compatible servers (s3s-fs and moto, the same test body
+//! for each) and a real file system (`weft mgs`, `mds`, `oss` processes): an object
+//! restored into a file striped over several OSTs, in pieces and out of order, reads back
+//! byte for byte; a changed object, a missing one and a stopped server are errors (ESTALE,
+//! ENOENT, EIO within a bounded time), never wrong bytes.
+//!
+//! Needs the `weft` binary (`cargo build -p weft-cli --bin weft`; `WEFT_BIN` overrides
+//! where it is looked for) and the servers (`./test.sh` installs them; see
+//! `weft_testkit::s3`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_client::OpenOptions;
+use weft_proto::hsm::{ArchiveRef, RestoreChunk};
+use weft_proto::layout::LayoutTemplate;
+use weft_proto::mdt::Credentials;
+use weft_proto::mgs::{MgsReply, MgsRequest};
+use weft_proto::{Errno, Fid};
+use weft_repo::{Mover, MoverConfig};
+use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+use weft_testkit::{S3Server, TestCluster, pattern};
+
+const BUCKET: &str = "weft";
+const KEY: &str = "data/big.bin";
+/// About 20 MiB, not a multiple of the stripe size nor of the mover's sub-range.
+const SIZE: u64 = (20 << 20) + 12_345;
+const SEED: u64 = 23;
+/// The longest a restore from a stopped server may take to fail.
+const DEAD_STORE_LIMIT: Duration = Duration::from_secs(60);
+
+/// The `weft` binary the test cluster runs.
+fn bin() -> PathBuf {
+    let path = std::env::var_os("WEFT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+            target.join("debug/weft")
+        });
+    assert!(
+        path.is_file(),
+        "{} does not exist: build it first with `cargo build -p weft-cli --bin weft` \
+         (or point WEFT_BIN at a weft binary)",
+        path.display()
+    );
+    path
+}
+
+/// The test servers' credentials in this process's environment, where `RepoStore::open`
+/// (as any process reaching a store) takes them. Every test calls this first, before it
+/// starts any thread.
+fn credentials_in_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (k, v) in [
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_REGION", REGION),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ] {
+            // SAFETY: every test sets these first, under this Once, before it starts a
+            // runtime or any thread of its own (other tests wait on the Once); the values
+            // are the same for every test.
+            unsafe { std::env::set_var(k, v) };
+        }
+    });
+}
+
+/// A store client of `server`'s bucket, made by hand (the test's own writes).
+fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name(BUCKET)
+            .with_region(REGION)
+            .with_access_key_id(ACCESS_KEY)
+            .with_secret_access_key(SECRET_KEY)
+            .with_virtual_hosted_style_request(false)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn mover_config() -> MoverConfig {
+    MoverConfig {
+        // Several sub-ranges per chunk, each across stripes.
+        sub_range: 3 << 20,
+        in_flight: 4,
+        ..MoverConfig::default()
+    }
+}
+
+async fn restore_range(
+    mover: &Mover,
+    fid: Fid,
+    layout: &weft_proto::layout::Layout,
+    repo: u32,
+    archive: &ArchiveRef,
+    start: u64,
+    end: u64,
+) -> Result<(), weft_proto::WireError> {
+    mover
+        .restore_chunk(RestoreChunk {
+            fid,
+            layout: layout.clone(),
+            repo,
+            archive: archive.clone(),
+            start,
+            end,
+        })
+        .await
+}
+
+/// The test body, the same for every server.
+async fn restores_from(mut server: S3Server) {
+    eprintln!(
+        "{:?} answered {:?} after it started",
+        server.kind(),
+        server.started_in()
+    );
+    server.create_bucket(BUCKET).unwrap();
+    let cluster = TestCluster::start_with_env(&bin(), 4, server.env())
+        .await
+        .unwrap();
+    let root = Credentials::root();
+
+    // The object, as an import would have found it.
+    let store = bucket(&server);
+    let data = Bytes::from(pattern(0, SIZE as usize, SEED));
+    store
+        .put(&StorePath::from(KEY), data.clone().into())
+        .await
+        .unwrap();
+    let meta = store.head(&StorePath::from(KEY)).await.unwrap();
+    assert_eq!(meta.size, SIZE);
+    let archive = ArchiveRef {
+        key: KEY.into(),
+        etag: meta.e_tag.clone(),
+        size: SIZE,
+        modified: weft_proto::time::Timestamp::default(),
+    };
+    assert!(
+        archive.etag.is_some(),
+        "{:?} gives no entity tag",
+        server.kind()
+    );
+
+    // The repository association and a file striped over every OST in 1 MiB stripes.
+    let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+    let dir = client
+        .mkdir(Fid::ROOT, b"data", 0o755, &root)
+        .await
+        .unwrap();
+    let spec = server.spec("/data", BUCKET, "data");
+    let repo = match client
+        .cluster()
+        .mgs()
+        .connection()
+        .call(&MgsRequest::RepoCreate { spec, dir: dir.fid }, Bytes::new())
+        .await
+        .unwrap()
+    {
+        (MgsReply::RepoId(id), _) => id,
+        (other, _) => panic!("RepoCreate answered {other:?}"),
+    };
+    let file = client
+        .open_in(
+            dir.fid,
+            b"big.bin",
+            OpenOptions::create(0o644),
+            Some(LayoutTemplate::raid0(4, 1 << 20, -1)),
+            &root,
+        )
+        .await
+        .unwrap();
+    let (fid, layout) = (file.fid(), file.layout().unwrap());
+    // Its size, as an import gives it (the data is not on the OSTs).
+    file.truncate(SIZE).await.unwrap();
+    file.close().await.unwrap();
+    assert_eq!(layout.components[0].osts.len(), 4, "{layout:?}");
+
+    // The MDS's view: a cluster client of its own.
+    let mover = Mover::with_config(cluster.client().await.unwrap(), mover_config());
+    let (mid_start, mid_end) = ((5 << 20) + 4321, (13 << 20) + 7);
+    restore_range(&mover, fid, &layout, repo, &archive, mid_start, mid_end)
+        .await
+        .unwrap();
+    restore_range(&mover, fid, &layout, repo, &archive, mid_end, SIZE)
+        .await
+        .unwrap();
+    restore_range(&mover, fid, &layout, repo, &archive, 0, mid_start)
+        .await
+        .unwrap();
+    let stats = mover.stats();
+    assert_eq!((stats.chunks, stats.chunk_errors), (3, 0), "{stats:?}");
+    assert_eq!((stats.bytes_fetched, stats.bytes_written), (SIZE, SIZE));
+
+    // Read back through a fresh client: byte for byte.
+    let reader = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+    let f = reader.open(fid, OpenOptions::read(), &root).await.unwrap();
+    assert_eq!(f.size().await, SIZE);
+    let back = f.read_at(0, SIZE).await.unwrap();
+    f.close().await.unwrap();
+    assert!(back == data, "restored bytes differ from the object");
+
+    // A missing object: ENOENT, nothing read.
+    let mut missing = archive.clone();
+    missing.key = "data/no-such-object".into();
+    let e = restore_range(&mover, fid, &layout, repo, &missing, 0, 4096)
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::NoEnt, "{e:?}");
+
+    // A repository that does not exist: ENOENT.
+    let e = restore_range(&mover, fid, &layout, repo + 100, &archive, 0, 4096)
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::NoEnt, "{e:?}");
+
+    // The object changed since it was imported (same size, other bytes): ESTALE, and the
+    // file keeps its bytes.
+    store
+        .put(
+            &StorePath::from(KEY),
+            Bytes::from(pattern(0, SIZE as usize, SEED + 1)).into(),
+        )
+        .await
+        .unwrap();
+    let now = store.head(&StorePath::from(KEY)).await.unwrap();
+    assert_ne!(
+        now.e_tag, archive.etag,
+        "the store gave the new object the old tag"
+    );
+    let e = restore_range(&mover, fid, &layout, repo, &archive, 0, SIZE)
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::Stale, "{e:?}");
+    assert!(mover.stats().stale >= 1);
+    let f = reader.open(fid, OpenOptions::read(), &root).await.unwrap();
+    let back = f.read_at(0, SIZE).await.unwrap();
+    f.close().await.unwrap();
+    assert!(back == data, "a refused restore changed the file");
+
+    // The server stops: EIO, within a bounded time, with no credentials in the message.
+    server.kill().unwrap();
+    let mut current = archive.clone();
+    current.etag = now.e_tag.clone();
+    let started = Instant::now();
+    let e = restore_range(&mover, fid, &layout, repo, &current, 0, 1 << 20)
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    eprintln!("a restore from the stopped server failed after {took:?}: {e:?}");
+    assert_eq!(e.errno, Errno::Io, "{e:?}");
+    assert!(took < DEAD_STORE_LIMIT, "took {took:?}");
+    assert!(
+        !e.message.contains(SECRET_KEY) && !e.message.contains(ACCESS_KEY),
+        "{e:?}"
+    );
+    assert!(mover.stats().retries >= 1);
+}
+
+/// Runs `body` on a runtime of its own, after [`credentials_in_env`].
+fn run(body: impl std::future::Future<Output = ()>) {
+    credentials_in_env();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(body);
+}
+
+#[test]
+fn restores_from_s3s_fs() {
+    run(async { restores_from(S3Server::start_s3s_fs().unwrap()).await });
+}
+
+#[test]
+fn restores_from_moto() {
+    run(async { restores_from(S3Server::start_moto().unwrap()).await });
+}

@@ -1,0 +1,342 @@
+//! Real S3-compatible servers for tests of data repositories: `s3s-fs` (a Rust server
+//! keeping objects as files, checking signatures) and moto (Python, AWS's behaviour,
+//! signatures not checked), each a process of its own on 127.0.0.1, killed on drop.
+//!
+//! Their programs are found on `PATH`, in cargo's bin directories, then under the
+//! workspace's `target/test-tools` (where `test.sh` installs them); a missing program
+//! fails the test with the command that installs it (tests never skip).
+
+use crate::{ServerProcess, free_port};
+use anyhow::{Context, Result, bail};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use weft_proto::hsm::{RepoPolicy, RepoSpec};
+
+/// The access key every test server accepts (and [`S3Server::env`] gives).
+pub const ACCESS_KEY: &str = "weft-test-access";
+/// The secret key every test server accepts.
+pub const SECRET_KEY: &str = "weft-test-secret-0123456789";
+/// The region the servers are addressed in.
+pub const REGION: &str = "us-east-1";
+/// The s3s-fs version `test.sh` installs.
+pub const S3S_FS_VERSION: &str = "0.14.1";
+/// How long a server may take to answer after it starts (moto imports for seconds).
+pub const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// Which server an [`S3Server`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum S3Kind {
+    /// `s3s-fs`: buckets are directories under its root.
+    S3sFs,
+    /// moto's server mode.
+    Moto,
+}
+
+/// One S3-compatible server process.
+pub struct S3Server {
+    kind: S3Kind,
+    port: u16,
+    process: ServerProcess,
+    /// The server's data (s3s-fs's root) and its log.
+    dir: tempfile::TempDir,
+    /// How long the server took to answer after it was started.
+    started_in: Duration,
+}
+
+impl std::fmt::Debug for S3Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Server")
+            .field("kind", &self.kind)
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Server {
+    /// Starts `s3s-fs` on a free port with [`ACCESS_KEY`] and [`SECRET_KEY`] and waits
+    /// until it answers.
+    pub fn start_s3s_fs() -> Result<Self> {
+        let bin = find_program(
+            "s3s-fs",
+            &format!(
+                "./test.sh (it installs the test tools), or `cargo install --locked s3s-fs \
+                 --version {S3S_FS_VERSION} --features binary`"
+            ),
+        )?;
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root)?;
+        let port = free_port()?;
+        let args = vec![
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--access-key".into(),
+            ACCESS_KEY.into(),
+            "--secret-key".into(),
+            SECRET_KEY.into(),
+            root.display().to_string(),
+        ];
+        Self::start(S3Kind::S3sFs, &bin, args, dir, port)
+    }
+
+    /// Starts moto's server on a free port and waits until it answers.
+    pub fn start_moto() -> Result<Self> {
+        let bin = find_program(
+            "moto_server",
+            "./test.sh (it installs the test tools), or `python3 -m venv target/test-tools/venv \
+             && target/test-tools/venv/bin/pip install 'moto[server]'`",
+        )?;
+        let dir = tempfile::tempdir()?;
+        let port = free_port()?;
+        let args = vec![
+            "-H".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+        ];
+        Self::start(S3Kind::Moto, &bin, args, dir, port)
+    }
+
+    fn start(
+        kind: S3Kind,
+        bin: &Path,
+        args: Vec<String>,
+        dir: tempfile::TempDir,
+        port: u16,
+    ) -> Result<Self> {
+        let name = match kind {
+            S3Kind::S3sFs => "s3s-fs",
+            S3Kind::Moto => "moto",
+        };
+        let started = Instant::now();
+        let env = vec![
+            // moto: whatever credentials come, in this region.
+            (
+                "MOTO_ALLOW_NONEXISTENT_REGION".to_string(),
+                "true".to_string(),
+            ),
+            ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
+        ];
+        let process =
+            ServerProcess::start_with_env(name, bin, args, env, dir.path().join("server.log"))?;
+        let mut server = Self {
+            kind,
+            port,
+            process,
+            dir,
+            started_in: Duration::ZERO,
+        };
+        server.wait_answering(START_LIMIT)?;
+        server.started_in = started.elapsed();
+        Ok(server)
+    }
+
+    /// Waits until the server answers HTTP (any status: s3s-fs refuses unsigned requests).
+    fn wait_answering(&mut self, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Some(status) = self.process.try_wait()? {
+                bail!(
+                    "{} exited ({status}) before it answered\n--- its log ---\n{}",
+                    self.process.name(),
+                    self.process.log()
+                );
+            }
+            match http(self.port, "GET", "/", Duration::from_secs(5)) {
+                Ok(_) => return Ok(()),
+                Err(e) => last = format!("{e:#}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!(
+            "{} does not answer on port {} after {limit:?}: {last}\n--- its log ---\n{}",
+            self.process.name(),
+            self.port,
+            self.process.log()
+        )
+    }
+
+    /// Which server this is.
+    pub fn kind(&self) -> S3Kind {
+        self.kind
+    }
+
+    /// How long the server took to answer after it was started.
+    pub fn started_in(&self) -> Duration {
+        self.started_in
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Creates bucket `name` (s3s-fs: a directory under its root; moto: `PUT /name`,
+    /// which moto takes unsigned).
+    pub fn create_bucket(&self, name: &str) -> Result<()> {
+        if name.is_empty() || name.contains(['/', '.', ' ']) {
+            bail!("{name:?} is not a bucket name tests use");
+        }
+        match self.kind {
+            S3Kind::S3sFs => {
+                std::fs::create_dir_all(self.dir.path().join("root").join(name))?;
+            }
+            S3Kind::Moto => {
+                let (status, body) = http(
+                    self.port,
+                    "PUT",
+                    &format!("/{name}"),
+                    Duration::from_secs(10),
+                )?;
+                if status != 200 {
+                    bail!("moto: PUT /{name} answered {status}: {body}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The environment a process needs to reach this server with `object_store` (and the
+    /// AWS SDKs): credentials, region, plain HTTP allowed.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_REGION", REGION),
+            ("AWS_DEFAULT_REGION", REGION),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    /// A repository spec linking `path` to `s3://BUCKET/PREFIX` on this server
+    /// (path-style, this region, no automatic import or export, 1 GiB chunks).
+    pub fn spec(&self, path: &str, bucket: &str, prefix: &str) -> RepoSpec {
+        let prefix = prefix.trim_matches('/');
+        RepoSpec {
+            path: path.to_string(),
+            url: if prefix.is_empty() {
+                format!("s3://{bucket}")
+            } else {
+                format!("s3://{bucket}/{prefix}")
+            },
+            endpoint: Some(self.endpoint()),
+            region: Some(REGION.to_string()),
+            path_style: true,
+            import_policy: RepoPolicy::default(),
+            export_policy: RepoPolicy::default(),
+            import_metadata: false,
+            chunk_size: 1 << 30,
+        }
+    }
+
+    /// The server process (to kill, pause or restart it).
+    pub fn process(&mut self) -> &mut ServerProcess {
+        &mut self.process
+    }
+
+    /// Kills the server at once.
+    pub fn kill(&mut self) -> Result<()> {
+        self.process.kill()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+}
+
+/// One HTTP/1.1 request without a body to 127.0.0.1:`port`; the status and body.
+fn http(port: u16, method: &str, path: &str, timeout: Duration) -> Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\
+         Connection: close\r\n\r\n"
+    )?;
+    let mut reply = Vec::new();
+    // Bounded: a test server's answers are small.
+    s.take(1 << 20).read_to_end(&mut reply)?;
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    let status = text
+        .strip_prefix("HTTP/1.")
+        .and_then(|rest| rest.get(2..5))
+        .and_then(|code| code.parse::<u16>().ok())
+        .with_context(|| format!("not an HTTP answer: {:?}", text.get(..80).unwrap_or(&text)))?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string());
+    Ok((status, body))
+}
+
+/// The workspace's `target` directory (`CARGO_TARGET_DIR`, else next to the workspace's
+/// `Cargo.toml`).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+/// Program `name` on `PATH`, in cargo's bin directories, or under `target/test-tools`
+/// (its `bin` and its Python virtual environment's `bin`); an error naming `install`
+/// when it is nowhere.
+pub fn find_program(name: &str, install: &str) -> Result<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("CARGO_HOME") {
+        dirs.push(PathBuf::from(home).join("bin"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".cargo/bin"));
+    }
+    let tools = target_dir().join("test-tools");
+    dirs.push(tools.join("bin"));
+    dirs.push(tools.join("venv/bin"));
+    match dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
+        Some(p) => Ok(p),
+        None => bail!("{name} is not installed; this test needs it and never skips: run {install}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_names_its_install_command() {
+        let e = find_program("weft-no-such-program", "`install it`").unwrap_err();
+        let said = format!("{e:#}");
+        assert!(
+            said.contains("never skips") && said.contains("`install it`"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn plain_http_requests_read_the_status_and_body() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).unwrap();
+            assert!(buf[..n].starts_with(b"PUT /bucket HTTP/1.1\r\n"));
+            s.write_all(b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\nno")
+                .unwrap();
+        });
+        let (status, body) = http(port, "PUT", "/bucket", Duration::from_secs(5)).unwrap();
+        server.join().unwrap();
+        assert_eq!((status, body.as_str()), (409, "no"));
+    }
+}
