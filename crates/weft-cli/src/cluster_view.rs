@@ -1,6 +1,8 @@
 //! What an MDT needs to know about the rest of the file system, served from the client
 //! library: OSTs with their free space (polled), pools and the default layout (from the
-//! MGS configuration), FID sequence grants (from the MGS) and object destruction (on OSTs).
+//! MGS configuration), FID sequence grants (from the MGS), object destruction (on OSTs)
+//! and HSM restores (the data mover of `weft-repo`, copying archived objects from their
+//! data repository into OST objects; credentials from this process's environment).
 
 use parking_lot::RwLock;
 use std::sync::{Arc, Weak};
@@ -10,7 +12,8 @@ use weft_mdt::{ClusterView, OstInfo, PeerError};
 use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::mgs::TargetState;
-use weft_proto::{FidSeqRange, ObjectId, TargetKind};
+use weft_proto::hsm::RestoreChunk;
+use weft_proto::{FidSeqRange, ObjectId, TargetKind, WireError};
 use weft_rpc::service::BoxFuture;
 
 /// How often OST usage is polled for the allocator.
@@ -27,16 +30,19 @@ pub struct MdtClusterView {
     osts: RwLock<Vec<OstInfo>>,
     /// The root's default layout, fetched from MDT0 by the other MDTs.
     root_default: RwLock<Option<LayoutTemplate>>,
+    /// Copies archived data into OST objects for the MDT's restores.
+    mover: Arc<weft_repo::Mover>,
 }
 
 impl MdtClusterView {
     /// Polls OST usage once, then keeps polling in the background while the view lives.
     pub async fn start(cluster: Arc<Cluster>, mdt: u32) -> Arc<Self> {
         let view = Arc::new(Self {
-            cluster,
+            cluster: cluster.clone(),
             mdt,
             osts: RwLock::new(Vec::new()),
             root_default: RwLock::new(None),
+            mover: weft_repo::Mover::new(cluster.clone()),
         });
         view.poll().await;
         let weak: Weak<Self> = Arc::downgrade(&view);
@@ -165,5 +171,9 @@ impl ClusterView for MdtClusterView {
                 None => PeerError::Unreachable(e.to_string()),
             })
         })
+    }
+
+    fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>> {
+        Box::pin(async move { self.mover.restore_chunk(chunk).await })
     }
 }
