@@ -9,10 +9,10 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 use weft_client::Cluster;
 use weft_mdt::{ClusterView, OstInfo, PeerError};
+use weft_proto::hsm::RestoreChunk;
 use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::mgs::TargetState;
-use weft_proto::hsm::RestoreChunk;
 use weft_proto::{FidSeqRange, ObjectId, TargetKind, WireError};
 use weft_rpc::service::BoxFuture;
 

@@ -21,9 +21,9 @@
 //! written without them.
 
 use crate::error::RepoError;
-use crate::import::{Counts, Reporter};
 use crate::meta::{FileMeta, S_IFLNK, S_IFREG};
 use crate::store::RepoStore;
+use crate::task::{Counts, Reporter};
 use bytes::{Bytes, BytesMut};
 use futures::stream::FuturesUnordered;
 use futures::{Future, StreamExt};

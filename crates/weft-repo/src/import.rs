@@ -30,24 +30,24 @@
 //! by its HEAD (`a/b` is not found), or by a directory mode in its metadata.
 
 use crate::error::RepoError;
-use crate::meta::{DEFAULT_DIR_MODE, FileMeta};
+use crate::meta::FileMeta;
 use crate::store::RepoStore;
+use crate::task::{Counts, Reporter};
+use dirs::DirCache;
+use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
-use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use weft_client::{Client, ClientError};
+use std::time::Duration;
+use weft_client::Client;
 use weft_proto::hsm::{
     ArchiveRef, ImportEntry, ImportKind, ImportOutcome, KEY_MAX, Repo, TaskState,
 };
 use weft_proto::layout::LayoutTemplate;
-use weft_proto::mdt::{Credentials, FileKind};
-use weft_proto::mgs::{MgsReply, MgsRequest};
-use weft_proto::{Errno, Fid, TargetId, TargetKind, Timestamp, WireError};
+use weft_proto::mdt::Credentials;
+use weft_proto::{TargetKind, Timestamp};
 
 /// HEAD requests in flight.
 pub const HEADS_IN_FLIGHT: usize = 64;
@@ -665,94 +665,6 @@ impl Tracker {
     }
 }
 
-/// Directories below the linked one by relative path, made as needed (`mkdir -p`).
-struct DirCache {
-    root: Fid,
-    map: Mutex<HashMap<String, Fid>>,
-}
-
-impl DirCache {
-    fn new(root: Fid) -> Self {
-        Self {
-            root,
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The FID of directory `rel` (relative, `/`-separated), made with its missing
-    /// ancestors as root; EEXIST from a racing maker is fine. ENOTDIR when a component
-    /// is something else.
-    async fn fid(
-        &self,
-        client: &Client,
-        rel: &str,
-        cred: &Credentials,
-    ) -> Result<Fid, ClientError> {
-        if rel.is_empty() {
-            return Ok(self.root);
-        }
-        if let Some(f) = self.map.lock().get(rel) {
-            return Ok(*f);
-        }
-        // The deepest known ancestor, then the rest one component at a time.
-        let mut known = (0, self.root);
-        {
-            let map = self.map.lock();
-            let mut at = rel.len();
-            while let Some(i) = rel[..at].rfind('/') {
-                if let Some(f) = map.get(&rel[..i]) {
-                    known = (i + 1, *f);
-                    break;
-                }
-                at = i;
-            }
-        }
-        let (start, mut parent) = known;
-        let mut end = start;
-        for name in rel[start..].split('/') {
-            end += name.len();
-            let fid = match client
-                .mkdir(parent, name.as_bytes(), DEFAULT_DIR_MODE, cred)
-                .await
-            {
-                Ok(a) => a.fid,
-                Err(e) if e.errno() == Errno::Exist => {
-                    let a = client.lookup(parent, name.as_bytes(), cred).await?;
-                    if a.kind != FileKind::Directory {
-                        return Err(ClientError::Remote(WireError::new(
-                            Errno::NotDir,
-                            format!("{:?} is not a directory", &rel[..end]),
-                        )));
-                    }
-                    a.fid
-                }
-                Err(e) => return Err(e),
-            };
-            {
-                let mut map = self.map.lock();
-                if map.len() >= DIR_CACHE_MAX {
-                    map.clear();
-                }
-                map.insert(rel[..end].to_string(), fid);
-            }
-            parent = fid;
-            end += 1;
-        }
-        Ok(parent)
-    }
-}
-
-/// Counts as a task reports them (the MGS adds them up).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
-    /// Items done.
-    pub done: u64,
-    /// Items failed.
-    pub failed: u64,
-    /// Bytes moved.
-    pub bytes: u64,
-}
-
 impl Counts {
     /// An import's: created, updated and unchanged entries are done; conflicts and
     /// failures failed; no bytes move.
@@ -765,88 +677,6 @@ impl Counts {
     }
 }
 
-/// Reports a task's progress to the MGS and the caller's callback, every
-/// [`REPORT_INTERVAL`] or [`REPORT_EVERY`] items, as differences since the last report.
-pub(crate) struct Reporter<'a> {
-    client: &'a Client,
-    task: Option<u64>,
-    last: Instant,
-    last_items: u64,
-    sent: Counts,
-}
-
-impl<'a> Reporter<'a> {
-    pub(crate) fn new(client: &'a Client, task: Option<u64>) -> Self {
-        Self {
-            client,
-            task,
-            last: Instant::now(),
-            last_items: 0,
-            sent: Counts::default(),
-        }
-    }
-
-    /// Reports if a second passed or [`REPORT_EVERY`] items since the last report:
-    /// `on_report` (the caller's callback), then the MGS.
-    pub(crate) async fn tick(
-        &mut self,
-        counts: &Counts,
-        checkpoint: Option<String>,
-        items: u64,
-        on_report: impl FnOnce(),
-    ) {
-        if self.last.elapsed() < REPORT_INTERVAL && items < self.last_items + REPORT_EVERY {
-            return;
-        }
-        self.last = Instant::now();
-        self.last_items = items;
-        on_report();
-        self.send(counts, checkpoint, TaskState::Running).await;
-    }
-
-    /// Reports the final state.
-    pub(crate) async fn finish(
-        &mut self,
-        counts: &Counts,
-        checkpoint: Option<String>,
-        state: TaskState,
-    ) {
-        self.send(counts, checkpoint, state).await;
-    }
-
-    async fn send(&mut self, counts: &Counts, checkpoint: Option<String>, state: TaskState) {
-        let Some(id) = self.task else {
-            return;
-        };
-        let req = MgsRequest::TaskReport {
-            id,
-            done: counts.done.saturating_sub(self.sent.done),
-            failed: counts.failed.saturating_sub(self.sent.failed),
-            bytes: counts.bytes.saturating_sub(self.sent.bytes),
-            checkpoint,
-            state,
-        };
-        let sent = self
-            .client
-            .cluster()
-            .mgs()
-            .connection()
-            .call::<MgsRequest, MgsReply>(&req, bytes::Bytes::new())
-            .map(|r| r.map(|_| ()))
-            .await;
-        match sent {
-            Ok(()) => self.sent = *counts,
-            // The next report carries these counts too.
-            Err(error) => {
-                let e = ClientError::Rpc {
-                    target: TargetId::MGS,
-                    error,
-                };
-                tracing::warn!(task = id, "task report not sent: {e}");
-            }
-        }
-    }
-}
-
+mod dirs;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@ pub mod import;
 pub mod meta;
 pub mod mover;
 pub mod store;
+mod task;
 
 pub use error::RepoError;
 pub use mover::{Mover, MoverConfig, MoverStats};
