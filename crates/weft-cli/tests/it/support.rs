@@ -30,8 +30,14 @@ pub fn bin() -> &'static Path {
 /// Runs `weft args...` with `input` on its standard input and returns what it did; panics
 /// (after killing it) if it runs longer than [`COMMAND_LIMIT`].
 pub fn weft_run(args: &[&str], input: &str) -> Output {
+    weft_run_env(args, input, &[])
+}
+
+/// [`weft_run`] with extra environment variables (a store's credentials, say).
+pub fn weft_run_env(args: &[&str], input: &str, env: &[(String, String)]) -> Output {
     let mut child = Command::new(bin())
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -63,6 +69,16 @@ pub fn weft(args: &[&str]) -> (bool, String, String) {
 /// [`weft`] with `input` on its standard input.
 pub fn weft_stdin(args: &[&str], input: &str) -> (bool, String, String) {
     let out = weft_run(args, input);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`weft`] with extra environment variables.
+pub fn weft_env(args: &[&str], env: &[(String, String)]) -> (bool, String, String) {
+    let out = weft_run_env(args, "", env);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
