@@ -284,6 +284,16 @@ pub fn repo_of_path<'a>(config: &'a FsConfig, path: &str) -> Option<&'a Repo> {
     })
 }
 
+/// Whether one of two normalised absolute paths is the other or inside it.
+fn nested(a: &str, b: &str) -> bool {
+    let inside = |inner: &str, outer: &str| {
+        outer == "/"
+            || inner == outer
+            || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
+    };
+    inside(a, b) || inside(b, a)
+}
+
 /// `/a//b/` -> `/a/b`; `.` and `..` are refused (a mount path has none left).
 pub fn normalise(path: &str) -> Result<String> {
     let mut out = String::new();
@@ -364,9 +374,22 @@ async fn create(a: CreateArgs) -> Result<()> {
         .map_err(|e| repo_error(&e).context("the store does not answer"))?;
 
     let client = fspath::connect_client(&p).await?;
+    let cluster = client.cluster().clone();
+    // Nesting is the MGS's to refuse; told here too so that no directory is made for an
+    // association that cannot be.
+    let config = fresh_config(&cluster).await?;
+    if let Some(r) = config.repos.iter().find(|r| nested(&r.spec.path, &inner)) {
+        bail!(
+            "cannot link {display} to {}: EEXIST: {} is linked to {} already (repository {}); \
+             associations may not nest",
+            a.url,
+            p.display(&r.spec.path),
+            r.spec.url,
+            r.id
+        );
+    }
     let cred = fspath::my_credentials();
     let dir = mkdir_p(&client, &p, &inner, &cred).await?;
-    let cluster = client.cluster().clone();
     let id = match mgs_call(&cluster, MgsRequest::RepoCreate { spec, dir: dir.fid })
         .await
         .with_context(|| format!("cannot link {display} to {}", a.url))?
@@ -465,7 +488,7 @@ impl RepoRow {
 /// A size as `setstripe` takes it: `1G`, `512M`, or bytes.
 pub fn size_str(n: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

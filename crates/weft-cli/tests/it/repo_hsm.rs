@@ -33,14 +33,23 @@ async fn hsm_flags_are_set_and_cleared() {
     run(&["hsm_set", "--norelease", "--dirty", &f]);
     let out = run(&["hsm_state", &f]);
     assert!(
-        out.starts_with(&format!("{f}: (0x0000001b) exists dirty archived never_release")),
+        out.starts_with(&format!(
+            "{f}: (0x0000001b) exists dirty archived never_release"
+        )),
         "{out}"
     );
     // Refused here (dirty) before the MDT is asked.
     let (ok, _, err) = weft_env(&["hsm_release", &f]);
     assert!(!ok && err.contains("EBUSY"), "{err}");
 
-    run(&["hsm_clear", "--exists", "--archived", "--norelease", "--dirty", &f]);
+    run(&[
+        "hsm_clear",
+        "--exists",
+        "--archived",
+        "--norelease",
+        "--dirty",
+        &f,
+    ]);
     let out = run(&["hsm_state", &f]);
     assert!(out.starts_with(&format!("{f}: (0x00000000)")), "{out}");
     let attr = client.resolve("/f", false, &cred).await.unwrap();
