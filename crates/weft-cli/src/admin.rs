@@ -1,6 +1,7 @@
 //! Administration verbs with Lustre's spelling (`lfs`/`lctl`): pools, `df`, `get_param`
 //! and `set_param -P`, `top`, and on paths (inside a mount or `HOST:PORT:/FSNAME/PATH`,
-//! see [`fspath`]) `setstripe`, `getstripe`, `find`, `migrate`, `mkdir -i` and `getdirstripe`.
+//! see [`fspath`]) `setstripe`, `getstripe`, `find`, `migrate`, `mkdir -i` and `getdirstripe`;
+//! data repositories (`repo`, see [`repo`]) and Lustre's HSM verbs (`hsm_*`, see [`hsm`]).
 //! Server-wide verbs speak to the servers directly (`--mgs HOST:PORT`, or
 //! `HOST:PORT:/FSNAME`).
 
@@ -9,9 +10,11 @@ pub mod dirstripe;
 pub mod find;
 pub mod fsck;
 pub mod fspath;
+pub mod hsm;
 pub mod migrate;
 pub mod param;
 pub mod pool;
+pub mod repo;
 pub mod stripe;
 pub mod top;
 

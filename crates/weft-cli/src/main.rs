@@ -94,6 +94,31 @@ enum Command {
     Bench(bench_io::BenchArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
     BenchMdt(bench_md::BenchMdtArgs),
+    /// Data repositories (S3 and other object stores) linked to directories: create,
+    /// list, show, delete, tasks, import, export (FSx for Lustre's data repository
+    /// associations).
+    Repo(admin::repo::RepoArgs),
+    /// Show files' HSM flags and archive id (like `lfs hsm_state`).
+    #[command(name = "hsm_state")]
+    HsmState(admin::hsm::HsmFilesArgs),
+    /// Set HSM flags, and the archive id with --archive-id (like `lfs hsm_set`).
+    #[command(name = "hsm_set")]
+    HsmSet(admin::hsm::HsmFlagsArgs),
+    /// Clear HSM flags (like `lfs hsm_clear`).
+    #[command(name = "hsm_clear")]
+    HsmClear(admin::hsm::HsmFlagsArgs),
+    /// Release archived files' data from the OSTs; reads restore it (like `lfs hsm_release`).
+    #[command(name = "hsm_release")]
+    HsmRelease(admin::hsm::HsmFilesArgs),
+    /// Restore released files' data now, recursively with -r (like `lfs hsm_restore`).
+    #[command(name = "hsm_restore")]
+    HsmRestore(admin::hsm::HsmRestoreArgs),
+    /// Copy files to their repository's store now (like `lfs hsm_archive`).
+    #[command(name = "hsm_archive")]
+    HsmArchive(admin::hsm::HsmFilesArgs),
+    /// Show the HSM request running on files (like `lfs hsm_action`).
+    #[command(name = "hsm_action")]
+    HsmAction(admin::hsm::HsmFilesArgs),
 }
 
 /// A `HOST:PORT` argument, parsed early so a typo fails with a clear message.
@@ -218,6 +243,14 @@ fn main() -> ExitCode {
             Command::Getdirstripe(a) => admin::dirstripe::getdirstripe(a).await,
             Command::Setdirstripe(a) => admin::dirstripe::setdirstripe(a).await,
             Command::Migrate(a) => admin::migrate::run(a).await,
+            Command::Repo(a) => admin::repo::run(a).await,
+            Command::HsmState(a) => admin::hsm::state(a).await,
+            Command::HsmSet(a) => admin::hsm::set_flags(a, true).await,
+            Command::HsmClear(a) => admin::hsm::set_flags(a, false).await,
+            Command::HsmRelease(a) => admin::hsm::release(a).await,
+            Command::HsmRestore(a) => admin::hsm::restore(a).await,
+            Command::HsmArchive(a) => admin::hsm::archive(a).await,
+            Command::HsmAction(a) => admin::hsm::action(a).await,
             Command::Fsck(_) => Ok(()),
         }
         .map(|()| 0)

@@ -33,6 +33,9 @@ mod locks;
 mod metrics;
 mod namespace;
 mod posix_suites;
+mod repo;
+// MERGE: uncomment once the MDT's HSM handlers (HsmSetFlags, HsmRelease) are merged.
+// mod repo_hsm;
 mod restart;
 
 pub use support::bin;
