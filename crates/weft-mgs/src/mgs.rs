@@ -680,6 +680,7 @@ fn format(dir: &Path, fsname: Option<&str>) -> Result<Record, MgsError> {
             repos: Vec::new(),
         },
         tasks: Vec::new(),
+        next_repo: 1,
     };
     state::store(dir, &record).map_err(|source| MgsError::Io {
         path: dir.join(STATE_FILE),

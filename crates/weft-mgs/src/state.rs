@@ -43,6 +43,10 @@ pub(crate) struct Record {
     /// configuration clients fetch.
     #[serde(default)]
     pub tasks: Vec<RepoTask>,
+    /// The smallest repository id never given out: ids are archive ids kept in files, so
+    /// one is never reused, even after its association is deleted.
+    #[serde(default)]
+    pub next_repo: u32,
 }
 
 /// Encodes the record as the file's bytes.
@@ -172,6 +176,7 @@ mod tests {
                 repos: vec![],
             },
             tasks: vec![],
+            next_repo: 1,
         }
     }
 

@@ -12,7 +12,8 @@
 //! a store is a [`weft_repo::RepoError`]'s message (which strips them). URLs that carry
 //! credentials or a query string (a signed URL) are refused without being echoed.
 
-pub mod mover;
+use weft_repo::export::{self, ExportOptions, ExportProgress};
+use weft_repo::import::{self, ImportOptions, ImportProgress};
 
 use super::fspath::{self, FsPath};
 use anyhow::{Context, Result, anyhow, bail};
@@ -692,20 +693,20 @@ async fn run_import(client: &Arc<Client>, repo: &Repo, shown: &str, parallel: us
     if let Some(key) = &task.checkpoint {
         eprintln!("resuming import task {} after {key}", task.id);
     }
-    let opts = mover::ImportOptions {
+    let opts = ImportOptions {
         task: Some(task.id),
         resume_after: task.checkpoint.clone(),
         parallel: parallel.max(1),
     };
     let bar = progress_bar(None, "import");
     let shown_bar = bar.clone();
-    let progress = move |p: &mover::ImportProgress| {
+    let progress = move |p: &ImportProgress| {
         shown_bar.set_message(format!(
             "{} listed, {} created, {} updated, {} unchanged, {} conflicts, {} failed",
             p.listed, p.created, p.updated, p.unchanged, p.conflicts, p.failed
         ));
     };
-    let result = mover::import(client, repo, &opts, &progress).await;
+    let result = import::import(client, repo, &opts, &progress).await;
     bar.finish_and_clear();
     let p = result.map_err(|e| {
         repo_error(&e).context(format!(
@@ -762,7 +763,7 @@ pub async fn run_export(
     shown: &str,
     parallel: usize,
     as_task: bool,
-) -> Result<mover::ExportProgress> {
+) -> Result<ExportProgress> {
     let task = if as_task {
         Some(
             task_start(
@@ -776,19 +777,19 @@ pub async fn run_export(
     } else {
         None
     };
-    let opts = mover::ExportOptions {
+    let opts = ExportOptions {
         task: task.as_ref().map(|t| t.id),
         parallel: parallel.max(1),
     };
     let bar = progress_bar(None, "export");
     let shown_bar = bar.clone();
-    let progress = move |p: &mover::ExportProgress| {
+    let progress = move |p: &ExportProgress| {
         shown_bar.set_message(format!(
             "{} scanned, {} exported ({} bytes), {} skipped, {} failed",
             p.scanned, p.exported, p.bytes, p.skipped, p.failed
         ));
     };
-    let result = mover::export(client, repo, inner, &opts, &progress).await;
+    let result = export::export(client, repo, inner, &opts, &progress).await;
     bar.finish_and_clear();
     result.map_err(|e| {
         repo_error(&e).context(format!(

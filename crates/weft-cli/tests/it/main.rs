@@ -35,7 +35,7 @@ mod namespace;
 mod posix_suites;
 mod repo;
 // MERGE: uncomment once the MDT's HSM handlers (HsmSetFlags, HsmRelease) are merged.
-// mod repo_hsm;
+mod repo_hsm;
 mod restart;
 
 pub use support::bin;

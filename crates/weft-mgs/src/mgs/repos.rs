@@ -50,15 +50,16 @@ impl Mgs {
                         format!("too many repository associations (at most {REPOS_MAX})"),
                     ));
                 }
-                // Ids are archive ids stored in files: never reuse one while files may
-                // still carry it, so take one past the largest ever seen.
-                let id = repos
+                // Ids are archive ids stored in files: never reuse one (a state written
+                // before `next_repo` existed starts past every id it mentions).
+                let seen = repos
                     .iter()
                     .map(|r| r.id)
+                    .chain(rec.tasks.iter().map(|t| t.repo))
                     .max()
-                    .unwrap_or(0)
-                    .max(rec.tasks.iter().map(|t| t.repo).max().unwrap_or(0))
-                    + 1;
+                    .unwrap_or(0);
+                let id = rec.next_repo.max(seen.saturating_add(1)).max(1);
+                rec.next_repo = id.saturating_add(1);
                 repos.push(Repo {
                     id,
                     spec: spec.clone(),
@@ -174,6 +175,40 @@ impl Mgs {
 #[cfg(test)]
 mod tests {
     use super::nested;
+
+    #[tokio::test]
+    async fn ids_are_never_reused_even_across_restarts() {
+        use weft_proto::hsm::{RepoPolicy, RepoSpec};
+        use weft_proto::mgs::{MgsReply, MgsRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let create = |path: &str| MgsRequest::RepoCreate {
+            spec: RepoSpec {
+                path: path.into(),
+                url: "s3://b/p".into(),
+                endpoint: None,
+                region: None,
+                path_style: false,
+                import_policy: RepoPolicy::default(),
+                export_policy: RepoPolicy::default(),
+                import_metadata: false,
+                chunk_size: 1 << 30,
+            },
+            dir: weft_proto::Fid::ROOT,
+        };
+        let id = |r| match r {
+            Ok(MgsReply::RepoId(id)) => id,
+            other => panic!("{other:?}"),
+        };
+        {
+            let mgs = crate::Mgs::open(dir.path(), Some("t")).unwrap();
+            assert_eq!(id(mgs.execute(create("/a")).await), 1);
+            mgs.execute(MgsRequest::RepoDelete { id: 1 }).await.unwrap();
+            assert_eq!(id(mgs.execute(create("/a")).await), 2);
+            mgs.execute(MgsRequest::RepoDelete { id: 2 }).await.unwrap();
+        }
+        let mgs = crate::Mgs::open(dir.path(), None).unwrap();
+        assert_eq!(id(mgs.execute(create("/b")).await), 3);
+    }
 
     #[test]
     fn nesting_is_by_whole_components() {
