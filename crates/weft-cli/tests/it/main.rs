@@ -36,6 +36,7 @@ mod posix_suites;
 mod repo;
 // MERGE: uncomment once the MDT's HSM handlers (HsmSetFlags, HsmRelease) are merged.
 mod repo_hsm;
+mod repo_s3;
 mod restart;
 
 pub use support::bin;
