@@ -4,6 +4,7 @@
 mod admin;
 mod bench_io;
 mod bench_md;
+mod bench_repo;
 mod client_node;
 mod cluster_view;
 mod metrics;
@@ -94,6 +95,9 @@ enum Command {
     Bench(bench_io::BenchArgs),
     /// Measure MDT create, stat and unlink rates through the protocol.
     BenchMdt(bench_md::BenchMdtArgs),
+    /// Data repository benchmark: import, lazy and loaded reads through the mount against
+    /// copy-then-read and direct ranged GETs of an S3 bucket.
+    BenchRepo(bench_repo::BenchRepoArgs),
 }
 
 /// A `HOST:PORT` argument, parsed early so a typo fails with a clear message.
@@ -206,6 +210,7 @@ fn main() -> ExitCode {
             Command::Umount(a) => mount::umount(a),
             Command::BenchMdt(a) => bench_md::run(a).await,
             Command::Bench(a) => bench_io::run(a).await,
+            Command::BenchRepo(a) => bench_repo::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,
