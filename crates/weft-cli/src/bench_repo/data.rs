@@ -301,8 +301,14 @@ mod tests {
     fn patterns_check_at_any_offset_and_differ_between_objects() {
         let whole = pattern(7, 0, 10_000);
         for (off, len) in [(0, 10_000), (3, 100), (8, 16), (13, 1), (9_990, 10)] {
-            assert_eq!(pattern(7, off, len), whole[off as usize..off as usize + len]);
-            assert_eq!(check(7, off, &whole[off as usize..off as usize + len]), None);
+            assert_eq!(
+                pattern(7, off, len),
+                whole[off as usize..off as usize + len]
+            );
+            assert_eq!(
+                check(7, off, &whole[off as usize..off as usize + len]),
+                None
+            );
         }
         let mut bad = whole.clone();
         bad[5_001] ^= 1;

@@ -104,11 +104,11 @@ impl Bucket {
             parts.push(tokio::spawn(upload.put_part(PutPayload::from(body))));
             offset += len;
             while parts.len() >= PARTS_IN_FLIGHT || (offset >= o.size && !parts.is_empty()) {
-                if let Some(done) = parts.next().await {
-                    if let Err(e) = part_result(done) {
-                        result = Err(e);
-                        break;
-                    }
+                if let Some(done) = parts.next().await
+                    && let Err(e) = part_result(done)
+                {
+                    result = Err(e);
+                    break;
                 }
             }
         }
@@ -213,10 +213,7 @@ impl Bucket {
                         .await
                         .with_context(|| format!("ranged GET of {key}"))?;
                     if body.len() as u64 != r.end - r.start {
-                        bail!(
-                            "{key}: {} bytes for the range {r:?}",
-                            body.len()
-                        );
+                        bail!("{key}: {} bytes for the range {r:?}", body.len());
                     }
                     if let Some(at) = data::check(o.seed, r.start, &body) {
                         bail!("{key}: the byte at offset {at} differs from its pattern");
@@ -235,9 +232,7 @@ impl Bucket {
     }
 }
 
-fn part_result(
-    done: Result<object_store::Result<()>, tokio::task::JoinError>,
-) -> Result<()> {
+fn part_result(done: Result<object_store::Result<()>, tokio::task::JoinError>) -> Result<()> {
     match done {
         Ok(r) => r.context("uploading a part"),
         Err(e) => bail!("a part's upload task failed: {e}"),
