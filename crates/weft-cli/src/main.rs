@@ -4,6 +4,7 @@
 mod admin;
 mod bench_io;
 mod bench_md;
+mod bench_repo;
 mod client_node;
 mod cluster_view;
 mod metrics;
@@ -119,6 +120,9 @@ enum Command {
     /// Show the HSM request running on files (like `lfs hsm_action`).
     #[command(name = "hsm_action")]
     HsmAction(admin::hsm::HsmFilesArgs),
+    /// Data repository benchmark: import, lazy and loaded reads through the mount against
+    /// copy-then-read and direct ranged GETs of an S3 bucket.
+    BenchRepo(bench_repo::BenchRepoArgs),
 }
 
 /// A `HOST:PORT` argument, parsed early so a typo fails with a clear message.
@@ -231,6 +235,7 @@ fn main() -> ExitCode {
             Command::Umount(a) => mount::umount(a),
             Command::BenchMdt(a) => bench_md::run(a).await,
             Command::Bench(a) => bench_io::run(a).await,
+            Command::BenchRepo(a) => bench_repo::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,

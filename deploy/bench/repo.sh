@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Data repository benchmark of issue 23: an S3 server (s3s-fs, buckets are directories)
+# and `weft up` with a mount, both on this machine, then `weft bench-repo`: import, epoch 1
+# (lazy restores) and epoch 2 reads through the mount, the same bytes written straight into
+# weftfs, copy-then-read and a direct ranged-GET reader; then everything is torn down.
+#
+# Needs root (FUSE, dropping the page cache) and s3s-fs (./test.sh installs it in
+# target/test-tools; or S3S_FS=PATH). Space: the bucket, the loaded files, the straight copy
+# and one dataset's download at a time, about 4 x the data (4 x 6.6 GB by default).
+#
+# Env (defaults in brackets): WEFT [target/release/weft, else target/debug/weft],
+# S3S_FS, DATA [/var/tmp/weft-bench-repo], SMALL_COUNT [20000], SMALL_SIZE [128K],
+# LARGE_COUNT [4], LARGE_SIZE [1G], WORKERS [4], S3_PORT [9470], WEFT_PORT [9460],
+# BUCKET [weft-bench], KEEP=1 (keep DATA). Extra arguments go to `weft bench-repo`
+# (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
+# for this run; never printed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ -n "${WEFT:-}" ]; then
+    W=$WEFT
+elif [ -x "$root/target/release/weft" ]; then
+    W=$root/target/release/weft
+else
+    W=$root/target/debug/weft
+fi
+[ -x "$W" ] || { echo "repo.sh: no weft binary at $W (cargo build --release -p weft-cli, or set WEFT)" >&2; exit 1; }
+S3=${S3S_FS:-}
+if [ -z "$S3" ]; then
+    for c in "$root/target/test-tools/bin/s3s-fs" /tmp/s3tools/bin/s3s-fs "$(command -v s3s-fs || true)"; do
+        if [ -n "$c" ] && [ -x "$c" ]; then S3=$c; break; fi
+    done
+fi
+[ -n "$S3" ] && [ -x "$S3" ] || { echo "repo.sh: no s3s-fs (./test.sh installs it, or set S3S_FS)" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || echo "repo.sh: not root: the mount may fail and caches cannot be dropped" >&2
+
+D=${DATA:-/var/tmp/weft-bench-repo}
+S3_PORT=${S3_PORT:-9470}; WEFT_PORT=${WEFT_PORT:-9460}; BUCKET=${BUCKET:-weft-bench}
+: "${AWS_ACCESS_KEY_ID:=bench-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
+: "${AWS_SECRET_ACCESS_KEY:=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
+export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+export AWS_REGION=${AWS_REGION:-us-east-1} AWS_ALLOW_HTTP=true AWS_EC2_METADATA_DISABLED=true
+
+echo "== machine"
+echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "host:    $(hostname)"
+echo "nproc:   $(nproc)"
+echo "cpu:     $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "memory:  $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+echo "kernel:  $(uname -r)"
+echo "disk:    $(df -h --output=source,size,avail "$(dirname "$D")" | tail -1)"
+echo "commit:  $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "weft:    $W"
+echo "s3s-fs:  $S3 ($("$S3" --version 2>/dev/null | head -1 || echo 'version unknown'))"
+echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+rm -rf "$D"
+mkdir -p "$D/s3/$BUCKET" "$D/fs" "$D/mnt" "$D/local"
+s3_pid=; up_pid=
+teardown() {
+    set +e
+    if [ -n "$up_pid" ]; then
+        kill -INT "$up_pid" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$up_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$up_pid" 2>/dev/null
+        wait "$up_pid" 2>/dev/null
+    fi
+    grep -qs " $D/mnt " /proc/mounts && { fusermount3 -u "$D/mnt" 2>/dev/null || umount -l "$D/mnt"; }
+    if [ -n "$s3_pid" ]; then kill "$s3_pid" 2>/dev/null; wait "$s3_pid" 2>/dev/null; fi
+    if [ "${KEEP:-0}" = 1 ]; then echo "repo.sh: kept $D"; else rm -rf "$D"; fi
+}
+trap teardown EXIT
+
+"$S3" --host 127.0.0.1 --port "$S3_PORT" --access-key "$AWS_ACCESS_KEY_ID" \
+    --secret-key "$AWS_SECRET_ACCESS_KEY" "$D/s3" > "$D/s3.log" 2>&1 &
+s3_pid=$!
+for i in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null && break
+    kill -0 "$s3_pid" 2>/dev/null || { echo "repo.sh: s3s-fs exited:" >&2; cat "$D/s3.log" >&2; exit 1; }
+    [ "$i" = 100 ] && { echo "repo.sh: s3s-fs does not answer on port $S3_PORT" >&2; exit 1; }
+    sleep 0.1
+done
+
+# The MDS's data mover reaches the bucket with the credentials in this environment.
+"$W" up --data "$D/fs" --mount "$D/mnt" --listen "127.0.0.1:$WEFT_PORT" > "$D/up.log" 2>&1 &
+up_pid=$!
+for i in $(seq 300); do
+    grep -qs " $D/mnt fuse" /proc/mounts && break
+    kill -0 "$up_pid" 2>/dev/null || { echo "repo.sh: weft up exited:" >&2; tail -20 "$D/up.log" >&2; exit 1; }
+    [ "$i" = 300 ] && { echo "repo.sh: the mount did not appear at $D/mnt" >&2; tail -20 "$D/up.log" >&2; exit 1; }
+    sleep 0.1
+done
+
+echo "== weft bench-repo"
+status=0
+"$W" bench-repo --endpoint "http://127.0.0.1:$S3_PORT" --bucket "$BUCKET" \
+    --mount "$D/mnt" --fs "127.0.0.1:$WEFT_PORT:/weft" --local-dir "$D/local" \
+    --small-count "${SMALL_COUNT:-20000}" --small-size "${SMALL_SIZE:-128K}" \
+    --large-count "${LARGE_COUNT:-4}" --large-size "${LARGE_SIZE:-1G}" \
+    --workers "${WORKERS:-4}" "$@" || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "repo.sh: weft bench-repo failed ($status); the last lines of the logs:" >&2
+    echo "-- weft up" >&2; tail -20 "$D/up.log" >&2
+    echo "-- s3s-fs" >&2; tail -5 "$D/s3.log" >&2
+fi
+echo "loadavg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$status"
