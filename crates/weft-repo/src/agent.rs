@@ -197,7 +197,14 @@ async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &C
                 Ok(store) => {
                     let spec = repo.spec.clone();
                     let walked = None;
-                    states.insert(repo.id, RepoState { spec, store, walked });
+                    states.insert(
+                        repo.id,
+                        RepoState {
+                            spec,
+                            store,
+                            walked,
+                        },
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(repo = repo.id, "repository agent: store not opened: {e}");
@@ -235,9 +242,23 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
                 Counters::add(&c.imported, p.created + p.updated);
                 Counters::add(&c.conflicts, p.conflicts);
                 Counters::add(&c.errors, p.failed);
-                if p.created + p.updated + p.conflicts + p.failed > 0 {
-                    tracing::info!(repo = repo.id, created = p.created, updated = p.updated,
-                        conflicts = p.conflicts, failed = p.failed, "auto import");
+                if p.failed > 0 {
+                    tracing::warn!(
+                        repo = repo.id,
+                        created = p.created,
+                        updated = p.updated,
+                        conflicts = p.conflicts,
+                        failed = p.failed,
+                        "auto import: some failed"
+                    );
+                } else if p.created + p.updated + p.conflicts > 0 {
+                    tracing::info!(
+                        repo = repo.id,
+                        created = p.created,
+                        updated = p.updated,
+                        conflicts = p.conflicts,
+                        "auto import"
+                    );
                 }
             }
             Err(e) => {
@@ -264,9 +285,21 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
             Ok(p) => {
                 Counters::add(&c.exported, p.exported);
                 Counters::add(&c.errors, p.failed);
-                if p.exported + p.failed > 0 {
-                    tracing::info!(repo = repo.id, exported = p.exported, bytes = p.bytes,
-                        failed = p.failed, "auto export");
+                if p.failed > 0 {
+                    tracing::warn!(
+                        repo = repo.id,
+                        exported = p.exported,
+                        bytes = p.bytes,
+                        failed = p.failed,
+                        "auto export: some failed (left dirty)"
+                    );
+                } else if p.exported > 0 {
+                    tracing::info!(
+                        repo = repo.id,
+                        exported = p.exported,
+                        bytes = p.bytes,
+                        "auto export"
+                    );
                 }
             }
             Err(e) => {
@@ -293,11 +326,7 @@ struct Walked {
 
 /// Walks the tree below `dir` (depth first, a page at a time), calling `visit` for each
 /// regular file and symlink with a UTF-8 path.
-async fn walk(
-    client: &Client,
-    dir: Fid,
-    mut visit: impl FnMut(Walked),
-) -> Result<(), RepoError> {
+async fn walk(client: &Client, dir: Fid, mut visit: impl FnMut(Walked)) -> Result<(), RepoError> {
     let cred = Credentials::root();
     let mut stack = vec![(dir, String::new(), 0u64)];
     while let Some((fid, rel, cookie)) = stack.pop() {
@@ -400,7 +429,9 @@ async fn import_deleted(
             continue;
         }
         // Confirmed gone (not made since the listing).
-        let Ok(path) = Path::parse(&key) else { continue };
+        let Ok(path) = Path::parse(&key) else {
+            continue;
+        };
         match store.store().head(&path).await {
             Ok(_) => continue,
             Err(object_store::Error::NotFound { .. }) => {}
@@ -523,7 +554,9 @@ async fn export_moved_and_deleted(
     {
         let gone: Vec<String> = prev.difference(now).cloned().collect();
         for key in gone {
-            let Ok(path) = Path::parse(&key) else { continue };
+            let Ok(path) = Path::parse(&key) else {
+                continue;
+            };
             match store.store().delete(&path).await {
                 Ok(()) => {
                     tracing::info!(repo = repo.id, %key, "file removed: object deleted");

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_client::{Client, OpenOptions};
 use weft_proto::Fid;
-use weft_proto::hsm::{HSM_ARCHIVED, HSM_EXISTS, RepoPolicy, RepoSpec};
+use weft_proto::hsm::{HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, RepoPolicy, RepoSpec};
 use weft_proto::mdt::Credentials;
 use weft_proto::mgs::{MgsReply, MgsRequest};
 use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
@@ -123,7 +123,7 @@ async fn exists(client: &Client, dir: Fid, name: &[u8]) -> bool {
 }
 
 /// The test body, the same for every server.
-async fn agent_with(server: S3Server) {
+async fn agent_with(mut server: S3Server) {
     let t0 = Instant::now();
     server.create_bucket(BUCKET).unwrap();
     let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
@@ -197,7 +197,10 @@ async fn agent_with(server: S3Server) {
     })
     .await;
     eprintln!("DELETED objects carried after {:?}", t.elapsed());
-    assert!(exists(&client, imp.fid, b"d2").await, "d2 holds a local file");
+    assert!(
+        exists(&client, imp.fid, b"d2").await,
+        "d2 holds a local file"
+    );
     assert!(exists(&client, d2.fid, b"local").await);
 
     // --- Auto export -------------------------------------------------------------------
@@ -253,7 +256,13 @@ async fn agent_with(server: S3Server) {
     // A file open for writing waits for its close (while a later file goes meanwhile).
     let root2 = Credentials::root();
     let held = client
-        .open_in(exp.fid, b"held.txt", OpenOptions::create(0o644), None, &root2)
+        .open_in(
+            exp.fid,
+            b"held.txt",
+            OpenOptions::create(0o644),
+            None,
+            &root2,
+        )
         .await
         .unwrap();
     held.write_at(0, b"held").await.unwrap();
@@ -290,11 +299,72 @@ async fn agent_with(server: S3Server) {
     eprintln!("DELETED file carried after {:?}", t.elapsed());
     assert!(object(s, "exp/later.txt").await.is_some());
 
+    // A rename: a new object at the new key, the old key deleted.
+    client
+        .rename(
+            exp.fid,
+            b"later.txt",
+            exp.fid,
+            b"moved.txt",
+            Default::default(),
+            &root,
+        )
+        .await
+        .unwrap();
+    let t = Instant::now();
+    wait_until_async("later.txt moved to moved.txt in the store", || async {
+        object(s, "exp/later.txt").await.is_none()
+            && object(s, "exp/moved.txt").await.as_deref() == Some(&b"later"[..])
+    })
+    .await;
+    eprintln!("rename carried after {:?}", t.elapsed());
+    let moved = client.lookup(exp.fid, b"moved.txt", &root).await.unwrap();
+    let r = client.hsm_archive_ref(moved.fid).await.unwrap().unwrap();
+    assert_eq!(r.key, "exp/moved.txt");
+
+    // The store stops: errors logged with the repository's id, never credentials; the
+    // file stays dirty.
+    server.kill().unwrap();
+    write_file(&client, exp.fid, b"moved.txt", b"while the store is down").await;
+    eventually("the agent logs the store's failure", || async {
+        let log = cluster.mds.log();
+        if log
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("repo=2"))
+        {
+            Ok(())
+        } else {
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            Err(tail.join("\n"))
+        }
+    })
+    .await;
+    let a = client.lookup(exp.fid, b"moved.txt", &root).await.unwrap();
+    assert_ne!(a.hsm_flags & HSM_DIRTY, 0, "{:#x}", a.hsm_flags);
+
     // No credentials in the MDS's log.
     let log = cluster.mds.log();
     assert!(log.contains("repository agent started"), "{log}");
-    assert!(!log.contains(SECRET_KEY), "the secret key is in the MDS log");
-    eprintln!("{:?}: the whole test took {:?}", server.kind(), t0.elapsed());
+    assert!(
+        !log.contains(SECRET_KEY),
+        "the secret key is in the MDS log"
+    );
+    assert!(
+        !log.contains(ACCESS_KEY),
+        "the access key is in the MDS log"
+    );
+
+    // The MDS stops cleanly, its agent with it (while the agent's requests fail).
+    let t = Instant::now();
+    let status = cluster.mds.stop().unwrap();
+    eprintln!("the MDS stopped in {:?}: {status}", t.elapsed());
+    assert!(status.success(), "{status}");
+    assert!(cluster.mds.log().contains("repository agent stopped"));
+    eprintln!(
+        "{:?}: the whole test took {:?}",
+        server.kind(),
+        t0.elapsed()
+    );
 }
 
 /// Runs `body` on a runtime of its own.
