@@ -223,11 +223,11 @@ async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &C
 async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c: &Counters) {
     let (ip, ep) = (repo.spec.import_policy, repo.spec.export_policy);
     // Deletions first: a file removed here must not come back by the import below.
-    if ep.new || ep.deleted {
-        if let Err(e) = export_moved_and_deleted(client, repo, state, c).await {
-            tracing::warn!(repo = repo.id, "auto export of renames and deletions: {e}");
-            Counters::add(&c.errors, 1);
-        }
+    if (ep.new || ep.deleted)
+        && let Err(e) = export_moved_and_deleted(client, repo, state, c).await
+    {
+        tracing::warn!(repo = repo.id, "auto export of renames and deletions: {e}");
+        Counters::add(&c.errors, 1);
     }
     let store = &state.store;
     if ip.new || ip.changed {
@@ -267,11 +267,11 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
             }
         }
     }
-    if ip.deleted {
-        if let Err(e) = import_deleted(client, repo, store, c).await {
-            tracing::warn!(repo = repo.id, "auto import of deletions: {e}");
-            Counters::add(&c.errors, 1);
-        }
+    if ip.deleted
+        && let Err(e) = import_deleted(client, repo, store, c).await
+    {
+        tracing::warn!(repo = repo.id, "auto import of deletions: {e}");
+        Counters::add(&c.errors, 1);
     }
     if ep.new || ep.changed {
         let opts = ExportOptions {
