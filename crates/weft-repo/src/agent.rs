@@ -3,7 +3,9 @@
 //!
 //! Every sweep interval (`weft mds --repo-interval-ms`, default 5 s), the agent reads the
 //! current configuration (associations made or removed at run time are picked up at the
-//! next sweep) and, for each repository with a policy, in this order:
+//! next sweep) and, for each repository with a policy, runs step 4 (with the moved-file
+//! part of step 3) first, so that a file removed here is not imported back from its
+//! object in the same sweep, then steps 1, 2 and 3:
 //!
 //! 1. **Import NEW / CHANGED**: an import of the whole prefix ([`crate::import`]); the MDT
 //!    decides each object's outcome: created, unchanged (same key, tag and size), updated
