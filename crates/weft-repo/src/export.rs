@@ -56,6 +56,23 @@ pub struct ExportOptions {
     pub task: Option<u64>,
     /// Files exported at once (0 means 1).
     pub parallel: usize,
+    /// Leave out files open somewhere (`Attr::open_count` above 0): an auto export takes
+    /// them at a later sweep, after their last close.
+    pub skip_open: bool,
+    /// Leave out new files (never archived): an auto export without `NEW`.
+    pub skip_new: bool,
+    /// Leave out changed files (dirty): an auto export without `CHANGED`.
+    pub skip_changed: bool,
+}
+
+impl ExportOptions {
+    /// Whether a file (or symlink) with attributes `attr` is exported under these options.
+    fn selects(&self, kind: FileKind, attr: &Attr) -> bool {
+        wants_export(kind, attr.hsm_flags)
+            && !(self.skip_open && attr.open_count > 0)
+            && !(self.skip_new && attr.hsm_flags & HSM_EXISTS == 0)
+            && !(self.skip_changed && attr.hsm_flags & HSM_EXISTS != 0)
+    }
 }
 
 /// What an export did so far.
@@ -434,7 +451,7 @@ async fn walk(
         }),
         kind => {
             p.scanned += 1;
-            if wants_export(kind, top.hsm_flags) {
+            if opts.selects(kind, &top) {
                 found.push_back(Found {
                     fid: top.fid,
                     path: path.to_string(),
@@ -506,8 +523,11 @@ async fn walk(
                             }),
                             FileKind::Regular | FileKind::Symlink => {
                                 p.scanned += 1;
-                                let flags = e.attr.as_ref().map_or(0, |a| a.hsm_flags);
-                                if wants_export(e.kind, flags) {
+                                let selected = match &e.attr {
+                                    Some(a) => opts.selects(e.kind, a),
+                                    None => wants_export(e.kind, 0),
+                                };
+                                if selected {
                                     found.push_back(Found { fid: e.fid, path: child });
                                 }
                             }

@@ -47,7 +47,7 @@ use weft_proto::hsm::{
 };
 use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::Credentials;
-use weft_proto::{TargetKind, Timestamp};
+use weft_proto::{Fid, TargetKind, Timestamp};
 
 /// HEAD requests in flight.
 pub const HEADS_IN_FLIGHT: usize = 64;
@@ -77,6 +77,12 @@ pub struct ImportOptions {
     pub resume_after: Option<String>,
     /// `ImportEntries` requests in flight (0 means 1).
     pub parallel: usize,
+    /// Leave out objects whose name does not exist yet in its directory (an auto import
+    /// without `NEW`): each entry is looked up first.
+    pub skip_new: bool,
+    /// Leave out objects whose name exists already (an auto import without `CHANGED`):
+    /// each entry is looked up first.
+    pub skip_changed: bool,
 }
 
 /// What an import did so far.
@@ -149,6 +155,8 @@ pub async fn import_from(
         },
         dirs: DirCache::new(repo.dir),
         cred: Credentials::root(),
+        skip_new: opts.skip_new,
+        skip_changed: opts.skip_changed,
     };
     let mut reporter = Reporter::new(client, opts.task);
     let mut progress_of = |p: &ImportProgress| progress(p);
@@ -180,6 +188,8 @@ struct Ctx<'a> {
     heads: HeadCtx<'a>,
     dirs: DirCache,
     cred: Credentials,
+    skip_new: bool,
+    skip_changed: bool,
 }
 
 /// What a HEAD needs: the store, and what decides an imported file's layout.
@@ -538,17 +548,24 @@ async fn send(ctx: &Ctx<'_>, job: Job) -> Vec<(u64, Settled)> {
                     return seqs.into_iter().map(|s| (s, Settled::Failed)).collect();
                 }
             };
+            let (seqs, entries, mut left_out) = filter(ctx, parent, seqs, entries).await;
+            if entries.is_empty() {
+                return left_out;
+            }
             let n = entries.len();
             match ctx
                 .client
                 .import_entries(parent, ctx.repo.id, entries, &ctx.cred)
                 .await
             {
-                Ok(outcomes) if outcomes.len() == n => seqs
-                    .into_iter()
-                    .zip(outcomes)
-                    .map(|(s, o)| (s, settled(&dir, o)))
-                    .collect(),
+                Ok(outcomes) if outcomes.len() == n => {
+                    left_out.extend(
+                        seqs.into_iter()
+                            .zip(outcomes)
+                            .map(|(s, o)| (s, settled(&dir, o))),
+                    );
+                    left_out
+                }
                 Ok(outcomes) => {
                     tracing::warn!(dir = %dir, sent = n, answered = outcomes.len(),
                         "ImportEntries answered the wrong number of outcomes");
@@ -561,6 +578,38 @@ async fn send(ctx: &Ctx<'_>, job: Job) -> Vec<(u64, Settled)> {
             }
         }
     }
+}
+
+/// With `skip_new` or `skip_changed`, leaves out the entries whose name does not exist
+/// (or does) in `parent`: answers the entries to send and the left-out ones, settled.
+async fn filter(
+    ctx: &Ctx<'_>,
+    parent: Fid,
+    seqs: Vec<u64>,
+    entries: Vec<ImportEntry>,
+) -> (Vec<u64>, Vec<ImportEntry>, Vec<(u64, Settled)>) {
+    if !ctx.skip_new && !ctx.skip_changed {
+        return (seqs, entries, Vec::new());
+    }
+    let (mut keep_s, mut keep_e, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    for (s, e) in seqs.into_iter().zip(entries) {
+        let exists = match ctx.client.lookup(parent, &e.name, &ctx.cred).await {
+            Ok(_) => true,
+            Err(err) if err.errno() == weft_proto::Errno::NoEnt => false,
+            Err(err) => {
+                tracing::warn!(key = %e.archive.key, "not imported: {err}");
+                out.push((s, Settled::Failed));
+                continue;
+            }
+        };
+        if (exists && ctx.skip_changed) || (!exists && ctx.skip_new) {
+            out.push((s, Settled::Nothing));
+        } else {
+            keep_s.push(s);
+            keep_e.push(e);
+        }
+    }
+    (keep_s, keep_e, out)
 }
 
 fn settled(dir: &str, o: ImportOutcome) -> Settled {

@@ -11,6 +11,7 @@
 //!
 //! Credentials and signed URLs never appear in errors, logs or metrics made here.
 
+pub mod agent;
 pub mod error;
 pub mod export;
 pub mod import;
@@ -19,6 +20,7 @@ pub mod mover;
 pub mod store;
 mod task;
 
+pub use agent::{AgentStats, RepoAgent};
 pub use error::RepoError;
 pub use mover::{Mover, MoverConfig, MoverStats};
 pub use store::RepoStore;

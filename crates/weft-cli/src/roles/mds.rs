@@ -36,6 +36,57 @@ pub struct MdsArgs {
     pub mgs_timeout: u64,
     #[command(flatten)]
     pub commit: CommitArgs,
+    #[command(flatten)]
+    pub repo: RepoAgentArgs,
+}
+
+/// The repository agent's flag, shared by `weft mds` and `weft up`.
+#[derive(Args, Debug)]
+pub struct RepoAgentArgs {
+    /// Milliseconds between two sweeps of the repository agent (automatic import and
+    /// export of data repositories whose association has an import or export policy);
+    /// it runs in the MDS serving MDT0. 0 turns it off.
+    #[arg(long, default_value_t = weft_repo::agent::SWEEP_INTERVAL.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub repo_interval_ms: u64,
+}
+
+/// Starts the repository agent with a client of the file system at `mgs` acting as root,
+/// unless `args` turn it off; a client that cannot be made is logged and the MDS serves
+/// without the agent.
+pub async fn start_repo_agent(
+    args: &RepoAgentArgs,
+    mgs: &str,
+    fsname: &str,
+    route: &super::Route,
+) -> Option<weft_repo::RepoAgent> {
+    if args.repo_interval_ms == 0 {
+        return None;
+    }
+    let opts = weft_client::ClientOptions {
+        cluster: route.cluster_options(),
+        ..Default::default()
+    };
+    match weft_client::Client::mount(mgs, fsname, opts).await {
+        Ok(client) => {
+            let interval = Duration::from_millis(args.repo_interval_ms);
+            tracing::info!(?interval, "repository agent started");
+            Some(weft_repo::RepoAgent::start(client, interval))
+        }
+        Err(e) => {
+            tracing::warn!("repository agent not started: {e}");
+            None
+        }
+    }
+}
+
+/// Stops the repository agent, logging what it did.
+pub async fn stop_repo_agent(agent: Option<weft_repo::RepoAgent>) {
+    if let Some(a) = agent {
+        let stats = a.stats();
+        a.stop().await;
+        tracing::info!(?stats, "repository agent stopped");
+    }
 }
 
 /// The MDTs' commit interval flag, shared by `weft mds` and `weft up`.
@@ -128,8 +179,14 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         ),
         None => None,
     };
+    let agent = if mdts.iter().any(|m| m.index() == 0) {
+        start_repo_agent(&args.repo, &args.mgs, cluster.fsname(), &route).await
+    } else {
+        None
+    };
     tracing::info!(fsname = cluster.fsname(), %address, mdts = mdts.len(), "MDS serving");
     wait_for_signal().await;
+    stop_repo_agent(agent).await;
     heartbeats.abort();
     if let Some(m) = metrics {
         m.abort();

@@ -40,6 +40,8 @@ pub struct UpArgs {
     pub fsname: String,
     #[command(flatten)]
     pub commit: super::mds::CommitArgs,
+    #[command(flatten)]
+    pub repo: super::mds::RepoAgentArgs,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
@@ -106,6 +108,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         "weft up: clients connect to {address}:/{}; Ctrl-C stops",
         mgs.fsname()
     );
+    let agent = super::mds::start_repo_agent(&args.repo, &address, mgs.fsname(), &route).await;
     let mounted = if args.no_mount {
         None
     } else {
@@ -123,6 +126,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         }
         println!("weft up: unmounted");
     }
+    super::mds::stop_repo_agent(agent).await;
     heartbeats.abort();
     if let Some(m) = metrics {
         m.abort();
