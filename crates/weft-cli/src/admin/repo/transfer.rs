@@ -80,6 +80,7 @@ pub(super) async fn run_import(
         task: Some(task.id),
         resume_after: task.checkpoint.clone(),
         parallel: parallel.max(1),
+        ..ImportOptions::default()
     };
     let bar = progress_bar(None, "import");
     let shown_bar = bar.clone();
@@ -163,6 +164,7 @@ pub async fn run_export(
     let opts = ExportOptions {
         task: task.as_ref().map(|t| t.id),
         parallel: parallel.max(1),
+        ..ExportOptions::default()
     };
     let bar = progress_bar(None, "export");
     let shown_bar = bar.clone();
