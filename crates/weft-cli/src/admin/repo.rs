@@ -32,7 +32,6 @@ use weft_repo::RepoError;
 
 mod show;
 mod transfer;
-pub use show::size_str;
 use show::{delete, list, show, tasks};
 use transfer::{export, import, run_import};
 pub use transfer::{progress_bar, run_export};
@@ -459,6 +458,7 @@ async fn mkdir_p(client: &Client, p: &FsPath, path: &str, cred: &Credentials) ->
 
 #[cfg(test)]
 mod tests {
+    use super::show::size_str;
     use super::*;
 
     #[test]
