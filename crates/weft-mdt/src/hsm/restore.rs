@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use weft_proto::hsm::{HSM_LOST, HSM_RELEASED, RestoreChunk};
 use weft_proto::mdt::MdtReply;
@@ -41,6 +41,10 @@ pub struct HsmConfig {
     pub unit: u64,
     /// Most units of one job in flight at once.
     pub in_flight: usize,
+    /// Most units in flight on the MDT, all jobs together: bounds the data mover's
+    /// memory (a unit's bytes at most: 8 x 32 MiB) and connections however many files
+    /// are being restored.
+    pub max_units: usize,
 }
 
 impl Default for HsmConfig {
@@ -48,6 +52,7 @@ impl Default for HsmConfig {
         Self {
             unit: 32 << 20,
             in_flight: 4,
+            max_units: 8,
         }
     }
 }
@@ -57,6 +62,8 @@ pub(crate) struct Coordinator {
     jobs: Mutex<HashMap<Fid, Arc<Job>>>,
     closed: AtomicBool,
     cfg: HsmConfig,
+    /// Units in flight on the MDT ([`HsmConfig::max_units`]).
+    units: Arc<Semaphore>,
 }
 
 /// One file's restore.
@@ -90,7 +97,9 @@ impl Coordinator {
             cfg: HsmConfig {
                 unit: cfg.unit.max(1),
                 in_flight: cfg.in_flight.max(1),
+                max_units: cfg.max_units.max(1),
             },
+            units: Arc::new(Semaphore::new(cfg.max_units.max(1))),
         }
     }
 
@@ -301,7 +310,9 @@ impl Mdt {
         template: &RestoreChunk,
         size: u64,
     ) -> Result<(), WireError> {
-        let HsmConfig { unit, in_flight } = self.hsm.cfg;
+        let HsmConfig {
+            unit, in_flight, ..
+        } = self.hsm.cfg;
         let units = size.div_ceil(unit);
         let extent = |u: u64| (u * unit, ((u + 1) * unit).min(size));
         let mut running: BTreeSet<u64> = BTreeSet::new();
@@ -323,7 +334,14 @@ impl Mdt {
                     ..template.clone()
                 };
                 let cluster = self.cluster();
-                set.spawn(async move { (u, cluster.restore_chunk(chunk).await) });
+                let units = self.hsm.units.clone();
+                set.spawn(async move {
+                    // A closed semaphore cannot happen (it is never closed); answer EIO.
+                    let Ok(_unit) = units.acquire_owned().await else {
+                        return (u, Err(WireError::new(Errno::Io, "restore units closed")));
+                    };
+                    (u, cluster.restore_chunk(chunk).await)
+                });
             }
             if set.is_empty() {
                 return Ok(());

@@ -133,7 +133,11 @@ async fn archived_file(h: &H, name: &str, len: u64) -> Fid {
 
 fn hsm_opts(unit: u64, in_flight: usize) -> MdtOptions {
     MdtOptions {
-        hsm: HsmConfig { unit, in_flight },
+        hsm: HsmConfig {
+            unit,
+            in_flight,
+            ..HsmConfig::default()
+        },
         ..opts()
     }
 }
