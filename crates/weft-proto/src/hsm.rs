@@ -205,6 +205,20 @@ impl RepoSpec {
     }
 }
 
+/// Whether normalised absolute path `inner` is `outer` or below it (by whole components:
+/// `/ab` is not below `/a`).
+pub fn path_within(inner: &str, outer: &str) -> bool {
+    outer == "/"
+        || inner == outer
+        || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
+}
+
+/// Whether one of two normalised absolute paths is the other or below it: two
+/// repository associations may not nest.
+pub fn paths_nest(a: &str, b: &str) -> bool {
+    path_within(a, b) || path_within(b, a)
+}
+
 /// A repository association as the MGS keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Repo {
@@ -343,4 +357,32 @@ pub struct RestoreChunk {
     pub start: u64,
     /// One past the last byte to copy (at most the object's size).
     pub end: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_by_whole_components() {
+        assert!(paths_nest("/a", "/a"));
+        assert!(paths_nest("/a", "/a/b"));
+        assert!(paths_nest("/a/b", "/a"));
+        assert!(paths_nest("/", "/x"));
+        assert!(!paths_nest("/a", "/ab"));
+        assert!(!paths_nest("/ab", "/a"));
+        assert!(!paths_nest("/a/b", "/a/c"));
+        assert!(path_within("/a/b", "/a") && !path_within("/a", "/a/b"));
+    }
+
+    #[test]
+    fn policies_parse_and_print() {
+        let p = RepoPolicy::parse("new, Deleted").unwrap();
+        assert!(p.new && !p.changed && p.deleted);
+        assert_eq!(p.to_string(), "NEW,DELETED");
+        assert_eq!(RepoPolicy::parse("NONE").unwrap().to_string(), "NONE");
+        assert!(RepoPolicy::parse("NEWISH").is_err());
+        assert_eq!(flag_names(0xd), ["exists", "released", "archived"]);
+        assert_eq!(flag_by_name("NoRelease"), Some(HSM_NORELEASE));
+    }
 }

@@ -24,7 +24,9 @@ use serde::Serialize;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use weft_client::{Client, ClientError, Cluster};
-use weft_proto::hsm::{Repo, RepoPolicy, RepoSpec, RepoTask, TaskKind, TaskState};
+use weft_proto::hsm::{
+    Repo, RepoPolicy, RepoSpec, RepoTask, TaskKind, TaskState, path_within, paths_nest,
+};
 use weft_proto::mdt::{Attr, Credentials, FileKind};
 use weft_proto::mgs::{FsConfig, MgsReply, MgsRequest};
 use weft_proto::{Errno, Fid, TargetId};
@@ -283,22 +285,10 @@ async fn find_repo(
 
 /// The repository whose directory is `path` or holds it.
 pub fn repo_of_path<'a>(config: &'a FsConfig, path: &str) -> Option<&'a Repo> {
-    config.repos.iter().find(|r| {
-        let dir = r.spec.path.as_str();
-        dir == "/"
-            || path == dir
-            || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
-    })
-}
-
-/// Whether one of two normalised absolute paths is the other or inside it.
-fn nested(a: &str, b: &str) -> bool {
-    let inside = |inner: &str, outer: &str| {
-        outer == "/"
-            || inner == outer
-            || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
-    };
-    inside(a, b) || inside(b, a)
+    config
+        .repos
+        .iter()
+        .find(|r| path_within(path, &r.spec.path))
 }
 
 /// `/a//b/` -> `/a/b`; `.` and `..` are refused (a mount path has none left).
@@ -385,7 +375,11 @@ async fn create(a: CreateArgs) -> Result<()> {
     // Nesting is the MGS's to refuse; told here too so that no directory is made for an
     // association that cannot be.
     let config = fresh_config(&cluster).await?;
-    if let Some(r) = config.repos.iter().find(|r| nested(&r.spec.path, &inner)) {
+    if let Some(r) = config
+        .repos
+        .iter()
+        .find(|r| paths_nest(&r.spec.path, &inner))
+    {
         bail!(
             "cannot link {display} to {}: EEXIST: {} is linked to {} already (repository {}); \
              associations may not nest",
