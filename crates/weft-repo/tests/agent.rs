@@ -17,19 +17,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{bin, bucket, link};
+
 use bytes::Bytes;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;
 use object_store::{Attribute, GetOptions, ObjectStore, ObjectStoreExt};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_client::{Client, OpenOptions};
 use weft_proto::Fid;
-use weft_proto::hsm::{HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, RepoPolicy, RepoSpec};
+use weft_proto::hsm::{HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, RepoPolicy};
 use weft_proto::mdt::Credentials;
-use weft_proto::mgs::{MgsReply, MgsRequest};
-use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+use weft_testkit::s3::{ACCESS_KEY, SECRET_KEY};
 use weft_testkit::{S3Server, TestCluster, eventually, wait_until_async};
 
 const BUCKET: &str = "weft";
@@ -38,56 +39,6 @@ const ALL: RepoPolicy = RepoPolicy {
     changed: true,
     deleted: true,
 };
-
-/// The `weft` binary the test cluster runs.
-fn bin() -> PathBuf {
-    let path = std::env::var_os("WEFT_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-            target.join("debug/weft")
-        });
-    assert!(
-        path.is_file(),
-        "{} does not exist: build it first with `cargo build -p weft-cli --bin weft` \
-         (or point WEFT_BIN at a weft binary)",
-        path.display()
-    );
-    path
-}
-
-/// A store client of `server`'s bucket, made by hand (the test's own reads and writes;
-/// this process needs no credentials in its environment).
-fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(BUCKET)
-            .with_region(REGION)
-            .with_access_key_id(ACCESS_KEY)
-            .with_secret_access_key(SECRET_KEY)
-            .with_virtual_hosted_style_request(false)
-            .build()
-            .unwrap(),
-    )
-}
-
-async fn link(client: &Client, spec: RepoSpec, dir: Fid) -> u32 {
-    match client
-        .cluster()
-        .mgs()
-        .connection()
-        .call(&MgsRequest::RepoCreate { spec, dir }, Bytes::new())
-        .await
-        .unwrap()
-    {
-        (MgsReply::RepoId(id), _) => id,
-        (other, _) => panic!("RepoCreate answered {other:?}"),
-    }
-}
 
 /// The whole content of `name` in `dir`, read by a fresh client (no cached pages).
 async fn read_fresh(cluster: &TestCluster, dir: Fid, name: &[u8]) -> Vec<u8> {
@@ -134,7 +85,7 @@ async fn agent_with(mut server: S3Server) {
     cluster.wait_ready().await.unwrap();
     let root = Credentials::root();
     let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
-    let store = bucket(&server);
+    let store = bucket(&server, BUCKET);
     let s = store.as_ref();
 
     // --- Auto import -------------------------------------------------------------------

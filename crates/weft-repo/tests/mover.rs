@@ -10,18 +10,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{bin, bucket, link};
+
 use bytes::Bytes;
-use object_store::aws::AmazonS3Builder;
+use object_store::ObjectStoreExt;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStore, ObjectStoreExt};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_client::OpenOptions;
 use weft_proto::hsm::{ArchiveRef, RestoreChunk};
 use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::Credentials;
-use weft_proto::mgs::{MgsReply, MgsRequest};
 use weft_proto::{Errno, Fid};
 use weft_repo::{Mover, MoverConfig};
 use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
@@ -34,25 +34,6 @@ const SIZE: u64 = (20 << 20) + 12_345;
 const SEED: u64 = 23;
 /// The longest a restore from a stopped server may take to fail.
 const DEAD_STORE_LIMIT: Duration = Duration::from_secs(60);
-
-/// The `weft` binary the test cluster runs.
-fn bin() -> PathBuf {
-    let path = std::env::var_os("WEFT_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-            target.join("debug/weft")
-        });
-    assert!(
-        path.is_file(),
-        "{} does not exist: build it first with `cargo build -p weft-cli --bin weft` \
-         (or point WEFT_BIN at a weft binary)",
-        path.display()
-    );
-    path
-}
 
 /// The test servers' credentials in this process's environment, where `RepoStore::open`
 /// (as any process reaching a store) takes them. Every test calls this first, before it
@@ -73,22 +54,6 @@ fn credentials_in_env() {
             unsafe { std::env::set_var(k, v) };
         }
     });
-}
-
-/// A store client of `server`'s bucket, made by hand (the test's own writes).
-fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(BUCKET)
-            .with_region(REGION)
-            .with_access_key_id(ACCESS_KEY)
-            .with_secret_access_key(SECRET_KEY)
-            .with_virtual_hosted_style_request(false)
-            .build()
-            .unwrap(),
-    )
 }
 
 fn mover_config() -> MoverConfig {
@@ -135,7 +100,7 @@ async fn restores_from(mut server: S3Server) {
     let root = Credentials::root();
 
     // The object, as an import would have found it.
-    let store = bucket(&server);
+    let store = bucket(&server, BUCKET);
     let data = Bytes::from(pattern(0, SIZE as usize, SEED));
     store
         .put(&StorePath::from(KEY), data.clone().into())
@@ -162,17 +127,7 @@ async fn restores_from(mut server: S3Server) {
         .await
         .unwrap();
     let spec = server.spec("/data", BUCKET, "data");
-    let repo = match client
-        .cluster()
-        .mgs()
-        .connection()
-        .call(&MgsRequest::RepoCreate { spec, dir: dir.fid }, Bytes::new())
-        .await
-        .unwrap()
-    {
-        (MgsReply::RepoId(id), _) => id,
-        (other, _) => panic!("RepoCreate answered {other:?}"),
-    };
+    let repo = link(&client, spec, dir.fid).await;
     let file = client
         .open_in(
             dir.fid,

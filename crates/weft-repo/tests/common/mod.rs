@@ -1,0 +1,66 @@
+//! What the weft-repo integration tests share: the `weft` binary, a plain S3 client of a
+//! test server's bucket, and linking a directory to a repository.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use std::path::PathBuf;
+use std::sync::Arc;
+use weft_client::Client;
+use weft_proto::Fid;
+use weft_proto::hsm::RepoSpec;
+use weft_proto::mgs::{MgsReply, MgsRequest};
+use weft_testkit::S3Server;
+use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+
+/// The `weft` binary the test cluster runs.
+pub fn bin() -> PathBuf {
+    let path = std::env::var_os("WEFT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+            target.join("debug/weft")
+        });
+    assert!(
+        path.is_file(),
+        "{} does not exist: build it first with `cargo build -p weft-cli --bin weft` \
+         (or point WEFT_BIN at a weft binary)",
+        path.display()
+    );
+    path
+}
+
+/// A store client of `server`'s bucket, made by hand (the test's own reads and writes;
+/// this process needs no credentials in its environment).
+pub fn bucket(server: &S3Server, name: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name(name)
+            .with_region(REGION)
+            .with_access_key_id(ACCESS_KEY)
+            .with_secret_access_key(SECRET_KEY)
+            .with_virtual_hosted_style_request(false)
+            .build()
+            .unwrap(),
+    )
+}
+
+pub async fn link(client: &Client, spec: RepoSpec, dir: Fid) -> u32 {
+    match client
+        .cluster()
+        .mgs()
+        .connection()
+        .call(&MgsRequest::RepoCreate { spec, dir }, Bytes::new())
+        .await
+        .unwrap()
+    {
+        (MgsReply::RepoId(id), _) => id,
+        (other, _) => panic!("RepoCreate answered {other:?}"),
+    }
+}
