@@ -70,8 +70,14 @@ ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
 export PATH="$tools/bin:$PATH"
 
 # The weft-repo tests start the `weft` binary, which cargo builds only for weft-cli's own
-# tests: build it first.
-cargo build --quiet -p weft-cli --bin weft
+# tests: build it first. For the whole workspace, with the test build itself (`--no-run`):
+# a plain `cargo build -p weft-cli` resolves other features for shared dependencies, and
+# the test build then compiled tokio, hyper, object_store and 40 more crates a second time.
+if [ $# -eq 0 ]; then
+    cargo test --workspace --no-run --quiet
+else
+    cargo build --quiet -p weft-cli --bin weft
+fi
 
 # The unprivileged users and groups pjdfstest switches to (its configuration's
 # dummy_auth): Debian and Ubuntu have them; other systems get them made here.
