@@ -259,11 +259,13 @@ fn http(port: u16, method: &str, path: &str, timeout: Duration) -> Result<(u16, 
     let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
-    write!(
-        s,
+    // One write: `write!` on the stream would send each piece of the format in a write
+    // (and a segment) of its own.
+    let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\
          Connection: close\r\n\r\n"
-    )?;
+    );
+    s.write_all(request.as_bytes())?;
     let mut reply = Vec::new();
     // Bounded: a test server's answers are small.
     s.take(1 << 20).read_to_end(&mut reply)?;
@@ -329,9 +331,15 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
+            // The whole request head, however it was cut into segments.
+            let mut head = Vec::new();
             let mut buf = [0u8; 1024];
-            let n = s.read(&mut buf).unwrap();
-            assert!(buf[..n].starts_with(b"PUT /bucket HTTP/1.1\r\n"));
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the request ended early: {head:?}");
+                head.extend_from_slice(&buf[..n]);
+            }
+            assert!(head.starts_with(b"PUT /bucket HTTP/1.1\r\n"));
             s.write_all(b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\nno")
                 .unwrap();
         });

@@ -5,9 +5,6 @@
 //! never print them.
 
 use crate::bin;
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 use weft_proto::hsm::TaskKind;
 use weft_proto::mdt::{Credentials, FileKind};
@@ -24,29 +21,12 @@ pub const SECRETS: [(&str, &str); 3] = [
 /// Runs `weft args...` with [`SECRETS`] in its environment and debug logging on, bounded
 /// in time; asserts that no output holds a secret; returns (success, stdout, stderr).
 pub fn weft_env(args: &[&str]) -> (bool, String, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(args)
-        .env("RUST_LOG", "debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in SECRETS {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let _ = child.stdin.take().unwrap().write_all(b"");
-    let pid = rustix::process::Pid::from_child(&child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(Duration::from_secs(90)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            panic!("weft {args:?} did not exit in time");
-        }
-    };
+    let env: Vec<(String, String)> = SECRETS
+        .iter()
+        .chain(&[("RUST_LOG", "debug")])
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let out = crate::support::weft_run_env(args, "", &env, Duration::from_secs(90));
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

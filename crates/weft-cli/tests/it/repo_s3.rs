@@ -34,6 +34,9 @@ const SMALL_OBJECTS: usize = 10_000;
 /// The file two mounts load at once: several restore units of the MDT (32 MiB) and not a
 /// multiple of anything.
 const BIG: usize = (70 << 20) + 4_321;
+/// Longest one `weft` command may run: moto (Python) answers the 10,000 HEADs of an import
+/// at a few hundred a second on CI's two busy cores.
+const LIMIT: Duration = Duration::from_secs(600);
 
 /// A plain S3 client of the bucket (the test's own reads and writes).
 fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
@@ -148,6 +151,7 @@ async fn linked(server: &S3Server) -> (TestCluster, FuseMount, String) {
             "--path-style",
         ],
         &server.env(),
+        LIMIT,
     );
     assert!(ok, "repo create: {out}{err}");
     assert_no_secret(&[&out, &err]);
@@ -161,7 +165,7 @@ fn assert_no_secret(outputs: &[&str]) {
 }
 
 fn hsm_state(path: &str, env: &[(String, String)]) -> String {
-    let (ok, out, err) = weft_env(&["hsm_state", path], env);
+    let (ok, out, err) = weft_env(&["hsm_state", path], env, LIMIT);
     assert!(ok, "hsm_state {path}: {out}{err}");
     out
 }
@@ -198,7 +202,7 @@ async fn repository_round_trip(server: S3Server) {
 
     // Import.
     let t = Instant::now();
-    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env);
+    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
     eprintln!("import: {:?}: {out}", t.elapsed());
     assert!(ok, "repo import: {out}{err}");
     assert_no_secret(&[&out, &err]);
@@ -232,7 +236,7 @@ async fn repository_round_trip(server: S3Server) {
         "imported files are released: {state}"
     );
     // A second import changes nothing.
-    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env);
+    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
     assert!(out.contains(&format!("{objects} unchanged")), "{out}");
 
@@ -277,7 +281,7 @@ async fn repository_round_trip(server: S3Server) {
         state.contains("dirty"),
         "a changed archived file is dirty: {state}"
     );
-    let (ok, out, err) = weft_env(&["repo", "export", &dir], &env);
+    let (ok, out, err) = weft_env(&["repo", "export", &dir], &env, LIMIT);
     assert!(ok, "repo export: {out}{err}");
     assert_no_secret(&[&out, &err]);
     assert!(out.contains("2 exported"), "{out}");
@@ -310,7 +314,7 @@ async fn repository_round_trip(server: S3Server) {
     );
 
     // Release, then read through the other mount: the same bytes come back.
-    let (ok, out, err) = weft_env(&["hsm_release", &new_path], &env);
+    let (ok, out, err) = weft_env(&["hsm_release", &new_path], &env, LIMIT);
     assert!(ok, "hsm_release: {out}{err}");
     assert!(hsm_state(&new_path, &env).contains("released"));
     assert_eq!(fs::metadata(&new_path).unwrap().blocks(), 0);
@@ -349,7 +353,7 @@ async fn a_store_that_dies_mid_load_gives_eio_and_a_later_read_succeeds() {
         .unwrap();
     let env = server.env();
     let (tc, a, dir) = linked(&server).await;
-    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env);
+    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
 
     server.kill().unwrap();

@@ -30,11 +30,17 @@ pub fn bin() -> &'static Path {
 /// Runs `weft args...` with `input` on its standard input and returns what it did; panics
 /// (after killing it) if it runs longer than [`COMMAND_LIMIT`].
 pub fn weft_run(args: &[&str], input: &str) -> Output {
-    weft_run_env(args, input, &[])
+    weft_run_env(args, input, &[], COMMAND_LIMIT)
 }
 
-/// [`weft_run`] with extra environment variables (a store's credentials, say).
-pub fn weft_run_env(args: &[&str], input: &str, env: &[(String, String)]) -> Output {
+/// [`weft_run`] with extra environment variables (a store's credentials, say) and another
+/// limit on its run time.
+pub fn weft_run_env(
+    args: &[&str],
+    input: &str,
+    env: &[(String, String)],
+    limit: Duration,
+) -> Output {
     let mut child = Command::new(bin())
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -52,11 +58,11 @@ pub fn weft_run_env(args: &[&str], input: &str, env: &[(String, String)]) -> Out
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    match rx.recv_timeout(COMMAND_LIMIT) {
+    match rx.recv_timeout(limit) {
         Ok(out) => out.unwrap(),
         Err(_) => {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            panic!("weft {args:?} did not exit in {COMMAND_LIMIT:?}");
+            panic!("weft {args:?} did not exit in {limit:?}");
         }
     }
 }
@@ -76,9 +82,13 @@ pub fn weft_stdin(args: &[&str], input: &str) -> (bool, String, String) {
     )
 }
 
-/// [`weft`] with extra environment variables.
-pub fn weft_env(args: &[&str], env: &[(String, String)]) -> (bool, String, String) {
-    let out = weft_run_env(args, "", env);
+/// [`weft`] with extra environment variables, and at most `limit` to run.
+pub fn weft_env(
+    args: &[&str],
+    env: &[(String, String)],
+    limit: Duration,
+) -> (bool, String, String) {
+    let out = weft_run_env(args, "", env, limit);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
