@@ -52,6 +52,61 @@ fn new_and_dirty_files_go() {
     assert!(!wants_export(Directory, 0));
 }
 
+/// A regular file's attributes with HSM flags `flags`, open `open` times.
+fn file_attr(flags: u32, open: u32) -> Attr {
+    Attr {
+        fid: Fid::ROOT,
+        kind: FileKind::Regular,
+        mode: 0o644,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        size: 1,
+        blocks: 0,
+        atime: Timestamp::default(),
+        mtime: Timestamp::default(),
+        ctime: Timestamp::default(),
+        rdev: 0,
+        data_version: 1,
+        hsm_flags: flags,
+        archive_id: 0,
+        project_id: 0,
+        open_count: open,
+    }
+}
+
+#[test]
+fn options_select_by_policy_and_openness() {
+    let all = ExportOptions::default();
+    let new = file_attr(0, 0);
+    let changed = file_attr(HSM_EXISTS | HSM_DIRTY, 0);
+    let clean = file_attr(HSM_EXISTS | HSM_ARCHIVED, 0);
+    let open_new = file_attr(0, 1);
+    assert!(all.selects(FileKind::Regular, &new));
+    assert!(all.selects(FileKind::Regular, &changed));
+    assert!(!all.selects(FileKind::Regular, &clean));
+    assert!(all.selects(FileKind::Regular, &open_new));
+    let closed_only = ExportOptions {
+        skip_open: true,
+        ..ExportOptions::default()
+    };
+    assert!(!closed_only.selects(FileKind::Regular, &open_new));
+    assert!(closed_only.selects(FileKind::Regular, &new));
+    let changed_only = ExportOptions {
+        skip_new: true,
+        ..ExportOptions::default()
+    };
+    assert!(!changed_only.selects(FileKind::Regular, &new));
+    assert!(changed_only.selects(FileKind::Regular, &changed));
+    let new_only = ExportOptions {
+        skip_changed: true,
+        ..ExportOptions::default()
+    };
+    assert!(new_only.selects(FileKind::Regular, &new));
+    assert!(!new_only.selects(FileKind::Regular, &changed));
+    assert!(!all.selects(FileKind::Directory, &new));
+}
+
 fn data(n: usize) -> Bytes {
     Bytes::from((0..n).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>())
 }
