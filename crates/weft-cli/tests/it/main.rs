@@ -34,7 +34,6 @@ mod metrics;
 mod namespace;
 mod posix_suites;
 mod repo;
-// MERGE: uncomment once the MDT's HSM handlers (HsmSetFlags, HsmRelease) are merged.
 mod repo_hsm;
 mod repo_s3;
 mod restart;
