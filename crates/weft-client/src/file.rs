@@ -30,6 +30,7 @@ mod writeback;
 
 pub use meta::FileMeta;
 use readahead::ReadAhead;
+pub(crate) use restore::WHOLE_FILE_ASKS;
 use size::OpenSize;
 pub(crate) use size::OpenSizes;
 use writeback::Flush;

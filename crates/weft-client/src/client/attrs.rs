@@ -5,9 +5,9 @@ use super::Client;
 use crate::error::ClientError;
 use crate::layout;
 use crate::mdt::Found;
-use weft_proto::Fid;
 use weft_proto::layout::Layout;
 use weft_proto::mdt::{Attr, Credentials, FileKind, SetAttr, StatFs, XattrMode};
+use weft_proto::{Errno, Fid};
 
 impl Client {
     /// Looks `name` up in directory `parent`.
@@ -84,12 +84,19 @@ impl Client {
     ) -> Result<Attr, ClientError> {
         let mdt = self.mdt(fid)?;
         if let Some(size) = set.size {
-            // A released file's data comes back before it is cut or extended.
-            if mdt.getattr(fid).await?.hsm_flags & weft_proto::hsm::HSM_RELEASED != 0 {
-                self.restore_whole(fid).await?;
-            }
-            // Permission first (the MDT checks it), then the data.
-            let attr = mdt.setattr(fid, set, cred).await?;
+            // Permission first (the MDT checks it), then the data. The MDT refuses (EBUSY)
+            // to cut or extend a released file to a size other than 0: its data comes back
+            // first, then the truncate is sent again. Other truncates cost no extra call.
+            let attr = match mdt.setattr(fid, set.clone(), cred).await {
+                Err(e) if e.errno() == Errno::Busy => {
+                    if mdt.getattr(fid).await?.hsm_flags & weft_proto::hsm::HSM_RELEASED == 0 {
+                        return Err(e);
+                    }
+                    self.restore_whole(fid).await?;
+                    mdt.setattr(fid, set, cred).await?
+                }
+                r => r?,
+            };
             let layout = mdt.get_layout(fid).await?;
             self.truncate_objects(fid, layout.as_ref(), size).await?;
             self.cache.invalidate(fid);

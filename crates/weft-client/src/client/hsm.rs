@@ -72,7 +72,7 @@ impl Client {
 
     /// Restores the whole of released file `fid` (a no-op for a file not released).
     pub async fn restore_whole(&self, fid: Fid) -> Result<(), ClientError> {
-        for _ in 0..8 {
+        for _ in 0..crate::file::WHOLE_FILE_ASKS {
             if self.hsm_restore(fid, 0, u64::MAX).await? {
                 return Ok(());
             }

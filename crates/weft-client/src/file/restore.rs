@@ -16,7 +16,7 @@ use weft_proto::Fid;
 
 /// How many times a whole-file restore is asked before giving up: the MDT answers `done`
 /// at the first ask unless the file changed meanwhile (then the next ask finishes it).
-const WHOLE_FILE_ASKS: usize = 8;
+pub(crate) const WHOLE_FILE_ASKS: usize = 8;
 
 /// Restores `[start, end)` of `fid` if it is still released; clears `released` when the
 /// MDT says the whole file is restored.
