@@ -77,19 +77,13 @@ impl MdtClusterView {
                     .and_then(Result::ok),
                 Err(_) => None,
             };
-            found.push(match usage {
-                Some(s) => OstInfo {
-                    index,
-                    active: t.state == TargetState::Active,
-                    free_bytes: s.bavail.saturating_mul(u64::from(s.bsize)),
-                },
-                None => OstInfo {
-                    index,
-                    active: false,
-                    free_bytes: 0,
-                },
+            found.push(Polled {
+                index,
+                registered_active: t.state == TargetState::Active,
+                free_bytes: usage.map(|s| s.bavail.saturating_mul(u64::from(s.bsize))),
             });
         }
+        let found = placeable(&found, &self.osts.read());
         *self.osts.write() = found;
         if self.mdt != 0 {
             // Files in this MDT's directories fall back to the root's default layout, which
@@ -105,6 +99,45 @@ impl MdtClusterView {
             }
         }
     }
+}
+
+/// One OST as the last poll found it.
+struct Polled {
+    index: u32,
+    /// The MGS lists it as active (heard from within its heartbeat timeout).
+    registered_active: bool,
+    /// Free bytes, or `None` when it did not answer the poll.
+    free_bytes: Option<u64>,
+}
+
+/// Which OSTs new files may be placed on, from a poll and the previous answer.
+///
+/// An OST that did not answer is left out while others answered, so new files avoid it.
+/// When none answered (its OSS is restarting, or the MDS lost its network for a moment),
+/// every OST the MGS still lists as active stays placeable with the free space it last
+/// reported: the files' I/O waits for the OSTs' recovery, which is a pause for the
+/// application, where refusing every create with ENOSPC was an error. Only when the MGS
+/// has given up on every OST (its heartbeat timeout) do creates fail.
+fn placeable(polled: &[Polled], before: &[OstInfo]) -> Vec<OstInfo> {
+    let any_answered = polled
+        .iter()
+        .any(|p| p.registered_active && p.free_bytes.is_some());
+    polled
+        .iter()
+        .map(|p| {
+            let last = || {
+                before
+                    .iter()
+                    .find(|o| o.index == p.index)
+                    .map_or(0, |o| o.free_bytes)
+            };
+            OstInfo {
+                index: p.index,
+                active: p.registered_active && (p.free_bytes.is_some() || !any_answered),
+                free_bytes: p.free_bytes.unwrap_or_else(last),
+            }
+        })
+        .collect()
 }
 
 impl ClusterView for MdtClusterView {
@@ -175,5 +208,57 @@ impl ClusterView for MdtClusterView {
 
     fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>> {
         Box::pin(async move { self.mover.restore_chunk(chunk).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polled(index: u32, registered_active: bool, free: Option<u64>) -> Polled {
+        Polled {
+            index,
+            registered_active,
+            free_bytes: free,
+        }
+    }
+
+    fn info(index: u32, active: bool, free_bytes: u64) -> OstInfo {
+        OstInfo {
+            index,
+            active,
+            free_bytes,
+        }
+    }
+
+    #[test]
+    fn an_ost_that_does_not_answer_is_avoided_while_others_answer() {
+        let now = placeable(
+            &[polled(0, true, Some(10)), polled(1, true, None)],
+            &[info(0, true, 9), info(1, true, 7)],
+        );
+        assert_eq!(now, vec![info(0, true, 10), info(1, false, 7)]);
+    }
+
+    #[test]
+    fn when_no_ost_answers_the_registered_ones_stay_placeable_with_their_last_space() {
+        let now = placeable(
+            &[
+                polled(0, true, None),
+                polled(1, true, None),
+                polled(2, false, None),
+            ],
+            &[info(0, true, 9), info(1, true, 7)],
+        );
+        assert_eq!(
+            now,
+            vec![info(0, true, 9), info(1, true, 7), info(2, false, 0)]
+        );
+    }
+
+    #[test]
+    fn osts_the_mgs_gave_up_on_are_never_placeable() {
+        let now = placeable(&[polled(0, false, Some(5)), polled(1, false, None)], &[]);
+        assert_eq!(now, vec![info(0, false, 5), info(1, false, 0)]);
     }
 }
