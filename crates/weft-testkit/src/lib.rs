@@ -4,9 +4,11 @@
 //! Integration tests of the crate that builds the `weft` binary pass its path
 //! (`env!("CARGO_BIN_EXE_weft")`); everything else here is independent of the binary.
 //!
-//! [`s3`] starts real S3-compatible servers (s3s-fs, moto) for tests of data repositories.
+//! [`s3`] starts real S3-compatible servers (s3s-fs, moto) for tests of data repositories;
+//! [`lab`] makes several hosts out of network namespaces and runs a cluster across them.
 
 mod data;
+pub mod lab;
 pub mod s3;
 mod wait;
 
@@ -63,6 +65,8 @@ pub struct ServerProcess {
     /// Extra environment variables of every start (e.g. `WEFT_FAILPOINT`).
     env: Vec<(String, String)>,
     log: PathBuf,
+    /// The network namespace it runs in (a [`lab::Lab`] host), or none for the test's own.
+    netns: Option<String>,
     child: Option<Child>,
 }
 
@@ -87,6 +91,29 @@ impl ServerProcess {
             args,
             env,
             log,
+            netns: None,
+            child: None,
+        };
+        p.spawn()?;
+        Ok(p)
+    }
+
+    /// Like [`ServerProcess::start`], in network namespace `netns` only (`nsenter --net`:
+    /// the mount namespace stays the test's, so a FUSE mount it makes is visible here).
+    pub fn start_in_netns(
+        name: &str,
+        netns: &str,
+        bin: &Path,
+        args: Vec<String>,
+        log: PathBuf,
+    ) -> Result<Self> {
+        let mut p = Self {
+            name: name.to_string(),
+            bin: bin.to_path_buf(),
+            args,
+            env: Vec::new(),
+            log,
+            netns: Some(netns.to_string()),
             child: None,
         };
         p.spawn()?;
@@ -123,7 +150,19 @@ impl ServerProcess {
             .append(true)
             .open(&self.log)?;
         let err = out.try_clone()?;
-        let child = Command::new(&self.bin)
+        // nsenter enters the namespace and executes the program in its place: the child's
+        // pid is the server's, so kill, pause and restart act on the server itself.
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net=/run/netns/{ns}"))
+                    .arg("--")
+                    .arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
+        let child = cmd
             .args(&self.args)
             .env(
                 "RUST_LOG",

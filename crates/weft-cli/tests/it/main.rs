@@ -29,6 +29,7 @@ mod fuse_posix;
 mod fuse_sparse;
 mod grants;
 mod hostile;
+mod lab;
 mod locks;
 mod metrics;
 mod namespace;
