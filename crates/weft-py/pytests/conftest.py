@@ -55,14 +55,20 @@ def cluster():
         deadline = time.monotonic() + 60
         _wait_listening(port, proc, deadline)
         spec = f"127.0.0.1:{port}:/weft"
+        # Ready when MDT0 and the four OSTs have registered with the MGS and answer.
         while True:
             try:
-                weftfs.connect(spec)
-                break
+                fs = weftfs.connect(spec)
+                fs.stat("/")
+                osts = [t for t in fs.df() if t["kind"] == "ost" and t["online"]]
+                if len(osts) == 4:
+                    break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.2)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the OSTs did not come up in time")
+            time.sleep(0.2)
         yield spec
     finally:
         proc.terminate()

@@ -68,6 +68,25 @@ fn parse_spec(spec: &str) -> PyResult<(String, String)> {
     Ok((addr.to_string(), fsname.to_string()))
 }
 
+/// How long a mount waits for the MGS to name MDT0 (a file system still starting).
+const FIRST_MDT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Mounts, and waits (a bounded time) until the configuration names MDT0: a file system
+/// just started registers its targets with the MGS after the MGS answers.
+async fn mount_ready(mgs: &str, fsname: &str) -> Result<Arc<Client>, ClientError> {
+    let c = Client::mount(mgs, fsname, ClientOptions::default()).await?;
+    let mut changes = c.cluster().watch_config();
+    let deadline = tokio::time::Instant::now() + FIRST_MDT_WAIT;
+    while c.cluster().mdt(0).is_err() {
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            // Out of time (or the cluster view went): the first call says what is missing.
+            _ => break,
+        }
+    }
+    Ok(c)
+}
+
 /// Connects to the file system `HOST:PORT:/FSNAME`.
 #[pyfunction]
 pub fn connect(py: Python<'_>, spec: &str) -> PyResult<Fs> {
@@ -102,11 +121,7 @@ impl Fs {
         }
         let mounted = py
             .detach(|| {
-                rt.block_on(Client::mount(
-                    &self.mgs,
-                    &self.fsname,
-                    ClientOptions::default(),
-                ))
+rt.block_on(mount_ready(&self.mgs, &self.fsname))
             })
             .map_err(|e| os_error(&e, &self.spec))?;
         let mut cur = self.client.lock();
