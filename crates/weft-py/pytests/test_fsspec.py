@@ -71,15 +71,11 @@ def test_parquet_round_trip_pandas_and_pyarrow(cluster, wdir):
 
 
 class WeftFixtures(AbstractFixtures):
-    @pytest.fixture(scope="class")
+    @pytest.fixture
     def fs(self, cluster):
         addr = cluster.split(":/")[0]
         host, port = addr.rsplit(":", 1)
         return WeftFileSystem(host=host, port=int(port))
-
-    @pytest.fixture
-    def fs_join(self):
-        return lambda *parts: "/".join(p.rstrip("/") for p in parts)
 
     @pytest.fixture
     def fs_path(self, fs, cluster):

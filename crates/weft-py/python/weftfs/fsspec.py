@@ -173,6 +173,9 @@ class WeftFileSystem(AbstractFileSystem):
         if fs1.isdir(src):
             fs2.makedirs(dst, exist_ok=True)
             return
+        parent = dst.rsplit("/", 1)[0]
+        if parent and self.auto_mkdir:
+            fs2.makedirs(parent, exist_ok=True)
         with fs1.open(src, "rb") as r, fs2.open(dst, "wb") as w:
             while chunk := r.read(8 << 20):
                 w.write(chunk)
@@ -187,6 +190,9 @@ class WeftFileSystem(AbstractFileSystem):
 
     def touch(self, path, truncate=True, **kwargs):
         fs, inner = self._split(path)
+        parent = inner.rsplit("/", 1)[0]
+        if parent and self.auto_mkdir:
+            fs.makedirs(parent, exist_ok=True)
         if truncate or not fs.exists(inner):
             with fs.open(inner, "wb"):
                 pass
