@@ -238,7 +238,7 @@ def test_namespace(fs, wdir, tmp_path):
 
 
 def test_large_directory_listing(fs, wdir):
-    names = {f"n{i:05d}" for i in range(2500)}
+    names = {f"n{i:05d}" for i in range(1100)}
     for n in names:
         with fs.open(f"{wdir}/{n}", "wb"):
             pass

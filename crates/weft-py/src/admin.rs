@@ -156,4 +156,3 @@ pub fn df<'py>(fs: &Fs, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
 pub fn hsm_words(flags: u32) -> Vec<&'static str> {
     weft_proto::hsm::flag_names(flags)
 }
-

@@ -120,9 +120,7 @@ impl Fs {
             }
         }
         let mounted = py
-            .detach(|| {
-rt.block_on(mount_ready(&self.mgs, &self.fsname))
-            })
+            .detach(|| rt.block_on(mount_ready(&self.mgs, &self.fsname)))
             .map_err(|e| os_error(&e, &self.spec))?;
         let mut cur = self.client.lock();
         match cur.as_ref() {
@@ -430,7 +428,11 @@ impl Fs {
     /// HSM state of file `path`: `(flags, archive_id, [words as lfs hsm_state prints])`.
     fn hsm_state(&self, py: Python<'_>, path: &str) -> PyResult<(u32, u32, Vec<&'static str>)> {
         let a = self.attr(py, path, true)?;
-        Ok((a.hsm_flags, a.archive_id, crate::admin::hsm_words(a.hsm_flags)))
+        Ok((
+            a.hsm_flags,
+            a.archive_id,
+            crate::admin::hsm_words(a.hsm_flags),
+        ))
     }
 }
 

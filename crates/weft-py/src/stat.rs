@@ -5,7 +5,20 @@ use weft_proto::mdt::Attr;
 
 /// `st_mode, st_ino, st_dev, st_nlink, st_uid, st_gid, st_size, st_atime_ns, st_mtime_ns,
 /// st_ctime_ns, st_blocks, st_rdev` (the Python side builds the `os.stat_result`).
-pub type StatTuple = (u32, u64, u64, u32, u32, u32, u64, i128, i128, i128, u64, u64);
+pub type StatTuple = (
+    u32,
+    u64,
+    u64,
+    u32,
+    u32,
+    u32,
+    u64,
+    i128,
+    i128,
+    i128,
+    u64,
+    u64,
+);
 
 /// The inode number the FUSE mount shows for `fid` (weft-fuse's `inodes::flatten`: the
 /// sequence's offset above the granted base in the high half, the object id in the low);
