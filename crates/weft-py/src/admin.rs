@@ -9,20 +9,17 @@ use weft_proto::layout::{EOF, LayoutTemplate};
 use weft_proto::mdt::FileKind;
 use weft_proto::{Errno, TargetKind, WireError};
 
-/// Sets the layout of `path` (see `Fs.setstripe`).
-pub fn setstripe(
-    fs: &Fs,
-    py: Python<'_>,
-    path: &str,
-    count: i32,
-    size: u64,
-    offset: i32,
-    pool: Option<String>,
-) -> PyResult<()> {
+/// A plain RAID0 layout template (`weft setstripe -c -S -i -p`).
+pub fn raid0(count: i32, size: u64, offset: i32, pool: Option<String>) -> LayoutTemplate {
     let mut t = LayoutTemplate::raid0(count, size, offset);
     if let Some(c) = t.components.first_mut() {
         c.pool = pool;
     }
+    t
+}
+
+/// Sets the layout of `path` to `t` (see `Fs.setstripe`).
+pub fn setstripe(fs: &Fs, py: Python<'_>, path: &str, t: LayoutTemplate) -> PyResult<()> {
     let p = path.to_string();
     fs.call(py, path, |c, cred| async move {
         match c.resolve(&p, true, &cred).await {

@@ -412,7 +412,8 @@ impl Fs {
         offset: i32,
         pool: Option<String>,
     ) -> PyResult<()> {
-        crate::admin::setstripe(self, py, &inner(path), count, size, offset, pool)
+        let t = crate::admin::raid0(count, size, offset, pool);
+        crate::admin::setstripe(self, py, &inner(path), t)
     }
 
     /// The layout of `path` as a dict (see `admin::getstripe`).
