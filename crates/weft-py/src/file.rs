@@ -309,6 +309,14 @@ impl RawFile {
         let Some(f) = self.file.take() else {
             return Ok(());
         };
+        if !self.writable {
+            // Nothing to report from a read-only handle's close: it is released in the
+            // background, as the FUSE mount's release is (the kernel does not wait).
+            rt.spawn(async move {
+                let _ = f.close().await;
+            });
+            return Ok(());
+        }
         py.detach(|| {
             let r = rt.block_on(f.close());
             let _in_rt = rt.enter();

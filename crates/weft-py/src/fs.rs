@@ -4,6 +4,7 @@
 //! child that uses the connection mounts again (in its own runtime, see `proc`) and leaks
 //! the parent's instance untouched.
 
+use crate::dircache::DirCache;
 use crate::errors::{OrOsError, errno_error, os_error};
 use crate::file::RawFile;
 use crate::proc;
@@ -30,6 +31,8 @@ pub struct Fs {
     fsname: String,
     /// The client library instance and the process that mounted it.
     client: Mutex<Option<(u32, Arc<Client>)>>,
+    /// Directories of recent opens.
+    dirs: DirCache,
 }
 
 /// The credentials of this process (effective ids and supplementary groups), checked by
@@ -96,6 +99,7 @@ pub fn connect(py: Python<'_>, spec: &str) -> PyResult<Fs> {
         mgs,
         fsname,
         client: Mutex::new(None),
+        dirs: DirCache::default(),
     };
     // Mount now, so that a wrong address fails here and not at the first file.
     fs.client(py)?;
@@ -278,6 +282,7 @@ impl Fs {
     /// Removes the empty directory `path`.
     fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
         let p = inner(path);
+        self.dirs.clear();
         self.call(py, path, |c, cred| async move {
             let (parent, name) = c.resolve_parent(&p, &cred).await?;
             c.rmdir(parent.fid, &name, &cred).await
@@ -287,6 +292,7 @@ impl Fs {
     /// Renames `src` to `dst`, replacing `dst` if it exists (as `os.rename`).
     fn rename(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
         let (s, d) = (inner(src), inner(dst));
+        self.dirs.clear();
         self.call(py, src, |c, cred| async move {
             let (sp, sn) = c.resolve_parent(&s, &cred).await?;
             let (dp, dn) = c.resolve_parent(&d, &cred).await?;
@@ -373,7 +379,7 @@ impl Fs {
         let p = inner(path);
         let fs = slf.get();
         let file = fs.call(py, path, |c, cred| async move {
-            let f = c.open_path(&p, opts, &cred).await?;
+            let f = fs.dirs.open(&c, &p, opts, &cred).await?;
             // open(2) of a directory for reading succeeds; Python's open() says EISDIR.
             if f.attr_at_open().kind == FileKind::Directory {
                 let _ = f.close().await;

@@ -11,6 +11,7 @@
 use pyo3::prelude::*;
 
 mod admin;
+mod dircache;
 mod errors;
 mod file;
 mod fs;
