@@ -2,7 +2,8 @@
 # Python reading weftfs three ways, side by side in one run (issue 26): N small files
 # (default 20,000 x 128 KiB) and L large ones (default 4 x 1 GiB), read whole by 4 worker
 # processes through (a) the weftfs Python package (client library in the process), (b)
-# plain open() on the FUSE mount of the same file system, (c) the same files on local disk.
+# plain open() on a FUSE mount of the same file system (`weft mount`, a client process of
+# its own), (c) the same files on local disk.
 # Page caches are dropped before each pass (the servers' backing files too), so every
 # pass reads from disk; each pass is run twice and the better time kept.
 # Needs root, fuse, and a Python with weftfs installed (PYTHON; build the wheel with
@@ -19,9 +20,14 @@ export WORKERS=${WORKERS:-4}
 PORT=${PORT:-9610}
 umount -l "$M" 2>/dev/null || true
 rm -rf "$D" "$LOC"; mkdir -p "$D" "$M" "$LOC"
-"$W" up --data "$D" --mount "$M" --listen 127.0.0.1:$PORT --osts 4 > "$D.log" 2>&1 &
+# The servers in one process, the FUSE client in another (`weft mount`), as on a client
+# node: `weft up`'s own mount calls its targets in-process, without the network that (a)
+# and every real client have.
+"$W" up --data "$D" --no-mount --listen 127.0.0.1:$PORT --osts 4 > "$D.log" 2>&1 &
 up=$!
-trap 'kill $up 2>/dev/null; wait $up 2>/dev/null || true' EXIT
+trap 'umount -l "$M" 2>/dev/null; kill $up 2>/dev/null; wait $up 2>/dev/null || true' EXIT
+sleep 3
+"$W" mount 127.0.0.1:$PORT:/weft "$M" --daemon >> "$D.log" 2>&1
 for _ in $(seq 100); do mountpoint -q "$M" && break; sleep 0.2; done
 mountpoint -q "$M" || { echo "weft up did not mount; see $D.log" >&2; exit 1; }
 echo "weft: $W ($("$W" --version 2>/dev/null || echo '?')); $(nproc) CPUs; workers $WORKERS"
