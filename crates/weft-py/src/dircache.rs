@@ -72,7 +72,7 @@ impl DirCache {
         }
         let dir = if dir.is_empty() { "/" } else { dir };
         if let Some(fid) = self.get(dir) {
-            match c.open_in(fid, name.as_bytes(), opts, None, cred).await {
+            match open_in(c, fid, name.as_bytes(), opts, cred).await {
                 Err(e) if matches!(e.errno(), Errno::NoEnt | Errno::Stale) => self.forget(dir),
                 r => return r,
             }
@@ -85,7 +85,34 @@ impl DirCache {
             )));
         }
         self.put(dir, parent.fid);
-        c.open_in(parent.fid, name.as_bytes(), opts, None, cred)
-            .await
+        open_in(c, parent.fid, name.as_bytes(), opts, cred).await
     }
+}
+
+/// Opens `name` in `parent`. Without O_CREAT the name is first looked for in the client's
+/// statahead (as the FUSE mount's lookups are): a reader going through a directory's files
+/// opens each by FID without a lookup round trip once the directory has been read ahead.
+/// The search permission on `parent` was checked by the walk that found it (within
+/// [`DIR_TTL`]), as the mount's kernel checks it from cached attributes.
+async fn open_in(
+    c: &std::sync::Arc<Client>,
+    parent: Fid,
+    name: &[u8],
+    opts: OpenOptions,
+    cred: &Credentials,
+) -> Result<File, ClientError> {
+    if opts.create.is_none()
+        && let Some(attr) = c.lookup_ahead(parent, name, DIR_TTL)
+    {
+        match c.open(attr.fid, opts, cred).await {
+            // Gone since the scan (or replaced): ask the MDT by name.
+            Err(e) if matches!(e.errno(), Errno::NoEnt | Errno::Stale) => {}
+            r => return r,
+        }
+    }
+    let f = c.open_in(parent, name, opts, None, cred).await?;
+    if !f.created() {
+        c.note_lookup(parent, cred, DIR_TTL);
+    }
+    Ok(f)
 }
