@@ -2,6 +2,8 @@
 abstract test suites (open, pipe, copy, get, put), and a Parquet round trip through
 pandas and pyarrow."""
 
+import os
+
 import fsspec
 import pytest
 from fsspec.tests.abstract import AbstractFixtures
@@ -98,9 +100,12 @@ class TestWeftCopy(AbstractCopyTests, WeftFixtures):
     pass
 
 
-class TestWeftGet(AbstractGetTests, WeftFixtures):
-    pass
+# get and put (local <-> weft://) run fsspec's own transfers over the same open() as the
+# suites above: 70 more cases, about 15 s; collected only with WEFTFS_PY_FULL=1.
+if os.environ.get("WEFTFS_PY_FULL"):
 
+    class TestWeftGet(AbstractGetTests, WeftFixtures):
+        pass
 
-class TestWeftPut(AbstractPutTests, WeftFixtures):
-    pass
+    class TestWeftPut(AbstractPutTests, WeftFixtures):
+        pass
