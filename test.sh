@@ -67,6 +67,24 @@ if ! moto_ok; then
 fi
 mkdir -p "$tools/bin"
 ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
+
+# ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
+# Its build and test tools in a virtual environment of their own (the moto one's pattern);
+# the wheel is built and its pytest suite run after the cargo tests (below). Only for the
+# whole run, without arguments.
+pyvenv="$tools/pyvenv"
+py_tools='maturin>=1.9.4,<2 pytest>=9,<10 fsspec>=2026,<2027 pyarrow>=26,<27 pandas>=3,<4'
+py_ok() {
+    "$pyvenv/bin/python" -c 'import maturin, pytest, fsspec, pyarrow, pandas' 2>/dev/null
+}
+if [ $# -eq 0 ] && ! py_ok; then
+    echo "== installing the Python test tools into $pyvenv"
+    rm -rf "$pyvenv"
+    python3 -m venv "$pyvenv"
+    # shellcheck disable=SC2086 # the requirement list splits into words on purpose
+    "$pyvenv/bin/pip" install --quiet --disable-pip-version-check $py_tools
+fi
+# ---- end of Python ----------------------------------------------------------------------
 export PATH="$tools/bin:$PATH"
 
 # The weft-repo tests start the `weft` binary, which cargo builds only for weft-cli's own
@@ -113,7 +131,37 @@ if [ $# -eq 0 ]; then
     fuser_status=${PIPESTATUS[0]}
     [ "$status" -ne 0 ] || status=$fuser_status
 fi
+# ---- Python (issue 26): build the weftfs wheel (dev profile, this target directory, so
+# the client library's dependencies are shared), install it, run its pytest suite against
+# the `weft` built above; its counts join the total below.
+py_counts="0 0 0"
+if [ $# -eq 0 ]; then
+    echo "== weftfs Python package: maturin build and pytest"
+    rm -rf target/wheels-py
+    if "$pyvenv/bin/maturin" build --quiet -m crates/weft-py/Cargo.toml -o target/wheels-py &&
+        "$pyvenv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+            target/wheels-py/weftfs-*.whl; then
+        WEFT_BIN="$PWD/target/debug/weft" "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+            --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests 2>&1 | tee -a "$log"
+        py_status=${PIPESTATUS[0]}
+    else
+        py_status=1
+    fi
+    # pytest's summary line is not cargo's: its counts are read from the JUnit report.
+    py_counts=$("$pyvenv/bin/python" - target/wheels-py/pytest.xml <<'PY' || echo "0 1 0"
+import sys, xml.etree.ElementTree as ET
+s = ET.parse(sys.argv[1]).getroot()
+s = s if s.tag == "testsuite" else s.find("testsuite")
+t, f, e, k = (int(s.get(a, 0)) for a in ("tests", "failures", "errors", "skipped"))
+print(t - f - e - k, f + e, k)
+PY
+    )
+    [ "$status" -ne 0 ] || status=$py_status
+    [ "$status" -ne 0 ] || [ "$(echo "$py_counts" | cut -d' ' -f2)" -eq 0 ] || status=1
+fi
+# ---- end of Python ----------------------------------------------------------------------
 set -e
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
-     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+awk -v py="$py_counts" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { split(py, c, " "); p += c[1]; f += c[2]; s += c[3]
+           printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
 exit "$status"
