@@ -18,9 +18,11 @@
 //! JSON request per connection, one JSON answer.
 
 mod figures;
+mod pcc;
 
 use anyhow::{Context, Result, bail};
 use figures::ClientFigures;
+pub use pcc::PccCtl;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -63,6 +65,8 @@ pub enum CtlOp {
     Get(Vec<String>),
     /// Sets the knobs matching a pattern.
     Set(String, String),
+    /// A persistent client cache verb (`weft pcc`).
+    Pcc(PccCtl),
 }
 
 /// The answer.
@@ -144,11 +148,14 @@ impl ClientNode {
             format!("llite.{inst}.statahead_stats"),
             figures::statahead_text(&figures),
         ));
+        if let Some(pcc) = self.client.pcc() {
+            out.push((format!("llite.{inst}.pcc_stats"), format!("\n{}", pcc.summary())));
+        }
         out.sort();
         out
     }
 
-    fn answer(&self, req: CtlRequest) -> CtlReply {
+    async fn answer(&self, req: CtlRequest) -> CtlReply {
         if let Some(mgs) = &req.mgs
             && !self.source.starts_with(&format!("{mgs}:/"))
         {
@@ -169,6 +176,7 @@ impl ClientNode {
                 Err(weft_client::params::ParamError::Unknown(_)) => CtlReply::Params(Vec::new()),
                 Err(e) => CtlReply::Error(e.to_string()),
             },
+            CtlOp::Pcc(op) => self.answer_pcc(op).await,
         }
     }
 }
@@ -267,7 +275,7 @@ async fn serve_one(stream: UnixStream, node: &ClientNode) -> std::io::Result<()>
         .read_line(&mut line)
         .await?;
     let reply = match serde_json::from_str::<CtlRequest>(&line) {
-        Ok(req) => node.answer(req),
+        Ok(req) => node.answer(req).await,
         Err(e) => CtlReply::Error(format!("bad request: {e}")),
     };
     let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
