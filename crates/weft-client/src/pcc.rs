@@ -297,6 +297,9 @@ impl Client {
     /// version is the copy's, else dropped; an open for writing drops it too.
     pub(crate) async fn pcc_on_open(self: &Arc<Self>, file: &File, access: AccessMode) -> Result<(), ClientError> {
         let Some(pcc) = self.pcc() else { return Ok(()) };
+        if file.attr_at_open().kind != weft_proto::mdt::FileKind::Regular {
+            return Ok(());
+        }
         let fid = file.fid();
         loop {
             let waiter = pcc.copied_back.notified();

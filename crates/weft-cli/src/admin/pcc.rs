@@ -105,6 +105,9 @@ pub async fn run(args: PccArgs) -> Result<()> {
             rule,
             capacity,
         } => {
+            // Refused here, before anything is made.
+            mode.parse::<weft_client::pcc::Mode>().map_err(anyhow::Error::msg)?;
+            weft_client::pcc::Rule::parse(&rule).map_err(anyhow::Error::msg)?;
             let mountpoint = canonical(&mnt)?;
             std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
             let op = PccCtl::Add {

@@ -32,6 +32,7 @@ mod hostile;
 mod locks;
 mod metrics;
 mod namespace;
+mod pcc;
 mod posix_suites;
 mod repo;
 mod repo_hsm;
