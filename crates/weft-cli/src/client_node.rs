@@ -149,7 +149,10 @@ impl ClientNode {
             figures::statahead_text(&figures),
         ));
         if let Some(pcc) = self.client.pcc() {
-            out.push((format!("llite.{inst}.pcc_stats"), format!("\n{}", pcc.summary())));
+            out.push((
+                format!("llite.{inst}.pcc_stats"),
+                format!("\n{}", pcc.summary()),
+            ));
         }
         out.sort();
         out
@@ -287,6 +290,15 @@ async fn serve_one(stream: UnixStream, node: &ClientNode) -> std::io::Result<()>
 /// Sends `req` to every mounted client on this node; returns the answers of those that
 /// answered (a socket whose process is gone is skipped).
 pub async fn ask_all(req: &CtlRequest) -> Result<Vec<(String, String)>> {
+    ask_sockets(req, false).await
+}
+
+/// [`ask_all`], skipping mounts that do not know the request (an older `weft` there).
+pub async fn ask_all_knowing(req: &CtlRequest) -> Result<Vec<(String, String)>> {
+    ask_sockets(req, true).await
+}
+
+async fn ask_sockets(req: &CtlRequest, skip_unknown: bool) -> Result<Vec<(String, String)>> {
     let dir = run_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Ok(Vec::new());
@@ -309,6 +321,7 @@ pub async fn ask_all(req: &CtlRequest) -> Result<Vec<(String, String)>> {
         let Ok(Ok(buf)) = answer else { continue };
         match serde_json::from_slice::<CtlReply>(&buf) {
             Ok(CtlReply::Params(p)) => out.extend(p),
+            Ok(CtlReply::Error(e)) if skip_unknown && e.starts_with("bad request:") => {}
             Ok(CtlReply::Error(e)) => bail!("{}: {e}", path.display()),
             Err(e) => bail!("{}: bad answer: {e}", path.display()),
         }

@@ -295,7 +295,12 @@ impl Client {
     /// At every open: a read-write file of this cache is opened locally (waiting for a
     /// copy-back in progress to end first); a read-only copy is used if the MDT's data
     /// version is the copy's, else dropped; an open for writing drops it too.
-    pub(crate) async fn pcc_on_open(self: &Arc<Self>, file: &File, access: AccessMode) -> Result<(), ClientError> {
+    pub(crate) async fn pcc_on_open(
+        self: &Arc<Self>,
+        file: &File,
+        opts: crate::OpenOptions,
+    ) -> Result<(), ClientError> {
+        let access = opts.access;
         let Some(pcc) = self.pcc() else { return Ok(()) };
         if file.attr_at_open().kind != weft_proto::mdt::FileKind::Regular {
             return Ok(());
@@ -327,6 +332,9 @@ impl Client {
                             return Err(e);
                         }
                     };
+                    if opts.truncate && access != AccessMode::Read {
+                        local.set_len(0)?;
+                    }
                     file.attach_local(local)?;
                     return Ok(());
                 }

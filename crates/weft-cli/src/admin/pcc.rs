@@ -2,7 +2,7 @@
 //! `lfs pcc attach|detach|state`). Each verb goes to the mount's control socket
 //! ([`crate::client_node`]); the mount does the work, no remount.
 
-use crate::client_node::{CtlOp, CtlRequest, PccCtl, ask_all};
+use crate::client_node::{CtlOp, CtlRequest, PccCtl, ask_all_knowing};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -72,16 +72,14 @@ fn parse_size(s: &str) -> Result<u64> {
         Some(b'T') => (&s[..s.len() - 1], 40),
         _ => (s, 0),
     };
-    let n: u64 = digits
-        .parse()
-        .with_context(|| format!("bad size {s:?}"))?;
+    let n: u64 = digits.parse().with_context(|| format!("bad size {s:?}"))?;
     n.checked_mul(1 << shift)
         .with_context(|| format!("size {s:?} is too large"))
 }
 
 /// Sends `op` to the mounts of this node; prints the answer of the one it concerns.
 async fn ask(what: &Path, op: PccCtl) -> Result<()> {
-    let answers = ask_all(&CtlRequest {
+    let answers = ask_all_knowing(&CtlRequest {
         mgs: None,
         op: CtlOp::Pcc(op),
     })
@@ -106,7 +104,8 @@ pub async fn run(args: PccArgs) -> Result<()> {
             capacity,
         } => {
             // Refused here, before anything is made.
-            mode.parse::<weft_client::pcc::Mode>().map_err(anyhow::Error::msg)?;
+            mode.parse::<weft_client::pcc::Mode>()
+                .map_err(anyhow::Error::msg)?;
             weft_client::pcc::Rule::parse(&rule).map_err(anyhow::Error::msg)?;
             let mountpoint = canonical(&mnt)?;
             std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
@@ -121,7 +120,13 @@ pub async fn run(args: PccArgs) -> Result<()> {
         }
         PccVerb::Del { mnt } => {
             let mountpoint = canonical(&mnt)?;
-            ask(&mountpoint, PccCtl::Del { mountpoint: mountpoint.clone() }).await
+            ask(
+                &mountpoint,
+                PccCtl::Del {
+                    mountpoint: mountpoint.clone(),
+                },
+            )
+            .await
         }
         PccVerb::State { files } | PccVerb::Attach { files } | PccVerb::Detach { files }
             if files.is_empty() =>

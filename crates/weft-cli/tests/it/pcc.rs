@@ -78,7 +78,17 @@ async fn a_read_only_cache_hits_detaches_on_a_remote_write_and_evicts_by_capacit
     let mnt = reader.mnt.to_str().unwrap();
     let (ok, _, err) = weft(&["pcc", "add", mnt, "--dir", "/tmp/x", "--mode", "rx"]);
     assert!(!ok && err.contains("ro or rw"), "{err}");
-    let (ok, _, err) = weft(&["pcc", "add", mnt, "--dir", "/tmp/x", "--mode", "ro", "--rule", "color=red"]);
+    let (ok, _, err) = weft(&[
+        "pcc",
+        "add",
+        mnt,
+        "--dir",
+        "/tmp/x",
+        "--mode",
+        "ro",
+        "--rule",
+        "color=red",
+    ]);
     assert!(!ok && err.contains("unknown condition"), "{err}");
     let (ok, _, err) = weft(&["pcc", "state", reader.path("data/f0").to_str().unwrap()]);
     assert!(!ok && err.contains("no PCC"), "{err}");
@@ -96,7 +106,10 @@ async fn a_read_only_cache_hits_detaches_on_a_remote_write_and_evicts_by_capacit
     assert_eq!(figure(&f0, "hits"), 1);
     assert!(figure(&f0, "read_bytes") - before >= MIB as u64);
     // The copy is a file of the local directory, whole.
-    let copies: Vec<_> = fs::read_dir(local.path().join("ro")).unwrap().flatten().collect();
+    let copies: Vec<_> = fs::read_dir(local.path().join("ro"))
+        .unwrap()
+        .flatten()
+        .collect();
     assert_eq!(copies.len(), 1);
     assert_eq!(fs::read(copies[0].path()).unwrap(), pattern(0, MIB, 0));
     // Outside the rule: never copied.
@@ -107,14 +120,19 @@ async fn a_read_only_cache_hits_detaches_on_a_remote_write_and_evicts_by_capacit
     // Another mount writes f0: the next open here drops the stale copy and reads the new
     // data from the file system (then copies it in again).
     {
-        let mut w = fs::OpenOptions::new().write(true).open(writer.path("data/f0")).unwrap();
+        let mut w = fs::OpenOptions::new()
+            .write(true)
+            .open(writer.path("data/f0"))
+            .unwrap();
         w.write_all(&pattern(0, 4096, 77)).unwrap();
     }
     let mut want = pattern(0, MIB, 0);
     want[..4096].copy_from_slice(&pattern(0, 4096, 77));
     assert_eq!(read_uncached(&f0), want);
     assert_eq!(figure(&f0, "detaches"), 1);
-    wait_until("f0 copied in again", || state(&f0).0.starts_with("ro-attached"));
+    wait_until("f0 copied in again", || {
+        state(&f0).0.starts_with("ro-attached")
+    });
     assert_eq!(read_uncached(&f0), want);
     assert_eq!(figure(&f0, "hits"), 2);
 

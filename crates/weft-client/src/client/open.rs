@@ -171,7 +171,7 @@ impl Client {
             file.restore_all().await?;
         }
         if pcc {
-            self.pcc_on_open(&file, opts.access).await?;
+            self.pcc_on_open(&file, opts).await?;
         }
         Ok(file)
     }
