@@ -343,7 +343,8 @@ impl Client {
         let version = file.attr_at_open().data_version;
         let current = {
             let mut s = pcc.store.lock();
-            s.ro_use(fid).map(|e| (e.version == version, s.ro_path(fid, &e)))
+            s.ro_use(fid)
+                .map(|e| (e.version == version, s.ro_path(fid, &e)))
         };
         match current {
             Some((true, path)) if access == AccessMode::Read && !file.is_released() => {
@@ -375,7 +376,10 @@ impl Client {
     /// file in if a read-only cache's rule takes it (`facts` as the mount knows them).
     pub fn pcc_consider(self: &Arc<Self>, file: &File, facts: &Facts<'_>) {
         let Some(pcc) = self.pcc() else { return };
-        if pcc.config.mode != Mode::ReadOnly || file.pcc_attached() || !pcc.config.rule.matches(facts) {
+        if pcc.config.mode != Mode::ReadOnly
+            || file.pcc_attached()
+            || !pcc.config.rule.matches(facts)
+        {
             return;
         }
         self.start_copy_in(&pcc, file.fid());
@@ -383,16 +387,25 @@ impl Client {
 
     /// After a create: a read-write cache whose rule takes the file (`facts`, without
     /// size) makes it locally and attaches `file` to it.
-    pub async fn pcc_on_create(self: &Arc<Self>, file: &File, facts: &Facts<'_>) -> Result<(), ClientError> {
+    pub async fn pcc_on_create(
+        self: &Arc<Self>,
+        file: &File,
+        facts: &Facts<'_>,
+    ) -> Result<(), ClientError> {
         let Some(pcc) = self.pcc() else { return Ok(()) };
-        if pcc.config.mode != Mode::ReadWrite || !file.created() || !pcc.config.rule.matches(facts) {
+        if pcc.config.mode != Mode::ReadWrite || !file.created() || !pcc.config.rule.matches(facts)
+        {
             return Ok(());
         }
         let fid = file.fid();
         let path = pcc.store.lock().rw_path(fid);
         let made = path.clone();
         tokio::task::spawn_blocking(move || {
-            std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&made)?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&made)?;
             // The name is durable at once: a crash after the application's fsync finds it.
             made.parent().map_or(Ok(()), weft_durable::sync_dir)
         })
@@ -431,7 +444,9 @@ impl Client {
     /// Copies `fid` into a read-only cache now, whatever the rule says (in the
     /// background; [`pcc_state`](Self::pcc_state) tells when it is there).
     pub fn pcc_attach(self: &Arc<Self>, fid: Fid) -> Result<(), ClientError> {
-        let pcc = self.pcc().ok_or_else(|| refused(Errno::NoEnt, "no PCC on this client"))?;
+        let pcc = self
+            .pcc()
+            .ok_or_else(|| refused(Errno::NoEnt, "no PCC on this client"))?;
         if pcc.config.mode != Mode::ReadOnly {
             return Err(refused(
                 Errno::NotSup,
@@ -445,7 +460,9 @@ impl Client {
     /// Detaches `fid`: drops its read-only copy, or starts copying a read-write file
     /// back into the file system (EBUSY while a handle of it is open here).
     pub fn pcc_detach(self: &Arc<Self>, fid: Fid) -> Result<FileState, ClientError> {
-        let pcc = self.pcc().ok_or_else(|| refused(Errno::NoEnt, "no PCC on this client"))?;
+        let pcc = self
+            .pcc()
+            .ok_or_else(|| refused(Errno::NoEnt, "no PCC on this client"))?;
         pcc.drop_ro(fid);
         let rw = pcc.store.lock().rw_peek(fid);
         if let Some(e) = rw {

@@ -3,8 +3,8 @@
 //! truncate made elsewhere, `truncate` and `close`.
 
 use super::{File, State};
-use crate::pcc::local::Kind;
 use crate::error::ClientError;
+use crate::pcc::local::Kind;
 
 impl File {
     /// Writes buffered data to the OSTs and records the size (and the new data version) on

@@ -44,7 +44,9 @@ impl Client {
     /// Copies `fid` in; false if it does not fit.
     async fn copy_in(self: &Arc<Self>, pcc: &Arc<Pcc>, fid: Fid) -> Result<bool, ClientError> {
         let _permit = pcc.copies.acquire().await;
-        let file = self.open_with(fid, OpenOptions::read(), &Credentials::root(), false).await?;
+        let file = self
+            .open_with(fid, OpenOptions::read(), &Credentials::root(), false)
+            .await?;
         let (size, version) = (file.size().await, file.attr_at_open().data_version);
         let (evicted, reserved) = pcc.store.lock().reserve(size);
         pcc.remove_files(evicted, Stat::Evictions);
@@ -54,7 +56,9 @@ impl Client {
         }
         let tmp = pcc.store.lock().tmp_path(fid);
         let copied = async {
-            let out = Arc::new(std::fs::File::create(&tmp).map_err(|e| super::local::io_err(e, "create"))?);
+            let out = Arc::new(
+                std::fs::File::create(&tmp).map_err(|e| super::local::io_err(e, "create"))?,
+            );
             let mut at = 0;
             while at < size {
                 let data = file.read_at(at, CHUNK.min(size - at)).await?;
@@ -151,8 +155,12 @@ impl Client {
             Err(e) => return Err(e),
         };
         let copied = async {
-            let src = Arc::new(std::fs::File::open(&path).map_err(|e| super::local::io_err(e, "open"))?);
-            let len = src.metadata().map_err(|e| super::local::io_err(e, "stat"))?.len();
+            let src =
+                Arc::new(std::fs::File::open(&path).map_err(|e| super::local::io_err(e, "open"))?);
+            let len = src
+                .metadata()
+                .map_err(|e| super::local::io_err(e, "stat"))?
+                .len();
             let mut at = 0;
             while at < len {
                 let (s, n) = (src.clone(), CHUNK.min(len - at) as usize);

@@ -67,7 +67,8 @@ impl LocalCopy {
 
     /// Reads up to `len` bytes at `offset` (fewer at the end), on this thread.
     pub(crate) fn read_now(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
-        let len = usize::try_from(len).map_err(|_| ClientError::Invalid("read too large".into()))?;
+        let len =
+            usize::try_from(len).map_err(|_| ClientError::Invalid("read too large".into()))?;
         let mut buf = BytesMut::zeroed(len);
         let mut got = 0;
         while got < len {
@@ -84,7 +85,11 @@ impl LocalCopy {
     }
 
     /// [`read_now`](Self::read_now) on a blocking thread.
-    pub(crate) async fn read(self: &Arc<Self>, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+    pub(crate) async fn read(
+        self: &Arc<Self>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ClientError> {
         let me = self.clone();
         tokio::task::spawn_blocking(move || me.read_now(offset, len))
             .await
@@ -101,7 +106,11 @@ impl LocalCopy {
     }
 
     /// [`write_now`](Self::write_now) on a blocking thread.
-    pub(crate) async fn write(self: &Arc<Self>, offset: u64, data: Bytes) -> Result<(), ClientError> {
+    pub(crate) async fn write(
+        self: &Arc<Self>,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), ClientError> {
         let me = self.clone();
         tokio::task::spawn_blocking(move || me.write_now(offset, &data))
             .await

@@ -85,7 +85,14 @@ impl Rule {
                         "bad path {v:?}: an absolute directory of the file system, as /DIR or /DIR/*"
                     ));
                 }
-                Cond::Below(if dir.is_empty() { "/".into() } else { dir.into() }, None)
+                Cond::Below(
+                    if dir.is_empty() {
+                        "/".into()
+                    } else {
+                        dir.into()
+                    },
+                    None,
+                )
             } else if let Some(v) = part.strip_prefix("uid=") {
                 Cond::Uid(v.parse().map_err(|_| format!("bad uid {v:?}"))?)
             } else if let Some(v) = part.strip_prefix("gid=") {
@@ -201,7 +208,10 @@ mod tests {
             ..facts
         }));
         // A file being created has no size yet: size conditions do not apply.
-        assert!(r.matches(&Facts { size: None, ..facts }));
+        assert!(r.matches(&Facts {
+            size: None,
+            ..facts
+        }));
         assert_eq!(r.to_string(), "size>1048576,path=/data/*,uid=7");
     }
 

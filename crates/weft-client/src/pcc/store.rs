@@ -166,9 +166,11 @@ impl Store {
 
     /// A fresh temporary path for a copy of `fid` being made.
     pub fn tmp_path(&self, fid: Fid) -> PathBuf {
-        self.dir
-            .join("tmp")
-            .join(format!("{}.{}", fid_name(fid), uuid::Uuid::new_v4().simple()))
+        self.dir.join("tmp").join(format!(
+            "{}.{}",
+            fid_name(fid),
+            uuid::Uuid::new_v4().simple()
+        ))
     }
 
     /// The read-only copy of `fid`, marked used now.
@@ -292,18 +294,37 @@ mod tests {
         assert_eq!(s.ro_peek(fid(2)), None, "the least recently used copy went");
         assert!(s.ro_peek(fid(1)).is_some());
         assert_eq!(s.used(), 300);
-        assert_eq!(s.reserve(301), (Vec::new(), false), "larger than the whole cache");
+        assert_eq!(
+            s.reserve(301),
+            (Vec::new(), false),
+            "larger than the whole cache"
+        );
         // A copy left unfinished, a damaged one and a read-write file.
         std::fs::write(dir.path().join("tmp/x"), b"partial").unwrap();
-        std::fs::write(dir.path().join("ro").join(format!("{}.3.999", fid_name(fid(9)))), b"short").unwrap();
+        std::fs::write(
+            dir.path()
+                .join("ro")
+                .join(format!("{}.3.999", fid_name(fid(9)))),
+            b"short",
+        )
+        .unwrap();
         std::fs::write(s.rw_path(fid(5)), b"rw").unwrap();
         drop(s);
         let s = Store::open(dir.path(), 300).unwrap();
         assert_eq!(s.counts(), (3, 1));
         assert_eq!(s.used(), 300);
         assert_eq!(s.rw_orphans(), vec![fid(5)]);
-        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
-        assert_eq!(s.ro_peek(fid(4)), Some(RoEntry { version: 3, size: 100 }));
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+            0
+        );
+        assert_eq!(
+            s.ro_peek(fid(4)),
+            Some(RoEntry {
+                version: 3,
+                size: 100
+            })
+        );
     }
 
     #[test]

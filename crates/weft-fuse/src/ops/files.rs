@@ -136,7 +136,9 @@ impl Ops {
             if at == crate::inodes::ROOT_INO {
                 break;
             }
-            let Some(parent) = self.inodes.parent(at) else { break };
+            let Some(parent) = self.inodes.parent(at) else {
+                break;
+            };
             match self.inodes.fid(parent) {
                 Some(fid) => out.push(fid),
                 None => break,
