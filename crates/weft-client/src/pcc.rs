@@ -477,6 +477,16 @@ impl Client {
     }
 }
 
+/// A FID of a granted sequence, for the unit tests.
+#[cfg(test)]
+pub(crate) fn test_fid(oid: u32) -> Fid {
+    Fid {
+        seq: 0x2_0000_0400,
+        oid,
+        ver: 0,
+    }
+}
+
 /// What a rule is matched against, from attributes and the directories the file is in.
 pub fn facts<'a>(attr: &Attr, ancestors: &'a [Fid], creating: bool) -> Facts<'a> {
     Facts {

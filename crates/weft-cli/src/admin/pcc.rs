@@ -65,16 +65,7 @@ fn canonical(p: &Path) -> Result<PathBuf> {
 }
 
 fn parse_size(s: &str) -> Result<u64> {
-    let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
-        Some(b'K') => (&s[..s.len() - 1], 10),
-        Some(b'M') => (&s[..s.len() - 1], 20),
-        Some(b'G') => (&s[..s.len() - 1], 30),
-        Some(b'T') => (&s[..s.len() - 1], 40),
-        _ => (s, 0),
-    };
-    let n: u64 = digits.parse().with_context(|| format!("bad size {s:?}"))?;
-    n.checked_mul(1 << shift)
-        .with_context(|| format!("size {s:?} is too large"))
+    weft_client::pcc::rules::parse_size(s).map_err(anyhow::Error::msg)
 }
 
 /// Sends `op` to the mounts of this node; prints the answer of the one it concerns.

@@ -48,8 +48,8 @@ pub struct Facts<'a> {
     pub ancestors: &'a [Fid],
 }
 
-/// Parses `4096`, `1K`, `1M`, `2G`, `1T`.
-fn parse_size(s: &str) -> Result<u64, String> {
+/// Parses `4096`, `1K`, `1M`, `2G`, `1T` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
         Some(b'K') => (&s[..s.len() - 1], 10),
@@ -177,13 +177,7 @@ impl std::fmt::Display for Rule {
 mod tests {
     use super::*;
 
-    fn fid(oid: u32) -> Fid {
-        Fid {
-            seq: 0x2_0000_0400,
-            oid,
-            ver: 0,
-        }
-    }
+    use crate::pcc::test_fid as fid;
 
     #[test]
     fn conditions_parse_and_all_must_hold() {

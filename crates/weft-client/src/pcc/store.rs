@@ -263,13 +263,7 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn fid(oid: u32) -> Fid {
-        Fid {
-            seq: 0x2_0000_0400,
-            oid,
-            ver: 0,
-        }
-    }
+    use crate::pcc::test_fid as fid;
 
     fn put(s: &mut Store, oid: u32, size: u64) {
         let (evicted, ok) = s.reserve(size);
