@@ -13,6 +13,7 @@ pub mod fspath;
 pub mod hsm;
 pub mod migrate;
 pub mod param;
+pub mod pcc;
 pub mod pool;
 pub mod repo;
 pub mod stripe;

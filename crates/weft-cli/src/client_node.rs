@@ -18,9 +18,11 @@
 //! JSON request per connection, one JSON answer.
 
 mod figures;
+mod pcc;
 
 use anyhow::{Context, Result, bail};
 use figures::ClientFigures;
+pub use pcc::PccCtl;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -63,6 +65,8 @@ pub enum CtlOp {
     Get(Vec<String>),
     /// Sets the knobs matching a pattern.
     Set(String, String),
+    /// A persistent client cache verb (`weft pcc`).
+    Pcc(PccCtl),
 }
 
 /// The answer.
@@ -144,11 +148,17 @@ impl ClientNode {
             format!("llite.{inst}.statahead_stats"),
             figures::statahead_text(&figures),
         ));
+        if let Some(pcc) = self.client.pcc() {
+            out.push((
+                format!("llite.{inst}.pcc_stats"),
+                format!("\n{}", pcc.summary()),
+            ));
+        }
         out.sort();
         out
     }
 
-    fn answer(&self, req: CtlRequest) -> CtlReply {
+    async fn answer(&self, req: CtlRequest) -> CtlReply {
         if let Some(mgs) = &req.mgs
             && !self.source.starts_with(&format!("{mgs}:/"))
         {
@@ -169,6 +179,7 @@ impl ClientNode {
                 Err(weft_client::params::ParamError::Unknown(_)) => CtlReply::Params(Vec::new()),
                 Err(e) => CtlReply::Error(e.to_string()),
             },
+            CtlOp::Pcc(op) => self.answer_pcc(op).await,
         }
     }
 }
@@ -267,7 +278,7 @@ async fn serve_one(stream: UnixStream, node: &ClientNode) -> std::io::Result<()>
         .read_line(&mut line)
         .await?;
     let reply = match serde_json::from_str::<CtlRequest>(&line) {
-        Ok(req) => node.answer(req),
+        Ok(req) => node.answer(req).await,
         Err(e) => CtlReply::Error(format!("bad request: {e}")),
     };
     let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
@@ -279,6 +290,15 @@ async fn serve_one(stream: UnixStream, node: &ClientNode) -> std::io::Result<()>
 /// Sends `req` to every mounted client on this node; returns the answers of those that
 /// answered (a socket whose process is gone is skipped).
 pub async fn ask_all(req: &CtlRequest) -> Result<Vec<(String, String)>> {
+    ask_sockets(req, false).await
+}
+
+/// [`ask_all`], skipping mounts that do not know the request (an older `weft` there).
+pub async fn ask_all_knowing(req: &CtlRequest) -> Result<Vec<(String, String)>> {
+    ask_sockets(req, true).await
+}
+
+async fn ask_sockets(req: &CtlRequest, skip_unknown: bool) -> Result<Vec<(String, String)>> {
     let dir = run_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Ok(Vec::new());
@@ -301,6 +321,7 @@ pub async fn ask_all(req: &CtlRequest) -> Result<Vec<(String, String)>> {
         let Ok(Ok(buf)) = answer else { continue };
         match serde_json::from_slice::<CtlReply>(&buf) {
             Ok(CtlReply::Params(p)) => out.extend(p),
+            Ok(CtlReply::Error(e)) if skip_unknown && e.starts_with("bad request:") => {}
             Ok(CtlReply::Error(e)) => bail!("{}: {e}", path.display()),
             Err(e) => bail!("{}: bad answer: {e}", path.display()),
         }

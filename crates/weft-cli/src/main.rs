@@ -71,6 +71,8 @@ enum Command {
     /// Change client parameters on this node, or store them on the MGS with -P (like `lctl set_param`).
     #[command(name = "set_param")]
     SetParam(admin::param::SetParamArgs),
+    /// A mount's persistent client cache: add, del, state, attach, detach (like `lctl pcc`, `lfs pcc`).
+    Pcc(admin::pcc::PccArgs),
     /// Live view of every target's request rates, throughput and latency.
     Top(admin::top::TopArgs),
     /// Set the layout of a new or empty file, or a directory's default (like `lfs setstripe`).
@@ -240,6 +242,7 @@ fn main() -> ExitCode {
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,
             Command::SetParam(a) => admin::param::set(a).await,
+            Command::Pcc(a) => admin::pcc::run(a).await,
             Command::Top(a) => admin::top::run(a).await,
             Command::Setstripe(a) => admin::stripe::setstripe(a).await,
             Command::Getstripe(a) => admin::stripe::getstripe(a).await,

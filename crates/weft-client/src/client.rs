@@ -128,6 +128,8 @@ pub struct Client {
     pub(crate) statahead: crate::statahead::Statahead,
     /// The size of every open file, shared by its handles.
     open_sizes: crate::file::OpenSizes,
+    /// The persistent client cache, once added ([`crate::pcc`]).
+    pub(crate) pcc: parking_lot::RwLock<Option<Arc<crate::pcc::Pcc>>>,
 }
 
 const KIB: u64 = 1024;
@@ -188,6 +190,7 @@ impl Client {
             stripes: Default::default(),
             statahead: Default::default(),
             open_sizes: Default::default(),
+            pcc: Default::default(),
         })
     }
 

@@ -9,6 +9,7 @@
 use crate::client::{Client, OpenOptions};
 use crate::error::ClientError;
 use crate::layout::{self, MapError, Piece};
+use crate::pcc::local::{Kind, LocalCopy};
 use bytes::BytesMut;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -82,6 +83,9 @@ pub struct File {
     /// The file was released (HSM) at open and not seen wholly restored since: its data
     /// must be restored from the archive before the OSTs are read (`restore.rs`).
     released: Arc<AtomicBool>,
+    /// The local copy this handle reads (and writes) instead of the OSTs, when the file
+    /// is in the persistent client cache (`crate::pcc`).
+    local: parking_lot::RwLock<Option<Arc<LocalCopy>>>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -135,8 +139,28 @@ impl File {
             released: Arc::new(AtomicBool::new(
                 attr.hsm_flags & weft_proto::hsm::HSM_RELEASED != 0,
             )),
+            local: parking_lot::RwLock::new(None),
             state: tokio::sync::Mutex::new(state),
         }
+    }
+
+    /// Reads (and writes) `local` from now on; a read-write copy's length is the size.
+    pub(crate) fn attach_local(&self, local: Arc<LocalCopy>) -> Result<(), ClientError> {
+        if local.kind == Kind::ReadWrite {
+            self.size.set(self.size.get().max(local.len()?));
+        }
+        *self.local.write() = Some(local);
+        Ok(())
+    }
+
+    /// The local copy this handle uses, if any.
+    fn local(&self) -> Option<Arc<LocalCopy>> {
+        self.local.read().clone()
+    }
+
+    /// Whether this handle reads a copy in the persistent client cache.
+    pub fn pcc_attached(&self) -> bool {
+        self.local.read().is_some()
     }
 
     /// Marks the file as created by this open.
@@ -236,6 +260,11 @@ impl Drop for File {
         self.client.release_dirty(dirty);
         self.client.open_sizes().leave(self.fid, &self.size);
         if !closed {
+            if let Some(l) = self.local.get_mut().take()
+                && l.kind == Kind::ReadWrite
+            {
+                self.client.pcc_rw_closed(&l.pcc, l.fid);
+            }
             let (mdt, handle) = (self.mdt.clone(), self.handle());
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {

@@ -22,6 +22,7 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod params;
+pub mod pcc;
 pub mod statahead;
 #[cfg(test)]
 mod test_attrs;

@@ -33,6 +33,7 @@ mod lab;
 mod locks;
 mod metrics;
 mod namespace;
+mod pcc;
 mod posix_suites;
 mod repo;
 mod repo_hsm;

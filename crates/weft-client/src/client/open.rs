@@ -18,6 +18,18 @@ impl Client {
         opts: OpenOptions,
         cred: &Credentials,
     ) -> Result<File, ClientError> {
+        self.open_with(fid, opts, cred, true).await
+    }
+
+    /// Opens an existing file by FID, through the persistent cache (`pcc`) or around it
+    /// (the cache's own copies).
+    pub(crate) async fn open_with(
+        self: &Arc<Self>,
+        fid: Fid,
+        opts: OpenOptions,
+        cred: &Credentials,
+        pcc: bool,
+    ) -> Result<File, ClientError> {
         let mdt = self.mdt(fid)?;
         let flags = OpenFlags {
             access: opts.access,
@@ -31,7 +43,7 @@ impl Client {
                 "is a directory",
             )));
         }
-        self.finish_open(mdt, opened.handle, opened.attr, opened.layout, opts)
+        self.finish_open(mdt, opened.handle, opened.attr, opened.layout, opts, pcc)
             .await
     }
 
@@ -85,7 +97,7 @@ impl Client {
                     ..opts
                 };
                 let mut file = self
-                    .finish_open(mdt, handle, c.attr, c.layout, opts)
+                    .finish_open(mdt, handle, c.attr, c.layout, opts, true)
                     .await?;
                 if c.created {
                     file.set_created();
@@ -131,6 +143,7 @@ impl Client {
         attr: Attr,
         layout: Option<Layout>,
         opts: OpenOptions,
+        pcc: bool,
     ) -> Result<File, ClientError> {
         if opts.truncate && opts.access != AccessMode::Read {
             // The MDT set the size to 0; the objects must follow.
@@ -156,6 +169,9 @@ impl Client {
         // A released file is restored whole before it can change (Lustre's rule).
         if opts.access != AccessMode::Read && file.is_released() {
             file.restore_all().await?;
+        }
+        if pcc {
+            self.pcc_on_open(&file, opts).await?;
         }
         Ok(file)
     }

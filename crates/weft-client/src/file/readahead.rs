@@ -83,6 +83,11 @@ impl File {
         }
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
+        if let Some(local) = self.local() {
+            drop(st);
+            let end = offset.saturating_add(len).min(self.size.get());
+            return local.read(offset, end.saturating_sub(offset)).await;
+        }
         if !st.dirty.is_empty() || st.flushing.is_some() {
             // Read your own writes: put them on the OSTs first.
             let r = self.flush_locked(&mut st).await;
@@ -168,6 +173,14 @@ impl File {
             return None;
         }
         let mut st = self.state.try_lock().ok()?;
+        if let Some(local) = self.local() {
+            if st.closed {
+                return None;
+            }
+            drop(st);
+            let end = offset.saturating_add(len).min(self.size.get());
+            return local.read_now(offset, end.saturating_sub(offset)).ok();
+        }
         if st.closed || !st.dirty.is_empty() || st.flushing.is_some() {
             return None;
         }

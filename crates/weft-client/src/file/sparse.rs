@@ -20,6 +20,9 @@ impl File {
     pub async fn punch(&self, offset: u64, len: u64) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
+        if self.local().is_some() {
+            return Err(errno(Errno::NotSup, "punching a file in the PCC"));
+        }
         self.flush_locked(&mut st).await?;
         let end = offset
             .checked_add(len)
@@ -82,6 +85,10 @@ impl File {
         drop(st);
         if offset >= size {
             return Ok(None);
+        }
+        if self.local().is_some() {
+            // A local copy is all data, as far as the file system knows.
+            return Ok(Some(if hole { size } else { offset }));
         }
         let layout = match self.layout() {
             Some(l) if l.components.iter().any(|c| !c.is_instantiated()) => {

@@ -4,6 +4,7 @@
 
 use super::{File, State};
 use crate::error::ClientError;
+use crate::pcc::local::Kind;
 
 impl File {
     /// Writes buffered data to the OSTs and records the size (and the new data version) on
@@ -72,6 +73,10 @@ impl File {
     pub async fn fsync(&self) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
+        if let Some(local) = self.local().filter(|l| l.kind == Kind::ReadWrite) {
+            // Durable on the local disk: a crash before the copy-back loses nothing.
+            return local.sync().await;
+        }
         self.flush_locked(&mut st).await?;
         let touched = std::mem::take(&mut st.touched);
         let syncs = touched
@@ -89,6 +94,11 @@ impl File {
     pub async fn truncate(&self, size: u64) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
+        if let Some(local) = self.local().filter(|l| l.kind == Kind::ReadWrite) {
+            local.set_len(size)?;
+            self.size.set(size);
+            return Ok(());
+        }
         self.flush_locked(&mut st).await?;
         // What was written before the truncate gets its data version now; the truncate
         // itself sets size, times and version on the MDT.
@@ -118,6 +128,12 @@ impl File {
         self.check_open(&st)?;
         let flushed = self.flush_locked(&mut st).await;
         st.closed = true;
+        if let Some(local) = self.local.write().take()
+            && local.kind == Kind::ReadWrite
+        {
+            // The data is copied into the file system after the last close here.
+            self.client.pcc_rw_closed(&local.pcc, local.fid);
+        }
         let size = st.modified.then(|| self.size.get());
         let blocks = st.modified.then(|| st.known_blocks()).flatten();
         let modified = st.modified;

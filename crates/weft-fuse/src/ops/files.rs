@@ -39,6 +39,12 @@ impl Ops {
             append: false,
         };
         let file = self.client.open(fid, opts, &cred).await?;
+        if access == AccessMode::Read && !file.pcc_attached() && self.client.pcc().is_some() {
+            // A read-only PCC copies the file in if its rule takes it.
+            let ancestors = self.ancestors(ino);
+            let facts = weft_client::pcc::facts(file.attr_at_open(), &ancestors, false);
+            self.client.pcc_consider(&file, &facts);
+        }
         // The kernel's cached pages stay only if the data is the version they were read
         // at (close-to-open): the MDT's version at this open.
         let version = file.attr_at_open().data_version;
@@ -75,6 +81,15 @@ impl Ops {
             append: false,
         };
         let file = self.client.open_in(pfid, name, opts, None, &cred).await?;
+        if file.created() && self.client.pcc().is_some() {
+            // A read-write PCC whose rule takes the file has it written locally.
+            let mut ancestors = vec![pfid];
+            ancestors.extend(self.ancestors(parent));
+            let facts = weft_client::pcc::facts(file.attr_at_open(), &ancestors, true);
+            if let Err(e) = self.client.pcc_on_create(&file, &facts).await {
+                tracing::warn!(fid = %file.fid(), error = %e, "PCC: the file is written to the file system");
+            }
+        }
         let attr = file.attr_at_open().clone();
         let entry = self.entry(attr, Some(parent)).await;
         if file.created() {
@@ -109,6 +124,28 @@ impl Ops {
             self.inodes.page_cache_changed(f.ino);
         }
         Ok(f.file.close().await?)
+    }
+
+    /// The directories `ino` was found in, nearest first, up to the root (as far as this
+    /// mount knows them).
+    fn ancestors(&self, ino: u64) -> Vec<weft_proto::Fid> {
+        let mut out = Vec::new();
+        let mut at = ino;
+        // Bounded: a chain the kernel's forgets cut, or a cycle renames left, ends it.
+        for _ in 0..4096 {
+            if at == crate::inodes::ROOT_INO {
+                break;
+            }
+            let Some(parent) = self.inodes.parent(at) else {
+                break;
+            };
+            match self.inodes.fid(parent) {
+                Some(fid) => out.push(fid),
+                None => break,
+            }
+            at = parent;
+        }
+        out
     }
 
     /// Makes what was written through `fh` durable.
