@@ -9,6 +9,12 @@ pub trait Message: Serialize + DeserializeOwned {
     fn opcode(&self) -> u16;
     /// A short, stable name of the operation for statistics (`"create"`, `"read"`).
     fn op_name(&self) -> &'static str;
+    /// Whether only servers may send this request (a target registering with the MGS, an
+    /// MDT asking another or destroying objects on an OST). A server started with a
+    /// cluster key refuses it from a connection not authenticated as a server.
+    fn server_only(&self) -> bool {
+        false
+    }
 }
 
 /// What travels in front of every request body: who the request is for, beyond the

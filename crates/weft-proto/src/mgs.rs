@@ -174,6 +174,13 @@ impl Message for MgsRequest {
         }
     }
 
+    fn server_only(&self) -> bool {
+        matches!(
+            self,
+            MgsRequest::Register { .. } | MgsRequest::Heartbeat { .. } | MgsRequest::AllocSeq { .. }
+        )
+    }
+
     fn op_name(&self) -> &'static str {
         match self {
             MgsRequest::Register { .. } => "register",

@@ -133,6 +133,14 @@ impl Message for OstRequest {
         }
     }
 
+    /// Object destruction is the MDT's (and `weft fsck`'s, run with the server key).
+    fn server_only(&self) -> bool {
+        matches!(
+            self,
+            OstRequest::Destroy { .. } | OstRequest::DestroyMany { .. }
+        )
+    }
+
     fn op_name(&self) -> &'static str {
         match self {
             OstRequest::Read { .. } => "read",

@@ -575,6 +575,26 @@ impl Message for MdtRequest {
         }
     }
 
+    /// The steps of cross-MDT operations, which one MDT sends another.
+    fn server_only(&self) -> bool {
+        matches!(
+            self,
+            MdtRequest::CreateRemoteDir { .. }
+                | MdtRequest::RemoveRemoteDir { .. }
+                | MdtRequest::SealDir { .. }
+                | MdtRequest::AddLink { .. }
+                | MdtRequest::DropLink { .. }
+                | MdtRequest::InsertEntry { .. }
+                | MdtRequest::ForgetOps { .. }
+                | MdtRequest::DirParent { .. }
+                | MdtRequest::RenameLock { .. }
+                | MdtRequest::SetParent { .. }
+                | MdtRequest::FreezeDir { .. }
+                | MdtRequest::InsertEntries { .. }
+                | MdtRequest::DropMigrated { .. }
+        )
+    }
+
     fn op_name(&self) -> &'static str {
         match self {
             MdtRequest::Lookup { .. } => "lookup",
