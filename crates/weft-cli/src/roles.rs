@@ -24,6 +24,7 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Route {
     local: Option<LocalServers>,
+    key: Option<Arc<weft_rpc::ClusterKey>>,
 }
 
 impl Route {
@@ -34,12 +35,21 @@ impl Route {
         let env_sockets = std::env::var("WEFT_RPC_LOCAL").is_ok_and(|v| v.trim() == "0");
         Self {
             local: (!sockets && !env_sockets).then(LocalServers::new),
+            key: None,
         }
+    }
+
+    /// The same, with this process's servers requiring `key` of their peers and its
+    /// clients proving it (calls within the process need no proof: same process, same
+    /// key).
+    pub fn with_key(mut self, key: Option<Arc<weft_rpc::ClusterKey>>) -> Self {
+        self.key = key;
+        self
     }
 
     /// The transport of this process's clients.
     pub fn transport(&self) -> Arc<dyn Transport> {
-        Arc::new(Tcp::new(self.local.clone()))
+        Arc::new(Tcp::new(self.local.clone()).with_key(self.key.clone()))
     }
 
     /// Options of a client of this process.
@@ -82,6 +92,7 @@ pub async fn connect_mgs(
 pub async fn listen(addr: &str, router: Arc<Router>, route: &Route) -> Result<Server> {
     let opts = ServerOptions {
         local_servers: route.local.clone(),
+        key: route.key.clone(),
         ..ServerOptions::default()
     };
     Server::bind(addr, router, opts)

@@ -25,6 +25,8 @@ pub struct MgsArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub key: crate::key::KeyArgs,
 }
 
 /// Opens the MGS and adds its service to `router`.
@@ -54,7 +56,7 @@ pub async fn run(args: MgsArgs) -> Result<()> {
         &router,
     )
     .await?;
-    let server = super::listen(&args.listen, router.clone(), &super::Route::new(false)).await?;
+    let server = super::listen(&args.listen, router.clone(), &super::Route::new(false).with_key(args.key.server_key()?)).await?;
     let metrics = match &args.metrics {
         Some(addr) => {
             Some(crate::metrics::serve(addr, Metrics::new(router, vec![], vec![])).await?)

@@ -44,7 +44,7 @@ pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> 
             Client::mount(
                 &addr,
                 cluster.fsname(),
-                weft_client::ClientOptions::default(),
+                crate::key::client_options()?,
             )
             .await
             .with_context(|| format!("cannot reach the file system at {addr}"))?
