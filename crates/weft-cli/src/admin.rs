@@ -12,6 +12,7 @@ pub mod fsck;
 pub mod fspath;
 pub mod hsm;
 pub mod migrate;
+pub mod nodemap;
 pub mod param;
 pub mod pool;
 pub mod repo;

@@ -66,6 +66,9 @@ enum Command {
     Umount(mount::UmountArgs),
     /// Manage OST pools (like `lctl pool_new/pool_add/...`).
     Pool(admin::pool::PoolArgs),
+    /// Client classes by address range: root squash, read-only, admin (like `lctl
+    /// nodemap_*`).
+    Nodemap(admin::nodemap::NodemapArgs),
     /// Show MDT and OST usage (like `lfs df`).
     #[command(disable_help_flag = true)]
     Df(admin::df::DfArgs),
@@ -242,6 +245,7 @@ fn main() -> ExitCode {
             Command::Bench(a) => bench_io::run(a).await,
             Command::BenchRepo(a) => bench_repo::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,
+            Command::Nodemap(a) => admin::nodemap::run(a).await,
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,
             Command::SetParam(a) => admin::param::set(a).await,

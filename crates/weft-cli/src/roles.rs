@@ -111,6 +111,22 @@ pub async fn register(cluster: &Cluster, id: TargetId, uuid: Uuid, address: &str
     Ok(())
 }
 
+/// Makes the client classes among `params` (`nodemap.*`) those this process's servers
+/// apply, if they changed; malformed entries are logged and skipped.
+pub fn install_nodemap(params: &std::collections::BTreeMap<String, String>) {
+    let (map, errors) = weft_rpc::nodemap::NodeMap::from_params(
+        params.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    if *weft_rpc::nodemap::current() == map {
+        return;
+    }
+    for e in errors {
+        tracing::warn!(error = %e, "client class parameter ignored");
+    }
+    tracing::info!(classes = map.classes().len(), "client classes applied");
+    weft_rpc::nodemap::install(map);
+}
+
 /// Sends heartbeats for `targets` until the task is dropped; re-registers a target the MGS
 /// has forgotten (a reformatted MGS keeps working with running targets). Also applies the
 /// MGS's stored server parameters (`set_param -P`) now and whenever they change.
@@ -159,6 +175,7 @@ const SERVER_PARAMS: [&str; 3] = [
 /// (`mdt.FS-MDT0000.job_cleanup_interval`, patterns like `obdfilter.*.readcache_max_io_mb`).
 /// A value out of range is logged and ignored.
 fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)], osts: &[Arc<Ost>]) {
+    install_nodemap(&cluster.config().params);
     let fs = cluster.fsname();
     for (name, value) in &cluster.config().params {
         let Some(last) = SERVER_PARAMS

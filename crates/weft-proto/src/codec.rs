@@ -15,6 +15,20 @@ pub trait Message: Serialize + DeserializeOwned {
     fn server_only(&self) -> bool {
         false
     }
+    /// Whether the request may change what the file system stores (refused from a
+    /// read-only client class, see `weft_rpc::nodemap`).
+    fn modifies(&self) -> bool {
+        false
+    }
+    /// Whether the request is an administrator's (`set_param -P`, pools, migration):
+    /// refused from a client class without the admin flag.
+    fn admin_only(&self) -> bool {
+        false
+    }
+    /// Maps user and group 0 of the request's credentials to `nobody` (root squash).
+    fn squash_root(&mut self, nobody: u32) {
+        let _ = nobody;
+    }
 }
 
 /// What travels in front of every request body: who the request is for, beyond the

@@ -174,10 +174,30 @@ impl Message for MgsRequest {
         }
     }
 
+    fn modifies(&self) -> bool {
+        !matches!(self, MgsRequest::GetConfig | MgsRequest::TaskList)
+    }
+
+    fn admin_only(&self) -> bool {
+        matches!(
+            self,
+            MgsRequest::SetParam { .. }
+                | MgsRequest::PoolNew { .. }
+                | MgsRequest::PoolAdd { .. }
+                | MgsRequest::PoolRemove { .. }
+                | MgsRequest::PoolDestroy { .. }
+                | MgsRequest::SetDefaultLayout { .. }
+                | MgsRequest::RepoCreate { .. }
+                | MgsRequest::RepoDelete { .. }
+        )
+    }
+
     fn server_only(&self) -> bool {
         matches!(
             self,
-            MgsRequest::Register { .. } | MgsRequest::Heartbeat { .. } | MgsRequest::AllocSeq { .. }
+            MgsRequest::Register { .. }
+                | MgsRequest::Heartbeat { .. }
+                | MgsRequest::AllocSeq { .. }
         )
     }
 

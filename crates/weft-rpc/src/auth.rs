@@ -46,9 +46,7 @@ pub enum KeyError {
         source: std::io::Error,
     },
     /// The file may be read by others than its owner.
-    #[error(
-        "key file {path} is readable by group or others (mode {mode:o}): chmod 600 it"
-    )]
+    #[error("key file {path} is readable by group or others (mode {mode:o}): chmod 600 it")]
     Exposed {
         /// The file.
         path: String,
@@ -56,7 +54,9 @@ pub enum KeyError {
         mode: u32,
     },
     /// The text is not a key.
-    #[error("not a weft key: expected '{SERVER_KEY_TAG} HEX' or '{CLIENT_KEY_TAG} HEX' with 64 hex digits")]
+    #[error(
+        "not a weft key: expected '{SERVER_KEY_TAG} HEX' or '{CLIENT_KEY_TAG} HEX' with 64 hex digits"
+    )]
     Malformed,
 }
 

@@ -88,7 +88,12 @@ async fn authenticate(
 ) -> Result<(), RpcError> {
     use crate::auth::{self, Side};
     use weft_proto::handshake::{AuthChallenge, AuthHello, AuthProof};
-    let refused = || RpcError::Handshake(weft_proto::WireError::new(weft_proto::Errno::Access, auth::REFUSED));
+    let refused = || {
+        RpcError::Handshake(weft_proto::WireError::new(
+            weft_proto::Errno::Access,
+            auth::REFUSED,
+        ))
+    };
     let role = key.role();
     let secret = key.secret(role).ok_or_else(refused)?;
     let hello = AuthHello {
@@ -104,7 +109,13 @@ async fn authenticate(
         .await?;
     let challenge: WireResult<AuthChallenge> = weft_proto::decode(&frame.body)?;
     let challenge = challenge.map_err(RpcError::Handshake)?;
-    if !auth::verify(secret, Side::Server, &hello, &challenge.nonce, &challenge.proof) {
+    if !auth::verify(
+        secret,
+        Side::Server,
+        &hello,
+        &challenge.nonce,
+        &challenge.proof,
+    ) {
         return Err(refused());
     }
     let proof = AuthProof {

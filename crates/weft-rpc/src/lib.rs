@@ -15,6 +15,7 @@ pub mod error;
 pub mod jobid;
 pub mod local;
 pub mod metric;
+pub mod nodemap;
 pub mod resend;
 pub mod server;
 pub mod service;

@@ -447,9 +447,12 @@ async fn handshake(
         ));
     }
     let accepted = match weft_proto::decode::<ConnectRequest>(&frame.body) {
-        Ok(hello) if proved.as_ref().is_some_and(|(a, _)| !agrees(a, &hello)) => Err(
-            WireError::new(Errno::Access, "connect request differs from the authenticated hello"),
-        ),
+        Ok(hello) if proved.as_ref().is_some_and(|(a, _)| !agrees(a, &hello)) => {
+            Err(WireError::new(
+                Errno::Access,
+                "connect request differs from the authenticated hello",
+            ))
+        }
         Ok(hello) => {
             handshake_reply(&shared.router, &hello).map(|(reply, service)| (reply, service, hello))
         }

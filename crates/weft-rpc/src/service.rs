@@ -227,15 +227,20 @@ impl<H: Handler> Service for TypedService<H> {
                         )),
                     )
                 }
-                Ok((header, msg)) => {
-                    let ctx = crate::RequestContext::from_header(&header);
-                    jobid = header.jobid;
+                Ok((header, mut msg)) => {
                     let name = msg.op_name();
-                    let handled = self.handler.handle_in(&ctx, &peer, msg, request.bulk);
-                    (
-                        name,
-                        crate::resend::with_seq(header.seq, header.acked, handled).await,
-                    )
+                    match crate::nodemap::check(&peer, &mut msg) {
+                        Err(e) => (name, Err(e)),
+                        Ok(()) => {
+                            let ctx = crate::RequestContext::from_header(&header);
+                            jobid = header.jobid;
+                            let handled = self.handler.handle_in(&ctx, &peer, msg, request.bulk);
+                            (
+                                name,
+                                crate::resend::with_seq(header.seq, header.acked, handled).await,
+                            )
+                        }
+                    }
                 }
             };
             let failed = result.is_err();

@@ -2,10 +2,10 @@
 //! also says which servers of this process its connections call directly instead
 //! ([`Transport::local_servers`]).
 
+use crate::auth::ClusterKey;
 use crate::local::LocalServers;
 use crate::service::BoxFuture;
 use std::io;
-use crate::auth::ClusterKey;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};

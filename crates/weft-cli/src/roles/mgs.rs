@@ -56,7 +56,12 @@ pub async fn run(args: MgsArgs) -> Result<()> {
         &router,
     )
     .await?;
-    let server = super::listen(&args.listen, router.clone(), &super::Route::new(false).with_key(args.key.server_key()?)).await?;
+    let server = super::listen(
+        &args.listen,
+        router.clone(),
+        &super::Route::new(false).with_key(args.key.server_key()?),
+    )
+    .await?;
     let metrics = match &args.metrics {
         Some(addr) => {
             Some(crate::metrics::serve(addr, Metrics::new(router, vec![], vec![])).await?)

@@ -38,7 +38,10 @@ fn malformed_key_text_is_refused() {
         "weft-client-key 0000000000000000000000000000000000000000000000000000000000000000 x",
         "weft-client-key é000000000000000000000000000000000000000000000000000000000000000",
     ] {
-        assert!(matches!(ClusterKey::parse(bad), Err(KeyError::Malformed)), "{bad:?}");
+        assert!(
+            matches!(ClusterKey::parse(bad), Err(KeyError::Malformed)),
+            "{bad:?}"
+        );
     }
 }
 
@@ -49,7 +52,10 @@ fn a_key_file_readable_by_others_is_refused() {
     let path = dir.path().join("key");
     std::fs::write(&path, ClusterKey::generate().to_text()).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert!(matches!(ClusterKey::load(&path), Err(KeyError::Exposed { .. })));
+    assert!(matches!(
+        ClusterKey::load(&path),
+        Err(KeyError::Exposed { .. })
+    ));
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(ClusterKey::load(&path).unwrap().role(), AuthRole::Server);
 }
@@ -66,14 +72,35 @@ fn proofs_bind_key_side_and_every_field() {
     assert!(!verify(s, Side::Server, &h, &n, &p));
     // Another key, nonce, role, name, node or version.
     let other = ClusterKey::generate();
-    assert!(!verify(other.secret(AuthRole::Server).unwrap(), Side::Peer, &h, &n, &p));
+    assert!(!verify(
+        other.secret(AuthRole::Server).unwrap(),
+        Side::Peer,
+        &h,
+        &n,
+        &p
+    ));
     assert!(!verify(s, Side::Peer, &h, &[8; AUTH_LEN], &p));
     let changed = [
-        AuthHello { role: AuthRole::Client, ..h.clone() },
-        AuthHello { fsname: "other".into(), ..h.clone() },
-        AuthHello { client_uuid: Uuid::from_u128(1), ..h.clone() },
-        AuthHello { protocol_version: 5, ..h.clone() },
-        AuthHello { nonce: [1; AUTH_LEN], ..h.clone() },
+        AuthHello {
+            role: AuthRole::Client,
+            ..h.clone()
+        },
+        AuthHello {
+            fsname: "other".into(),
+            ..h.clone()
+        },
+        AuthHello {
+            client_uuid: Uuid::from_u128(1),
+            ..h.clone()
+        },
+        AuthHello {
+            protocol_version: 5,
+            ..h.clone()
+        },
+        AuthHello {
+            nonce: [1; AUTH_LEN],
+            ..h.clone()
+        },
     ];
     for c in changed {
         assert!(!verify(s, Side::Peer, &c, &n, &p), "{c:?}");
@@ -84,8 +111,7 @@ fn proofs_bind_key_side_and_every_field() {
 mod over_tcp {
     use super::*;
     use crate::{
-        ClientOptions, Connection, Handler, Peer, Router, Server, ServerOptions, Tcp,
-        TypedService,
+        ClientOptions, Connection, Handler, Peer, Router, Server, ServerOptions, Tcp, TypedService,
     };
     use bytes::Bytes;
     use serde::{Deserialize, Serialize};
@@ -128,7 +154,11 @@ mod over_tcp {
 
     async fn server(key: Option<ClusterKey>) -> (Server, String) {
         let router = Router::new("fs");
-        router.add(TypedService::new(TargetId::ost(0), Uuid::new_v4(), Arc::new(H)));
+        router.add(TypedService::new(
+            TargetId::ost(0),
+            Uuid::new_v4(),
+            Arc::new(H),
+        ));
         let opts = ServerOptions {
             key: key.map(Arc::new),
             ..ServerOptions::default()
@@ -176,14 +206,20 @@ mod over_tcp {
         // refused, the last two with the same text.
         let none = connect(&addr, None).await.err().unwrap().to_string();
         assert!(none.contains(REFUSED), "{none}");
-        let wrong = connect(&addr, Some(ClusterKey::generate())).await.err().unwrap();
+        let wrong = connect(&addr, Some(ClusterKey::generate()))
+            .await
+            .err()
+            .unwrap();
         let forged = ClusterKey {
             server: Some(client_key.client),
             client: client_key.client,
         };
         let claimed = connect(&addr, Some(forged)).await.err().unwrap();
         assert_eq!(wrong.to_string(), claimed.to_string());
-        assert_eq!(wrong.to_string(), format!("handshake refused: EACCES: {REFUSED}"));
+        assert_eq!(
+            wrong.to_string(),
+            format!("handshake refused: EACCES: {REFUSED}")
+        );
         assert_eq!(wrong.errno(), Errno::Access);
 
         // A client that found the server's proof wrong just leaves: the server counts it
@@ -206,7 +242,10 @@ mod over_tcp {
         let (_s, addr) = server(None).await;
         let open = connect(&addr, None).await.unwrap();
         assert_eq!(call(&open, Req::ServersOnly).await.unwrap(), "Open");
-        let e = connect(&addr, Some(ClusterKey::generate())).await.err().unwrap();
+        let e = connect(&addr, Some(ClusterKey::generate()))
+            .await
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("without authentication"), "{e}");
     }
 }
