@@ -33,6 +33,7 @@ mod hostile;
 mod locks;
 mod metrics;
 mod namespace;
+mod nodemap;
 mod posix_suites;
 mod repo;
 mod repo_hsm;
