@@ -39,6 +39,9 @@ async fn classes_squash_root_make_read_only_and_gate_admin_verbs() {
     fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::chown(&secret, Some(1000), Some(1000)).unwrap();
     assert_eq!(fs::read(&secret).unwrap(), b"private");
+    let public = m.path("pub");
+    fs::create_dir(&public).unwrap();
+    fs::set_permissions(&public, fs::Permissions::from_mode(0o777)).unwrap();
 
     // Root squash for every client on loopback (the servers prove the server key and are
     // not classified).
@@ -59,8 +62,15 @@ async fn classes_squash_root_make_read_only_and_gate_admin_verbs() {
     });
     let chown = std::os::unix::fs::chown(&secret, Some(0), Some(0));
     assert_eq!(os_error(chown), Some(libc::EPERM));
-    fs::write(m.path("made"), b"by a squashed root").unwrap();
-    let made = fs::metadata(m.path("made")).unwrap();
+    // Root is nobody now: not allowed in the root directory (0755, root's), allowed in a
+    // directory everyone may write, where what it makes is nobody's.
+    assert_eq!(
+        os_error(fs::write(m.path("made"), b"x")),
+        Some(libc::EACCES)
+    );
+    let made_path = public.join("made");
+    fs::write(&made_path, b"by a squashed root").unwrap();
+    let made = fs::metadata(&made_path).unwrap();
     assert_eq!((made.uid(), made.gid()), (65534, 65534));
     // The file's owner still reads it (squash maps only root).
     let (status, err) = crate::fuse_common::run_as(1000, 1000, &[], &format!("cat {}", s(&secret)));
@@ -94,8 +104,8 @@ async fn classes_squash_root_make_read_only_and_gate_admin_verbs() {
     wait_until("the class read-only on the MDT", || {
         os_error(fs::write(m.path("new"), b"x")) == Some(libc::EROFS)
     });
-    assert_eq!(fs::read(m.path("made")).unwrap(), b"by a squashed root");
-    assert_eq!(os_error(fs::remove_file(m.path("made"))), Some(libc::EROFS));
+    assert_eq!(fs::read(&made_path).unwrap(), b"by a squashed root");
+    assert_eq!(os_error(fs::remove_file(&made_path)), Some(libc::EROFS));
     assert_eq!(os_error(fs::create_dir(m.path("d"))), Some(libc::EROFS));
 
     // Gone: everything works again.
