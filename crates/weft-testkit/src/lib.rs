@@ -715,7 +715,6 @@ impl TestCluster {
         let opts = weft_client::ClientOptions {
             io_retry,
             cluster: self.cluster_options(),
-            ..Default::default()
         };
         Ok(weft_client::Client::mount(&self.mgs_addr, FSNAME, opts).await?)
     }

@@ -116,10 +116,12 @@ async fn a_node_without_the_key_cannot_register_a_target_or_mount() {
 async fn a_client_key_cannot_make_server_requests() {
     let (tc, keys) = keyed().await;
     let client_key = weft_rpc::ClusterKey::load(&keys.path().join("client.key")).unwrap();
-    let mut opts = weft_client::ClusterOptions::default();
-    opts.transport = std::sync::Arc::new(
-        weft_rpc::Tcp::sockets().with_key(Some(std::sync::Arc::new(client_key))),
-    );
+    let opts = weft_client::ClusterOptions {
+        transport: std::sync::Arc::new(
+            weft_rpc::Tcp::sockets().with_key(Some(std::sync::Arc::new(client_key))),
+        ),
+        ..Default::default()
+    };
     let c = weft_client::Cluster::connect(&tc.mgs_addr, FSNAME, opts)
         .await
         .unwrap();
