@@ -33,6 +33,15 @@ async fn classes_squash_root_make_read_only_and_gate_admin_verbs() {
         weft_env(&all, env, Duration::from_secs(60))
     };
 
+    // (Re)defines class "lab" over loopback with `flag`, as an administrator.
+    let lab_class = |flag: &str| {
+        let (ok, _, err) = run(
+            &["nodemap", "add", "lab", "--range", "127.0.0.0/8", flag],
+            &env,
+        );
+        assert!(ok, "{err}");
+    };
+
     let m = FuseMount::start(&tc, &format!("key={}", s(&client_key)));
     let secret = m.path("secret");
     fs::write(&secret, b"private").unwrap();
@@ -45,18 +54,7 @@ async fn classes_squash_root_make_read_only_and_gate_admin_verbs() {
 
     // Root squash for every client on loopback (the servers prove the server key and are
     // not classified).
-    let (ok, _, err) = run(
-        &[
-            "nodemap",
-            "add",
-            "lab",
-            "--range",
-            "127.0.0.0/8",
-            "--squash-root",
-        ],
-        &env,
-    );
-    assert!(ok, "{err}");
+    lab_class("--squash-root");
     wait_until("root squashed on the MDT", || {
         os_error(fs::read(&secret)) == Some(libc::EACCES)
     });
@@ -89,18 +87,7 @@ async fn classes_squash_root_make_read_only_and_gate_admin_verbs() {
     assert!(tc.mgs.log().contains("request refused by client class"));
 
     // Read-only: changes fail with EROFS, reads work.
-    let (ok, _, err) = run(
-        &[
-            "nodemap",
-            "add",
-            "lab",
-            "--range",
-            "127.0.0.0/8",
-            "--read-only",
-        ],
-        &env,
-    );
-    assert!(ok, "{err}");
+    lab_class("--read-only");
     wait_until("the class read-only on the MDT", || {
         os_error(fs::write(m.path("new"), b"x")) == Some(libc::EROFS)
     });
