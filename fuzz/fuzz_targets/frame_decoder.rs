@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_proto::handshake::ServiceStats;
+use weft_proto::handshake::{AuthChallenge, AuthHello, AuthProof, ServiceStats};
 use weft_proto::mdt::{MdtReply, MdtRequest};
 use weft_proto::mgs::{MgsCallback, MgsReply, MgsRequest};
 use weft_proto::ost::{OstReply, OstRequest};
@@ -13,6 +13,10 @@ use weft_proto::{ConnectReply, ConnectRequest, RequestHeader, WireResult, decode
 
 fn decode_all(body: &[u8]) {
     let _ = decode::<ConnectRequest>(body);
+    let _ = decode::<AuthHello>(body);
+    let _ = decode::<WireResult<AuthChallenge>>(body);
+    let _ = decode::<AuthProof>(body);
+    let _ = decode::<WireResult<()>>(body);
     let _ = decode::<WireResult<ConnectReply>>(body);
     let _ = decode::<(RequestHeader, MdtRequest)>(body);
     let _ = decode::<WireResult<MdtReply>>(body);

@@ -12,6 +12,7 @@ pub mod fsck;
 pub mod fspath;
 pub mod hsm;
 pub mod migrate;
+pub mod nodemap;
 pub mod param;
 pub mod pcc;
 pub mod pool;
@@ -21,7 +22,7 @@ pub mod top;
 
 use anyhow::{Context, Result, bail};
 use std::sync::Arc;
-use weft_client::{Cluster, ClusterOptions};
+use weft_client::Cluster;
 
 /// The MGS used when neither `--mgs` nor `WEFT_MGS` says otherwise (`weft up`'s default).
 pub const DEFAULT_MGS: &str = "127.0.0.1:9400";
@@ -40,7 +41,7 @@ pub fn parse_fs_spec(spec: &str) -> Result<(String, String)> {
 
 /// Connects to the MGS at `addr` for file system `fsname` (empty: whichever it serves).
 pub async fn connect(addr: &str, fsname: &str) -> Result<Arc<Cluster>> {
-    Cluster::connect(addr, fsname, ClusterOptions::default())
+    Cluster::connect(addr, fsname, crate::key::cluster_options()?)
         .await
         .with_context(|| format!("cannot reach the MGS at {addr}"))
 }

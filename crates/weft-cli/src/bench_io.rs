@@ -18,7 +18,7 @@ use serde::Serialize;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
-use weft_client::{Client, ClientOptions, OpenOptions};
+use weft_client::{Client, OpenOptions};
 use weft_proto::Fid;
 use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::{AccessMode, Credentials};
@@ -140,7 +140,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         bail!("--transfer must not exceed --block");
     }
     let target = crate::admin::fspath::resolve(&args.fs)?;
-    let client = Client::mount(&target.mgs, &target.fsname, ClientOptions::default())
+    let client = Client::mount(&target.mgs, &target.fsname, crate::key::client_options()?)
         .await
         .with_context(|| format!("mounting {}", target.source))?;
     let base = client

@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
-use weft_client::{Cluster, ClusterOptions, MdtClient};
+use weft_client::{Cluster, MdtClient};
 use weft_proto::Fid;
 use weft_proto::mdt::Credentials;
 
@@ -92,7 +92,7 @@ async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
     let cred = Credentials::root();
     let mut mdts = Vec::new();
     for _ in 0..clients {
-        let cluster = Cluster::connect(&args.mgs, &args.fsname, ClusterOptions::default())
+        let cluster = Cluster::connect(&args.mgs, &args.fsname, crate::key::cluster_options()?)
             .await
             .with_context(|| format!("connecting to {}", args.mgs))?;
         mdts.push((cluster.mdt(0)?, cluster));

@@ -28,7 +28,7 @@ use data::{Dataset, Moved, Obj};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
-use weft_client::{Client, ClientOptions};
+use weft_client::Client;
 use weft_proto::Fid;
 use weft_proto::hsm::{RepoPolicy, RepoSpec};
 use weft_proto::mdt::Credentials;
@@ -229,7 +229,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
     }
 
     // A fresh directory linked to the bucket, and a plain one beside it.
-    let client = Client::mount(&mgs, &fsname, ClientOptions::default())
+    let client = Client::mount(&mgs, &fsname, crate::key::client_options()?)
         .await
         .with_context(|| format!("cannot reach file system '{fsname}' at {mgs}"))?;
     let root = Credentials::root();

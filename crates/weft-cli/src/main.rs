@@ -7,6 +7,7 @@ mod bench_md;
 mod bench_repo;
 mod client_node;
 mod cluster_view;
+mod key;
 mod metrics;
 mod mount;
 mod roles;
@@ -58,10 +59,16 @@ enum Command {
     Up(roles::up::UpArgs),
     /// Mount a file system with FUSE: `weft mount HOST:PORT:/FSNAME MOUNTPOINT [-o OPTIONS]`.
     Mount(mount::MountArgs),
+    /// Cluster keys: `weft key generate > FILE` (the server key), `weft key client FILE`
+    /// (the client key derived from it).
+    Key(key::KeyCommand),
     /// Unmount a weftfs mount.
     Umount(mount::UmountArgs),
     /// Manage OST pools (like `lctl pool_new/pool_add/...`).
     Pool(admin::pool::PoolArgs),
+    /// Client classes by address range: root squash, read-only, admin (like `lctl
+    /// nodemap_*`).
+    Nodemap(admin::nodemap::NodemapArgs),
     /// Show MDT and OST usage (like `lfs df`).
     #[command(disable_help_flag = true)]
     Df(admin::df::DfArgs),
@@ -235,10 +242,12 @@ fn main() -> ExitCode {
             Command::Up(a) => roles::up::run(a).await,
             Command::Mount(a) => mount::run(a).await,
             Command::Umount(a) => mount::umount(a),
+            Command::Key(a) => key::run(a),
             Command::BenchMdt(a) => bench_md::run(a).await,
             Command::Bench(a) => bench_io::run(a).await,
             Command::BenchRepo(a) => bench_repo::run(a).await,
             Command::Pool(a) => admin::pool::run(a).await,
+            Command::Nodemap(a) => admin::nodemap::run(a).await,
             Command::Df(a) => admin::df::run(a).await,
             Command::GetParam(a) => admin::param::get(a).await,
             Command::SetParam(a) => admin::param::set(a).await,

@@ -43,6 +43,9 @@ pub struct MountArgs {
     /// `-o metrics=HOST:PORT`, for fstab).
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
+    /// The cluster key (also `-o key=FILE`, for fstab).
+    #[command(flatten)]
+    pub key: crate::key::KeyArgs,
 }
 
 /// Flags of `weft umount`.
@@ -55,30 +58,35 @@ pub struct UmountArgs {
     pub lazy: bool,
 }
 
-/// The FUSE mount options, and `metrics=HOST:PORT` taken out of them (it concerns this
-/// command, not the mount).
-fn options(list: &[String]) -> Result<(MountOptions, Option<String>)> {
+/// The FUSE mount options, and `metrics=HOST:PORT` and `key=FILE` taken out of them (they
+/// concern this command, not the mount).
+fn options(list: &[String]) -> Result<(MountOptions, Option<String>, Option<PathBuf>)> {
     let mut o = MountOptions::default();
     let mut metrics = None;
+    let mut key = None;
     for l in list {
         let mut rest = Vec::new();
         for word in l.split(',') {
-            match word.strip_prefix("metrics=") {
-                Some(addr) => metrics = Some(crate::parse_addr(addr).map_err(anyhow::Error::msg)?),
-                None => rest.push(word),
+            if let Some(addr) = word.strip_prefix("metrics=") {
+                metrics = Some(crate::parse_addr(addr).map_err(anyhow::Error::msg)?);
+            } else if let Some(file) = word.strip_prefix("key=") {
+                key = Some(PathBuf::from(file));
+            } else {
+                rest.push(word);
             }
         }
         if !rest.is_empty() {
             o.apply(&rest.join(",")).map_err(anyhow::Error::msg)?;
         }
     }
-    Ok((o, metrics))
+    Ok((o, metrics, key))
 }
 
 /// Runs `weft mount`.
 pub async fn run(args: MountArgs) -> Result<()> {
     let (mgs, fsname) = weft_fuse::parse_source(&args.source).map_err(anyhow::Error::msg)?;
-    let (opts, metrics_opt) = options(&args.options)?;
+    let (opts, metrics_opt, key_opt) = options(&args.options)?;
+    let key = crate::key::load(args.key.key.as_deref().or(key_opt.as_deref()))?;
     let metrics = args.metrics.clone().or(metrics_opt);
     if !args.mountpoint.is_dir() {
         bail!(
@@ -89,7 +97,9 @@ pub async fn run(args: MountArgs) -> Result<()> {
     if args.daemon {
         return daemonize(&args);
     }
-    let client = Client::mount(&mgs, &fsname, ClientOptions::default())
+    let mut client_opts = ClientOptions::default();
+    client_opts.cluster.transport = crate::key::transport(key);
+    let client = Client::mount(&mgs, &fsname, client_opts)
         .await
         .with_context(|| format!("cannot reach file system '{fsname}' at {mgs}"))?;
     let served = serve(
@@ -208,6 +218,9 @@ fn daemonize(args: &MountArgs) -> Result<()> {
     cmd.arg("mount").arg(&args.source).arg(&args.mountpoint);
     for o in &args.options {
         cmd.arg("-o").arg(o);
+    }
+    if let Some(k) = &args.key.key {
+        cmd.arg("--key").arg(k);
     }
     let (out, err) = match &args.log {
         Some(p) => {

@@ -24,6 +24,7 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Route {
     local: Option<LocalServers>,
+    key: Option<Arc<weft_rpc::ClusterKey>>,
 }
 
 impl Route {
@@ -34,12 +35,21 @@ impl Route {
         let env_sockets = std::env::var("WEFT_RPC_LOCAL").is_ok_and(|v| v.trim() == "0");
         Self {
             local: (!sockets && !env_sockets).then(LocalServers::new),
+            key: None,
         }
+    }
+
+    /// The same, with this process's servers requiring `key` of their peers and its
+    /// clients proving it (calls within the process need no proof: same process, same
+    /// key).
+    pub fn with_key(mut self, key: Option<Arc<weft_rpc::ClusterKey>>) -> Self {
+        self.key = key;
+        self
     }
 
     /// The transport of this process's clients.
     pub fn transport(&self) -> Arc<dyn Transport> {
-        Arc::new(Tcp::new(self.local.clone()))
+        Arc::new(Tcp::new(self.local.clone()).with_key(self.key.clone()))
     }
 
     /// Options of a client of this process.
@@ -82,6 +92,7 @@ pub async fn connect_mgs(
 pub async fn listen(addr: &str, router: Arc<Router>, route: &Route) -> Result<Server> {
     let opts = ServerOptions {
         local_servers: route.local.clone(),
+        key: route.key.clone(),
         ..ServerOptions::default()
     };
     Server::bind(addr, router, opts)
@@ -98,6 +109,22 @@ pub async fn register(cluster: &Cluster, id: TargetId, uuid: Uuid, address: &str
         .with_context(|| format!("registering {id} with the MGS"))?;
     tracing::info!(target = %id, %uuid, address, "registered with the MGS");
     Ok(())
+}
+
+/// Makes the client classes among `params` (`nodemap.*`) those this process's servers
+/// apply, if they changed; malformed entries are logged and skipped.
+pub fn install_nodemap(params: &std::collections::BTreeMap<String, String>) {
+    let (map, errors) = weft_rpc::nodemap::NodeMap::from_params(
+        params.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    if *weft_rpc::nodemap::current() == map {
+        return;
+    }
+    for e in errors {
+        tracing::warn!(error = %e, "client class parameter ignored");
+    }
+    tracing::info!(classes = map.classes().len(), "client classes applied");
+    weft_rpc::nodemap::install(map);
 }
 
 /// Sends heartbeats for `targets` until the task is dropped; re-registers a target the MGS
@@ -148,6 +175,7 @@ const SERVER_PARAMS: [&str; 3] = [
 /// (`mdt.FS-MDT0000.job_cleanup_interval`, patterns like `obdfilter.*.readcache_max_io_mb`).
 /// A value out of range is logged and ignored.
 fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)], osts: &[Arc<Ost>]) {
+    install_nodemap(&cluster.config().params);
     let fs = cluster.fsname();
     for (name, value) in &cluster.config().params {
         let Some(last) = SERVER_PARAMS

@@ -9,6 +9,26 @@ pub trait Message: Serialize + DeserializeOwned {
     fn opcode(&self) -> u16;
     /// A short, stable name of the operation for statistics (`"create"`, `"read"`).
     fn op_name(&self) -> &'static str;
+    /// Whether only servers may send this request (a target registering with the MGS, an
+    /// MDT asking another or destroying objects on an OST). A server started with a
+    /// cluster key refuses it from a connection not authenticated as a server.
+    fn server_only(&self) -> bool {
+        false
+    }
+    /// Whether the request may change what the file system stores (refused from a
+    /// read-only client class, see `weft_rpc::nodemap`).
+    fn modifies(&self) -> bool {
+        false
+    }
+    /// Whether the request is an administrator's (`set_param -P`, pools, migration):
+    /// refused from a client class without the admin flag.
+    fn admin_only(&self) -> bool {
+        false
+    }
+    /// Maps user and group 0 of the request's credentials to `nobody` (root squash).
+    fn squash_root(&mut self, nobody: u32) {
+        let _ = nobody;
+    }
 }
 
 /// What travels in front of every request body: who the request is for, beyond the

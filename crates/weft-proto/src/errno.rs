@@ -78,6 +78,9 @@ pub enum Errno {
     /// another MDT (`weft migrate -m`); the client waits and sends the request again.
     /// Never shown to applications.
     InProgress,
+    /// Read-only file system (EROFS, 30): the client's class is read-only
+    /// (`weft_rpc::nodemap`).
+    RoFs,
 }
 
 impl Errno {
@@ -116,6 +119,7 @@ impl Errno {
             Errno::DeadLk => 35,
             Errno::NoLck => 37,
             Errno::InProgress => 115,
+            Errno::RoFs => 30,
         }
     }
 
@@ -154,6 +158,7 @@ impl Errno {
             Errno::DeadLk => "EDEADLK",
             Errno::NoLck => "ENOLCK",
             Errno::InProgress => "EINPROGRESS",
+            Errno::RoFs => "EROFS",
         }
     }
 }

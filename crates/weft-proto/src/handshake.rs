@@ -15,6 +15,11 @@ pub mod opcode {
     pub const PING: u16 = 2;
     /// Asks for the service's operation statistics.
     pub const STATS: u16 = 3;
+    /// [`super::AuthHello`], answered by [`super::AuthChallenge`]: the first request on a
+    /// connection to a server started with a cluster key.
+    pub const AUTH_HELLO: u16 = 4;
+    /// [`super::AuthProof`], answered by an empty reply or a refusal.
+    pub const AUTH_PROOF: u16 = 5;
 }
 
 /// Feature bit: the peer can receive server-to-client callbacks.
@@ -46,6 +51,51 @@ pub struct ConnectReply {
     pub features: u64,
     /// The server's protocol version.
     pub protocol_version: u32,
+}
+
+/// Which key a peer proves it holds: the client key (mounts, tools) or the server key
+/// (MGS, MDS, OSS), from which the client key is derived one way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AuthRole {
+    /// A client: proves the client key.
+    Client,
+    /// A server: proves the server key.
+    Server,
+}
+
+/// Bytes of an authentication nonce and of a proof (HMAC-SHA256).
+pub const AUTH_LEN: usize = 32;
+
+/// Opens mutual authentication: who the peer says it is and its fresh nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthHello {
+    /// The key the peer will prove.
+    pub role: AuthRole,
+    /// The file system it means (empty for a server still learning it from the MGS); the
+    /// connect request that follows must name the same.
+    pub fsname: String,
+    /// The node's identity; the connect request that follows must carry the same.
+    pub client_uuid: Uuid,
+    /// [`PROTOCOL_VERSION`] of the peer; the connect request must carry the same.
+    pub protocol_version: u32,
+    /// Random bytes, fresh for this connection.
+    pub nonce: [u8; AUTH_LEN],
+}
+
+/// The server's answer to an [`AuthHello`]: its nonce and its proof of the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthChallenge {
+    /// Random bytes, fresh for this connection.
+    pub nonce: [u8; AUTH_LEN],
+    /// HMAC-SHA256 of the transcript under the role's key, labelled as the server's.
+    pub proof: [u8; AUTH_LEN],
+}
+
+/// The peer's proof of the key, after it checked the server's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthProof {
+    /// HMAC-SHA256 of the transcript under the role's key, labelled as the client's.
+    pub proof: [u8; AUTH_LEN],
 }
 
 /// Per-operation statistics of one service, as returned by the STATS opcode.

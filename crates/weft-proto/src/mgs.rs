@@ -174,6 +174,33 @@ impl Message for MgsRequest {
         }
     }
 
+    fn modifies(&self) -> bool {
+        !matches!(self, MgsRequest::GetConfig | MgsRequest::TaskList)
+    }
+
+    fn admin_only(&self) -> bool {
+        matches!(
+            self,
+            MgsRequest::SetParam { .. }
+                | MgsRequest::PoolNew { .. }
+                | MgsRequest::PoolAdd { .. }
+                | MgsRequest::PoolRemove { .. }
+                | MgsRequest::PoolDestroy { .. }
+                | MgsRequest::SetDefaultLayout { .. }
+                | MgsRequest::RepoCreate { .. }
+                | MgsRequest::RepoDelete { .. }
+        )
+    }
+
+    fn server_only(&self) -> bool {
+        matches!(
+            self,
+            MgsRequest::Register { .. }
+                | MgsRequest::Heartbeat { .. }
+                | MgsRequest::AllocSeq { .. }
+        )
+    }
+
     fn op_name(&self) -> &'static str {
         match self {
             MgsRequest::Register { .. } => "register",

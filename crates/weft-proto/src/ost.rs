@@ -133,6 +133,25 @@ impl Message for OstRequest {
         }
     }
 
+    fn modifies(&self) -> bool {
+        matches!(
+            self,
+            OstRequest::Write { .. }
+                | OstRequest::Punch { .. }
+                | OstRequest::PunchRange { .. }
+                | OstRequest::Destroy { .. }
+                | OstRequest::DestroyMany { .. }
+        )
+    }
+
+    /// Object destruction is the MDT's (and `weft fsck`'s, run with the server key).
+    fn server_only(&self) -> bool {
+        matches!(
+            self,
+            OstRequest::Destroy { .. } | OstRequest::DestroyMany { .. }
+        )
+    }
+
     fn op_name(&self) -> &'static str {
         match self {
             OstRequest::Read { .. } => "read",

@@ -77,6 +77,58 @@ impl CallbackSender {
     }
 }
 
+/// The connecting side of authentication (see [`crate::auth`]): says which key it proves,
+/// checks the server's proof, then proves its own. Any failure of either proof is the one
+/// refusal, [`crate::auth::REFUSED`].
+async fn authenticate(
+    endpoint: &Endpoint,
+    key: &crate::ClusterKey,
+    connect: &ConnectRequest,
+    timeout: Duration,
+) -> Result<(), RpcError> {
+    use crate::auth::{self, Side};
+    use weft_proto::handshake::{AuthChallenge, AuthHello, AuthProof};
+    let refused = || {
+        RpcError::Handshake(weft_proto::WireError::new(
+            weft_proto::Errno::Access,
+            auth::REFUSED,
+        ))
+    };
+    let role = key.role();
+    let secret = key.secret(role).ok_or_else(refused)?;
+    let hello = AuthHello {
+        role,
+        fsname: connect.fsname.clone(),
+        client_uuid: connect.client_uuid,
+        protocol_version: connect.protocol_version,
+        nonce: auth::nonce(),
+    };
+    let body = weft_proto::encode(&hello)?;
+    let frame = endpoint
+        .request(opcode::AUTH_HELLO, 0, body, Bytes::new(), timeout)
+        .await?;
+    let challenge: WireResult<AuthChallenge> = weft_proto::decode(&frame.body)?;
+    let challenge = challenge.map_err(RpcError::Handshake)?;
+    if !auth::verify(
+        secret,
+        Side::Server,
+        &hello,
+        &challenge.nonce,
+        &challenge.proof,
+    ) {
+        return Err(refused());
+    }
+    let proof = AuthProof {
+        proof: auth::proof(secret, Side::Peer, &hello, &challenge.nonce),
+    };
+    let body = weft_proto::encode(&proof)?;
+    let frame = endpoint
+        .request(opcode::AUTH_PROOF, 0, body, Bytes::new(), timeout)
+        .await?;
+    let answer: WireResult<()> = weft_proto::decode(&frame.body)?;
+    answer.map_err(RpcError::Handshake)
+}
+
 /// A connection to one target, bound by the handshake. Cheap to share: calls from many
 /// tasks run concurrently over it, each matched to its reply by xid.
 pub struct Connection {
@@ -152,6 +204,9 @@ impl Connection {
             endpoint: endpoint.clone(),
             tasks: [reader, writer],
         };
+        if let Some(key) = transport.key() {
+            authenticate(&endpoint, &key, hello, opts.connect_timeout).await?;
+        }
         let body = weft_proto::encode(hello)?;
         let frame = endpoint
             .request(opcode::CONNECT, 0, body, Bytes::new(), opts.connect_timeout)

@@ -7,6 +7,7 @@
 //! an RDMA transport can be added without touching services or clients. A client and a
 //! server in one process skip the stream altogether ([`local`]).
 
+pub mod auth;
 pub mod client;
 pub mod conn;
 pub mod context;
@@ -14,17 +15,19 @@ pub mod error;
 pub mod jobid;
 pub mod local;
 pub mod metric;
+pub mod nodemap;
 pub mod resend;
 pub mod server;
 pub mod service;
 pub mod stats;
 pub mod transport;
 
+pub use auth::ClusterKey;
 pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
 pub use context::RequestContext;
 pub use error::RpcError;
 pub use local::LocalServers;
 pub use server::{Router, Server, ServerOptions};
-pub use service::{Handler, Peer, Service, TypedService};
+pub use service::{Handler, Peer, PeerAuth, Service, TypedService};
 pub use stats::OpStatsTable;
 pub use transport::{Tcp, TcpTransport, Transport};

@@ -144,6 +144,7 @@ impl LocalLink {
             callbacks: CallbackSender::new(callbacks.clone()),
             conn_id: server.next_conn_id.fetch_add(1, Ordering::Relaxed),
             in_process: true,
+            auth: crate::service::PeerAuth::InProcess,
         });
         let callback_task = tokio::spawn(deliver_callbacks(rx, handler));
         tracing::debug!(target = %hello.target, client = %hello.client_uuid, "in-process client connected");

@@ -1,10 +1,11 @@
 //! The server end: accepts connections, binds each to a target by its handshake, reads
 //! requests within memory budgets and runs them concurrently.
 
+use crate::auth::{self, ClusterKey, Side};
 use crate::client::CallbackSender;
 use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
 use crate::local::LocalServers;
-use crate::service::{Service, encode_reply};
+use crate::service::{PeerAuth, Service, encode_reply};
 use crate::transport::BoxRead;
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -18,7 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use weft_proto::frame::FLAG_REPLY;
-use weft_proto::handshake::{FEATURES_SUPPORTED, opcode};
+use weft_proto::handshake::{
+    AuthChallenge, AuthHello, AuthProof, AuthRole, FEATURES_SUPPORTED, opcode,
+};
 use weft_proto::{
     ConnectReply, ConnectRequest, Errno, PROTOCOL_VERSION, TargetId, WireError, WireResult,
 };
@@ -41,6 +44,9 @@ pub struct ServerOptions {
     /// The list of in-process servers to join: clients whose transport holds the same
     /// list call this server's targets directly (see [`crate::local`]).
     pub local_servers: Option<LocalServers>,
+    /// The cluster key every connection over a socket must prove before its handshake
+    /// (see [`crate::auth`]); `None`: no authentication, every peer trusted.
+    pub key: Option<Arc<ClusterKey>>,
 }
 
 impl Default for ServerOptions {
@@ -52,6 +58,7 @@ impl Default for ServerOptions {
             handshake_timeout: Duration::from_secs(10),
             in_process_clients: false,
             local_servers: None,
+            key: None,
         }
     }
 }
@@ -263,7 +270,7 @@ async fn serve_connection(
 
     let handshake = tokio::select! {
         _ = stop.changed() => None,
-        h = tokio::time::timeout(shared.opts.handshake_timeout, handshake(&mut r, &endpoint, &shared.router)) => match h {
+        h = tokio::time::timeout(shared.opts.handshake_timeout, handshake(&mut r, &endpoint, &shared, addr)) => match h {
             Ok(Ok(pair)) => Some(pair),
             Ok(Err(reason)) => {
                 tracing::info!(peer = %addr, %reason, "connection refused");
@@ -275,13 +282,14 @@ async fn serve_connection(
             }
         },
     };
-    if let Some((service, hello)) = handshake {
+    if let Some((service, hello, auth)) = handshake {
         let peer = Arc::new(crate::service::Peer {
             client_uuid: hello.client_uuid,
             addr,
             callbacks: CallbackSender::new(endpoint.clone()),
             conn_id,
             in_process: false,
+            auth,
         });
         tracing::debug!(peer = %addr, target = %hello.target, client = %hello.client_uuid, "connected");
         tokio::select! {
@@ -318,29 +326,135 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Reads and answers the connect request. Errors are returned to the peer, then the
-/// connection closes.
-async fn handshake(
-    r: &mut BufReader<BoxRead>,
-    endpoint: &Endpoint,
-    router: &Router,
-) -> Result<(Arc<dyn Service>, ConnectRequest), String> {
+/// Reads the first frame of a connection (no flags allowed).
+async fn read_first(r: &mut BufReader<BoxRead>) -> Result<InFrame, String> {
     let header = conn::read_header(r)
         .await
         .map_err(|e| e.to_string())?
         .ok_or("closed before handshake")?;
-    if header.opcode != opcode::CONNECT || header.flags != 0 {
+    if header.flags != 0 {
+        return Err(format!("handshake frame with flags {:#x}", header.flags));
+    }
+    conn::read_payload(r, header)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Sends the answer to a handshake frame.
+async fn answer_handshake<T: serde::Serialize>(
+    endpoint: &Endpoint,
+    frame: &InFrame,
+    reply: &WireResult<T>,
+) -> Result<(), String> {
+    let out = OutFrame::new(
+        frame.header.opcode,
+        FLAG_REPLY,
+        frame.header.xid,
+        encode_reply(reply),
+        Bytes::new(),
+    )
+    .map_err(|e| e.to_string())?;
+    endpoint.send(out).await.map_err(|e| e.to_string())
+}
+
+/// Refuses a connection's authentication: counts it, logs it with the peer's address and
+/// answers the one refusal text (when there is a frame to answer).
+async fn refuse(
+    endpoint: &Endpoint,
+    frame: Option<&InFrame>,
+    addr: SocketAddr,
+    why: &str,
+) -> String {
+    auth::COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(peer = %addr, why, "authentication refused");
+    if let Some(frame) = frame {
+        let refusal: WireResult<()> = Err(WireError::new(Errno::Access, auth::REFUSED));
+        let _ = answer_handshake(endpoint, frame, &refusal).await;
+    }
+    format!("authentication refused: {why}")
+}
+
+/// Runs the server's side of authentication from the peer's hello: answers with the
+/// server's nonce and proof, checks the peer's proof. Returns the hello (which the connect
+/// request must agree with) and the role proved.
+async fn authenticate(
+    r: &mut BufReader<BoxRead>,
+    endpoint: &Endpoint,
+    key: &ClusterKey,
+    first: &InFrame,
+    addr: SocketAddr,
+) -> Result<(AuthHello, AuthRole), String> {
+    let Ok(hello) = weft_proto::decode::<AuthHello>(&first.body) else {
+        return Err(refuse(endpoint, Some(first), addr, "malformed hello").await);
+    };
+    let Some(secret) = key.secret(hello.role) else {
+        return Err(refuse(endpoint, Some(first), addr, "role has no key here").await);
+    };
+    let nonce = auth::nonce();
+    let challenge = AuthChallenge {
+        nonce,
+        proof: auth::proof(secret, Side::Server, &hello, &nonce),
+    };
+    answer_handshake(endpoint, first, &Ok(challenge)).await?;
+    let frame = match read_first(r).await {
+        Ok(f) if f.header.opcode == opcode::AUTH_PROOF => f,
+        Ok(f) => return Err(refuse(endpoint, Some(&f), addr, "no proof").await),
+        Err(e) => return Err(refuse(endpoint, None, addr, &format!("left: {e}")).await),
+    };
+    let proved = weft_proto::decode::<AuthProof>(&frame.body)
+        .is_ok_and(|p| auth::verify(secret, Side::Peer, &hello, &nonce, &p.proof));
+    if !proved {
+        return Err(refuse(endpoint, Some(&frame), addr, "wrong proof").await);
+    }
+    answer_handshake(endpoint, &frame, &Ok(())).await?;
+    auth::COUNTERS.accepted.fetch_add(1, Ordering::Relaxed);
+    let role = hello.role;
+    Ok((hello, role))
+}
+
+/// Authenticates the peer if the server has a key, then reads and answers the connect
+/// request. Errors are returned to the peer, then the connection closes.
+async fn handshake(
+    r: &mut BufReader<BoxRead>,
+    endpoint: &Endpoint,
+    shared: &Shared,
+    addr: SocketAddr,
+) -> Result<(Arc<dyn Service>, ConnectRequest, PeerAuth), String> {
+    let first = read_first(r).await?;
+    let (frame, proved) = match (&shared.opts.key, first.header.opcode) {
+        (Some(key), opcode::AUTH_HELLO) => {
+            let proved = authenticate(r, endpoint, key, &first, addr).await?;
+            (read_first(r).await?, Some(proved))
+        }
+        (Some(_), opcode::CONNECT) => {
+            let why = "no authentication (the peer has no cluster key)";
+            return Err(refuse(endpoint, Some(&first), addr, why).await);
+        }
+        (None, opcode::AUTH_HELLO) => {
+            let refusal: WireResult<()> = Err(WireError::new(
+                Errno::Proto,
+                "this server runs without authentication (started without --key)",
+            ));
+            answer_handshake(endpoint, &first, &refusal).await?;
+            return Err("authentication offered to a server without a key".into());
+        }
+        _ => (first, None),
+    };
+    if frame.header.opcode != opcode::CONNECT {
         return Err(format!(
             "first request has opcode {}, not connect",
-            header.opcode
+            frame.header.opcode
         ));
     }
-    let frame = conn::read_payload(r, header)
-        .await
-        .map_err(|e| e.to_string())?;
     let accepted = match weft_proto::decode::<ConnectRequest>(&frame.body) {
+        Ok(hello) if proved.as_ref().is_some_and(|(a, _)| !agrees(a, &hello)) => {
+            Err(WireError::new(
+                Errno::Access,
+                "connect request differs from the authenticated hello",
+            ))
+        }
         Ok(hello) => {
-            handshake_reply(router, &hello).map(|(reply, service)| (reply, service, hello))
+            handshake_reply(&shared.router, &hello).map(|(reply, service)| (reply, service, hello))
         }
         Err(e) => Err(WireError::new(
             Errno::Proto,
@@ -351,18 +465,22 @@ async fn handshake(
         .as_ref()
         .map(|(reply, _, _)| reply.clone())
         .map_err(Clone::clone);
-    let out = OutFrame::new(
-        opcode::CONNECT,
-        FLAG_REPLY,
-        header.xid,
-        encode_reply(&reply),
-        Bytes::new(),
-    )
-    .map_err(|e| e.to_string())?;
-    endpoint.send(out).await.map_err(|e| e.to_string())?;
+    answer_handshake(endpoint, &frame, &reply).await?;
+    let auth = match proved {
+        None => PeerAuth::Open,
+        Some((_, AuthRole::Client)) => PeerAuth::Client,
+        Some((_, AuthRole::Server)) => PeerAuth::Server,
+    };
     accepted
-        .map(|(_, service, hello)| (service, hello))
+        .map(|(_, service, hello)| (service, hello, auth))
         .map_err(|e| e.to_string())
+}
+
+/// Whether a connect request names what the authenticated hello did.
+fn agrees(hello: &AuthHello, connect: &ConnectRequest) -> bool {
+    hello.fsname == connect.fsname
+        && hello.client_uuid == connect.client_uuid
+        && hello.protocol_version == connect.protocol_version
 }
 
 /// The answer to a connect request and the service it binds the connection to, or why

@@ -32,6 +32,28 @@ pub struct Peer {
     /// sends is lost on the way, so a caller that goes by
     /// [`crate::Reconnecting::call_noting_in_process`] never sends a request twice.
     pub in_process: bool,
+    /// What the connection proved at its start.
+    pub auth: PeerAuth,
+}
+
+/// What a connection proved at its start (see [`crate::auth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAuth {
+    /// The server runs without a key: every peer is trusted, as before keys existed.
+    Open,
+    /// The peer proved the client key.
+    Client,
+    /// The peer proved the server key.
+    Server,
+    /// The peer is in this process (`weft up`): it holds whatever key the process holds.
+    InProcess,
+}
+
+impl PeerAuth {
+    /// Whether the peer may send requests reserved for servers.
+    pub fn is_server(self) -> bool {
+        !matches!(self, PeerAuth::Client)
+    }
 }
 
 /// A target's request handler for one message type.
@@ -192,15 +214,33 @@ impl<H: Handler> Service for TypedService<H> {
                         ),
                     )),
                 ),
-                Ok((header, msg)) => {
-                    let ctx = crate::RequestContext::from_header(&header);
-                    jobid = header.jobid;
-                    let name = msg.op_name();
-                    let handled = self.handler.handle_in(&ctx, &peer, msg, request.bulk);
+                Ok((_, msg)) if msg.server_only() && !peer.auth.is_server() => {
+                    crate::auth::COUNTERS
+                        .server_only_refused
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(peer = %peer.addr, target = %self.target, op = msg.op_name(), "server-only request from a client refused");
                     (
-                        name,
-                        crate::resend::with_seq(header.seq, header.acked, handled).await,
+                        msg.op_name(),
+                        Err(WireError::new(
+                            Errno::Perm,
+                            format!("{} is reserved for servers", msg.op_name()),
+                        )),
                     )
+                }
+                Ok((header, mut msg)) => {
+                    let name = msg.op_name();
+                    match crate::nodemap::check(&peer, &mut msg) {
+                        Err(e) => (name, Err(e)),
+                        Ok(()) => {
+                            let ctx = crate::RequestContext::from_header(&header);
+                            jobid = header.jobid;
+                            let handled = self.handler.handle_in(&ctx, &peer, msg, request.bulk);
+                            (
+                                name,
+                                crate::resend::with_seq(header.seq, header.acked, handled).await,
+                            )
+                        }
+                    }
                 }
             };
             let failed = result.is_err();

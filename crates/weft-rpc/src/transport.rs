@@ -2,10 +2,12 @@
 //! also says which servers of this process its connections call directly instead
 //! ([`Transport::local_servers`]).
 
+use crate::auth::ClusterKey;
 use crate::local::LocalServers;
 use crate::service::BoxFuture;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The reading half of a connection.
@@ -37,6 +39,12 @@ pub trait Transport: Send + Sync + 'static {
     fn in_process(&self) -> bool {
         false
     }
+
+    /// The cluster key connections prove before their handshake (see [`crate::auth`]);
+    /// `None`: they do not authenticate (servers without a key accept them).
+    fn key(&self) -> Option<Arc<ClusterKey>> {
+        None
+    }
 }
 
 /// Opens a TCP connection with `TCP_NODELAY` (requests are small and latency-bound; bulk
@@ -64,26 +72,40 @@ impl Transport for TcpTransport {
     }
 }
 
-/// TCP, calling the servers of a given [`LocalServers`] list directly, or none.
+/// TCP, calling the servers of a given [`LocalServers`] list directly, or none, and
+/// proving a cluster key if given one.
 #[derive(Debug, Default, Clone)]
 pub struct Tcp {
     local: Option<LocalServers>,
+    key: Option<Arc<ClusterKey>>,
 }
 
 impl Tcp {
     /// Every connection over a socket.
     pub fn sockets() -> Self {
-        Self { local: None }
+        Self {
+            local: None,
+            key: None,
+        }
     }
 
     /// Servers listed in `local` called directly, the others over a socket.
     pub fn with_local(local: LocalServers) -> Self {
-        Self { local: Some(local) }
+        Self {
+            local: Some(local),
+            key: None,
+        }
     }
 
     /// Servers listed in `local`, if any, called directly.
     pub fn new(local: Option<LocalServers>) -> Self {
-        Self { local }
+        Self { local, key: None }
+    }
+
+    /// The same, proving `key` on every connection over a socket (`None`: none).
+    pub fn with_key(mut self, key: Option<Arc<ClusterKey>>) -> Self {
+        self.key = key;
+        self
     }
 }
 
@@ -94,5 +116,9 @@ impl Transport for Tcp {
 
     fn local_servers(&self) -> Option<LocalServers> {
         self.local.clone()
+    }
+
+    fn key(&self) -> Option<Arc<ClusterKey>> {
+        self.key.clone()
     }
 }

@@ -332,6 +332,35 @@ pub struct TestCluster {
     mounts: Vec<std::path::PathBuf>,
     /// Extra environment variables of every server process ([`TestCluster::start_with_env`]).
     env: Vec<(String, String)>,
+    /// The key the servers were given (`WEFT_KEY` in `env`), which this harness's clients
+    /// prove.
+    key: Option<Arc<weft_rpc::ClusterKey>>,
+}
+
+/// Writes a new server key and its client key into `dir` (mode 0600), returning their paths
+/// (`server.key`, `client.key`). A cluster started with `WEFT_KEY` naming the first in its
+/// environment ([`TestCluster::start_with_env`]) requires it.
+pub fn key_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let key = weft_rpc::ClusterKey::generate();
+    let mut paths = Vec::new();
+    for (name, text) in [
+        ("server.key", key.to_text()),
+        ("client.key", key.client_text()),
+    ] {
+        let path = dir.join(name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?
+            .write_all(text.as_bytes())?;
+        paths.push(path);
+    }
+    let client = paths.pop().context("two keys written")?;
+    let server = paths.pop().context("two keys written")?;
+    Ok((server, client))
 }
 
 impl Drop for TestCluster {
@@ -392,6 +421,10 @@ impl TestCluster {
                 mounts.push(m);
             }
         }
+        let key = match env.iter().find(|(k, _)| k == "WEFT_KEY") {
+            Some((_, path)) => Some(Arc::new(weft_rpc::ClusterKey::load(Path::new(path))?)),
+            None => None,
+        };
         let d = dir.path();
         let (mgs_addr, mds_addr, oss_addr) = (
             format!("127.0.0.1:{}", free_port()?),
@@ -466,6 +499,7 @@ impl TestCluster {
             mdses: Vec::new(),
             mounts,
             env,
+            key,
         };
         cluster.wait_ready().await?;
         Ok(cluster)
@@ -701,16 +735,25 @@ impl TestCluster {
         mdt_counter(&*self.client().await?, index, name).await
     }
 
+    /// Options of this harness's clients: they prove the cluster's key, if it has one.
+    pub fn cluster_options(&self) -> ClusterOptions {
+        let mut opts = ClusterOptions::default();
+        if self.key.is_some() {
+            opts.transport = Arc::new(weft_rpc::Tcp::sockets().with_key(self.key.clone()));
+        }
+        opts
+    }
+
     /// A fresh client (its own node UUID and connections).
     pub async fn client(&self) -> Result<Arc<Cluster>> {
-        Ok(Cluster::connect(&self.mgs_addr, FSNAME, ClusterOptions::default()).await?)
+        Ok(Cluster::connect(&self.mgs_addr, FSNAME, self.cluster_options()).await?)
     }
 
     /// A file-system client (the file API), resending data RPCs for at most `io_retry`.
     pub async fn fs_client(&self, io_retry: Duration) -> Result<Arc<weft_client::Client>> {
         let opts = weft_client::ClientOptions {
             io_retry,
-            ..Default::default()
+            cluster: self.cluster_options(),
         };
         Ok(weft_client::Client::mount(&self.mgs_addr, FSNAME, opts).await?)
     }
@@ -727,7 +770,7 @@ impl TestCluster {
 
     /// A client whose requests give up after `timeout` (for tests of dead servers).
     pub async fn client_with_timeout(&self, timeout: Duration) -> Result<Arc<Cluster>> {
-        let mut opts = ClusterOptions::default();
+        let mut opts = self.cluster_options();
         opts.rpc.request_timeout = timeout;
         opts.rpc.connect_timeout = timeout;
         Ok(Cluster::connect(&self.mgs_addr, FSNAME, opts).await?)

@@ -342,7 +342,7 @@ pub async fn run(args: FsckArgs) -> Result<i32> {
             (p.mgs, p.fsname)
         }
     };
-    let client = Client::mount(&mgs, &fsname, weft_client::ClientOptions::default())
+    let client = Client::mount(&mgs, &fsname, crate::key::client_options()?)
         .await
         .with_context(|| format!("cannot reach the file system {mgs}:/{fsname}"))?;
     let s = scan(&client).await?;

@@ -9,7 +9,7 @@
 use anyhow::{Context, Result, bail};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use weft_client::{Client, ClientOptions};
+use weft_client::Client;
 use weft_proto::mdt::{Attr, Credentials};
 
 /// A file system and a path in it.
@@ -173,7 +173,7 @@ fn unescape(s: &str) -> String {
 
 /// A client library instance on the path's file system.
 pub async fn connect_client(p: &FsPath) -> Result<Arc<Client>> {
-    Client::mount(&p.mgs, &p.fsname, ClientOptions::default())
+    Client::mount(&p.mgs, &p.fsname, crate::key::client_options()?)
         .await
         .with_context(|| format!("cannot reach the file system {}", p.source))
 }

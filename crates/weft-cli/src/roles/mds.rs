@@ -31,6 +31,8 @@ pub struct MdsArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub key: crate::key::KeyArgs,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -151,7 +153,7 @@ pub async fn stop(mdts: &[Arc<Mdt>]) {
 
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(args: MdsArgs) -> Result<()> {
-    let route = super::Route::new(false);
+    let route = super::Route::new(false).with_key(args.key.server_key()?);
     let cluster =
         super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout), &route).await?;
     let router = Router::new(cluster.fsname());

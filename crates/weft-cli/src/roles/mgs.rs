@@ -25,6 +25,8 @@ pub struct MgsArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub key: crate::key::KeyArgs,
 }
 
 /// Opens the MGS and adds its service to `router`.
@@ -45,6 +47,30 @@ pub async fn start(
     Ok(mgs)
 }
 
+/// Wakes the client classes' task at every configuration change.
+struct Wake(Arc<tokio::sync::Notify>);
+
+impl weft_mgs::ConfigSubscriber for Wake {
+    fn config_changed(&self, _version: u64) -> bool {
+        self.0.notify_one();
+        true
+    }
+}
+
+/// Applies the MGS's client classes (`nodemap.*` parameters) to this process's server now
+/// and after every configuration change.
+fn spawn_nodemap(mgs: Arc<Mgs>) -> tokio::task::JoinHandle<()> {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    // Connection ids count up from 1: this one is never a peer's.
+    mgs.subscribe(u64::MAX, Arc::new(Wake(wake.clone())));
+    tokio::spawn(async move {
+        loop {
+            super::install_nodemap(&mgs.config().params);
+            wake.notified().await;
+        }
+    })
+}
+
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(args: MgsArgs) -> Result<()> {
     let router = Router::new("");
@@ -54,15 +80,22 @@ pub async fn run(args: MgsArgs) -> Result<()> {
         &router,
     )
     .await?;
-    let server = super::listen(&args.listen, router.clone(), &super::Route::new(false)).await?;
+    let server = super::listen(
+        &args.listen,
+        router.clone(),
+        &super::Route::new(false).with_key(args.key.server_key()?),
+    )
+    .await?;
     let metrics = match &args.metrics {
         Some(addr) => {
             Some(crate::metrics::serve(addr, Metrics::new(router, vec![], vec![])).await?)
         }
         None => None,
     };
+    let classes = spawn_nodemap(mgs.clone());
     tracing::info!(fsname = mgs.fsname(), address = %server.local_addr(), "MGS serving");
     wait_for_signal().await;
+    classes.abort();
     if let Some(m) = metrics {
         m.abort();
     }

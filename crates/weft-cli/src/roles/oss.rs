@@ -30,6 +30,8 @@ pub struct OssArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub key: crate::key::KeyArgs,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -66,7 +68,7 @@ pub async fn start(
 
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(args: OssArgs) -> Result<()> {
-    let route = super::Route::new(false);
+    let route = super::Route::new(false).with_key(args.key.server_key()?);
     let cluster =
         super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout), &route).await?;
     let router = Router::new(cluster.fsname());

@@ -50,6 +50,8 @@ pub struct UpArgs {
     /// the environment does the same).
     #[arg(long)]
     pub rpc_sockets: bool,
+    #[command(flatten)]
+    pub key: crate::key::KeyArgs,
 }
 
 /// Runs until SIGINT/SIGTERM.
@@ -62,7 +64,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", args.data.display()))?;
     let router = Router::new("");
     let mgs = super::mgs::start(&args.data.join("mgs"), Some(&args.fsname), &router).await?;
-    let route = super::Route::new(args.rpc_sockets);
+    let route = super::Route::new(args.rpc_sockets).with_key(args.key.server_key()?);
     let server = super::listen(&args.listen, router.clone(), &route).await?;
     let address = server.local_addr().to_string();
     let cluster =

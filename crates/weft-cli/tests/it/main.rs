@@ -16,6 +16,7 @@ mod support;
 
 // The areas.
 mod admin;
+mod auth;
 mod cli;
 mod client_io;
 mod dne;
@@ -33,6 +34,7 @@ mod lab;
 mod locks;
 mod metrics;
 mod namespace;
+mod nodemap;
 mod pcc;
 mod posix_suites;
 mod repo;

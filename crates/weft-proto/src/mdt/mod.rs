@@ -27,6 +27,21 @@ pub struct Credentials {
 }
 
 impl Credentials {
+    /// Maps user and group 0 (also among the supplementary groups) to `nobody`.
+    pub fn squash_root(&mut self, nobody: u32) {
+        if self.uid == 0 {
+            self.uid = nobody;
+        }
+        if self.gid == 0 {
+            self.gid = nobody;
+        }
+        for g in &mut self.groups {
+            if *g == 0 {
+                *g = nobody;
+            }
+        }
+    }
+
     /// The superuser, who passes every permission check.
     pub fn root() -> Self {
         Self {

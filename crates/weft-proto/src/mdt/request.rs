@@ -575,6 +575,80 @@ impl Message for MdtRequest {
         }
     }
 
+    /// Changes, but not opens without write access or truncation, closes (a read-only
+    /// client opened nothing for writing), locks and restores.
+    fn modifies(&self) -> bool {
+        match self {
+            MdtRequest::Open { flags, .. } => {
+                flags.truncate || flags.access != crate::mdt::AccessMode::Read
+            }
+            MdtRequest::Close { .. } => false,
+            other => other.class() == RequestClass::Change,
+        }
+    }
+
+    fn admin_only(&self) -> bool {
+        matches!(
+            self,
+            MdtRequest::SwapLayouts { .. } | MdtRequest::MigrateDir { .. }
+        )
+    }
+
+    fn squash_root(&mut self, nobody: u32) {
+        match self {
+            MdtRequest::Lookup { cred, .. }
+            | MdtRequest::SetAttr { cred, .. }
+            | MdtRequest::Create { cred, .. }
+            | MdtRequest::Mkdir { cred, .. }
+            | MdtRequest::MkdirOn { cred, .. }
+            | MdtRequest::RemoveRemoteDir { cred, .. }
+            | MdtRequest::MkdirStriped { cred, .. }
+            | MdtRequest::SetDirDefault { cred, .. }
+            | MdtRequest::DropLink { cred, .. }
+            | MdtRequest::InsertEntry { cred, .. }
+            | MdtRequest::MigrateDir { cred, .. }
+            | MdtRequest::Symlink { cred, .. }
+            | MdtRequest::Link { cred, .. }
+            | MdtRequest::Unlink { cred, .. }
+            | MdtRequest::Rmdir { cred, .. }
+            | MdtRequest::Rename { cred, .. }
+            | MdtRequest::ReadDir { cred, .. }
+            | MdtRequest::GetXattr { cred, .. }
+            | MdtRequest::SetXattr { cred, .. }
+            | MdtRequest::ListXattr { cred, .. }
+            | MdtRequest::RemoveXattr { cred, .. }
+            | MdtRequest::Open { cred, .. }
+            | MdtRequest::SetLayout { cred, .. }
+            | MdtRequest::ScanDir { cred, .. }
+            | MdtRequest::SwapLayouts { cred, .. }
+            | MdtRequest::ImportEntries { cred, .. }
+            | MdtRequest::HsmRelease { cred, .. }
+            | MdtRequest::HsmSetFlags { cred, .. }
+            | MdtRequest::HsmArchived { cred, .. } => cred.squash_root(nobody),
+            _ => {}
+        }
+    }
+
+    /// The steps of cross-MDT operations, which one MDT sends another.
+    fn server_only(&self) -> bool {
+        matches!(
+            self,
+            MdtRequest::CreateRemoteDir { .. }
+                | MdtRequest::RemoveRemoteDir { .. }
+                | MdtRequest::SealDir { .. }
+                | MdtRequest::AddLink { .. }
+                | MdtRequest::DropLink { .. }
+                | MdtRequest::InsertEntry { .. }
+                | MdtRequest::ForgetOps { .. }
+                | MdtRequest::DirParent { .. }
+                | MdtRequest::RenameLock { .. }
+                | MdtRequest::SetParent { .. }
+                | MdtRequest::FreezeDir { .. }
+                | MdtRequest::InsertEntries { .. }
+                | MdtRequest::DropMigrated { .. }
+        )
+    }
+
     fn op_name(&self) -> &'static str {
         match self {
             MdtRequest::Lookup { .. } => "lookup",

@@ -41,13 +41,9 @@ pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> 
         Some(p) => fspath::connect_client(p).await?,
         None => {
             let addr = crate::admin::mgs_address(mgs);
-            Client::mount(
-                &addr,
-                cluster.fsname(),
-                weft_client::ClientOptions::default(),
-            )
-            .await
-            .with_context(|| format!("cannot reach the file system at {addr}"))?
+            Client::mount(&addr, cluster.fsname(), crate::key::client_options()?)
+                .await
+                .with_context(|| format!("cannot reach the file system at {addr}"))?
         }
     };
     run_import(
