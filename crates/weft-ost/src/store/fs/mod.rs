@@ -5,6 +5,8 @@
 //! [`FsStore::open`] also owns the directory's lifecycle: the exclusive `flock` held while
 //! it is served, reading the identity, and formatting an empty directory (`format.rs`).
 
+mod chunk;
+mod compressed;
 mod format;
 mod io;
 mod list;
