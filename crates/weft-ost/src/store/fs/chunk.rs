@@ -69,6 +69,19 @@ pub fn encode(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The bytes a slot starting with `head` takes on disk: its header and payload rounded up
+/// to 4 KiB (0 for a slot never written, a whole slot when the header is damaged).
+pub fn extent(head: &[u8]) -> usize {
+    if head.len() < HEADER || head[..HEADER].iter().all(|&b| b == 0) {
+        return 0;
+    }
+    let stored = le32(head, 8) as usize;
+    if head[0..4] != MAGIC || stored > SLOT - HEADER {
+        return SLOT;
+    }
+    (HEADER + stored).next_multiple_of(4096)
+}
+
 /// Decodes a slot's bytes (`slot` may be longer than the chunk, or shorter than
 /// [`HEADER`] at the end of the file) into `out` ([`CHUNK`] bytes): the chunk's bytes, then
 /// zeros. Returns the chunk's logical length (0 for a slot never written).

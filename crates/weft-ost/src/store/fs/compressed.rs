@@ -5,9 +5,10 @@
 //! or whose chunk became all zeros, is a hole and reads as zeros; data and hole search
 //! works at chunk granularity.
 //!
-//! The logical size lives in the `user.weft.lz4` extended attribute (8 bytes LE), whose
-//! presence is what makes an object compressed: it is set when the object is created and
-//! never removed. Partial-chunk writes, punches and truncates read, decode, change,
+//! The logical size and the bytes the slots take (each chunk's encoded length rounded to
+//! 4 KiB; what `compress_stored_bytes` adds up, without the file system's own metadata)
+//! live in the `user.weft.lz4` extended attribute (two u64 LE), whose presence is what
+//! makes an object compressed: it is set when the object is created and never removed. Partial-chunk writes, punches and truncates read, decode, change,
 //! re-encode and rewrite the chunks they touch; the caller serialises them per object.
 //! Order for a crash: data is written before the size grows, and cut before it shrinks.
 
@@ -30,28 +31,56 @@ fn corrupt(slot: u64, e: BadChunk) -> io::Error {
     )
 }
 
-/// The logical size of a compressed object, `None` when the object is not compressed.
-pub fn logical_size(file: &File) -> io::Result<Option<u64>> {
-    let mut buf = [0u8; 8];
+/// What the `user.weft.lz4` attribute of a compressed object holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// The logical size.
+    pub size: u64,
+    /// Bytes the written slots take (encoded chunks rounded to 4 KiB).
+    pub stored: u64,
+}
+
+impl Meta {
+    /// Parses the attribute's value.
+    pub fn parse(buf: &[u8]) -> io::Result<Meta> {
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&buf[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        if buf.len() != 16 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{LZ4_XATTR} of {} bytes", buf.len()),
+            ));
+        }
+        Ok(Meta {
+            size: word(0),
+            stored: word(8),
+        })
+    }
+}
+
+/// The attribute of a compressed object, `None` when the object is not compressed.
+pub fn meta(file: &File) -> io::Result<Option<Meta>> {
+    let mut buf = [0u8; 16];
     match rustix::fs::fgetxattr(file, LZ4_XATTR, &mut buf) {
-        Ok(8) => Ok(Some(u64::from_le_bytes(buf))),
-        Ok(n) => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{LZ4_XATTR} of {n} bytes"),
-        )),
+        Ok(n) => Meta::parse(&buf[..n]).map(Some),
         Err(rustix::io::Errno::NODATA) => Ok(None),
+        Err(rustix::io::Errno::RANGE) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{LZ4_XATTR} longer than 16 bytes"),
+        )),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Records the logical size (and with it that the object is compressed).
-pub fn set_logical_size(file: &File, size: u64) -> io::Result<()> {
-    rustix::fs::fsetxattr(
-        file,
-        LZ4_XATTR,
-        &size.to_le_bytes(),
-        rustix::fs::XattrFlags::empty(),
-    )?;
+/// Records the attribute (and with it that the object is compressed).
+pub fn set_meta(file: &File, m: Meta) -> io::Result<()> {
+    let mut buf = [0u8; 16];
+    buf[..8].copy_from_slice(&m.size.to_le_bytes());
+    buf[8..].copy_from_slice(&m.stored.to_le_bytes());
+    rustix::fs::fsetxattr(file, LZ4_XATTR, &buf, rustix::fs::XattrFlags::empty())?;
     Ok(())
 }
 
@@ -86,15 +115,49 @@ pub struct Compressed<'a> {
     file: &'a File,
     /// The logical size.
     pub size: u64,
+    /// Bytes the slots take.
+    pub stored: u64,
+    /// As the attribute holds it.
+    recorded: Meta,
     /// The file's size (slots past it were never written).
     phys: u64,
 }
 
 impl<'a> Compressed<'a> {
-    /// The compressed object in `file` of logical size `size`.
-    pub fn new(file: &'a File, size: u64) -> io::Result<Self> {
+    /// The compressed object in `file` described by `m`.
+    pub fn new(file: &'a File, m: Meta) -> io::Result<Self> {
         let phys = file.metadata()?.len();
-        Ok(Self { file, size, phys })
+        Ok(Self {
+            file,
+            size: m.size,
+            stored: m.stored,
+            recorded: m,
+            phys,
+        })
+    }
+
+    /// Stores the sizes in the attribute if they changed.
+    fn record(&mut self) -> io::Result<()> {
+        let now = Meta {
+            size: self.size,
+            stored: self.stored,
+        };
+        if now != self.recorded {
+            set_meta(self.file, now)?;
+            self.recorded = now;
+        }
+        Ok(())
+    }
+
+    /// The bytes slot `slot` takes now (its encoded chunk rounded to 4 KiB).
+    fn slot_extent(&self, slot: u64) -> io::Result<u64> {
+        let at = slot * SLOT64;
+        if at >= self.phys {
+            return Ok(0);
+        }
+        let mut head = [0u8; chunk::HEADER];
+        let n = self.file.read_at(&mut head, at)?;
+        Ok(chunk::extent(&head[..n]) as u64)
     }
 
     /// Decodes chunk `slot` into `out` ([`CHUNK`] bytes); returns its logical length.
@@ -112,14 +175,17 @@ impl<'a> Compressed<'a> {
     fn store(&mut self, slot: u64, data: &[u8]) -> io::Result<()> {
         let at = slot * SLOT64;
         let len = data.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+        let old = self.slot_extent(slot)?;
         if len == 0 {
             if at < self.phys {
                 punch_file(self.file, at, SLOT64)?;
             }
+            self.stored = self.stored.saturating_sub(old);
             return Ok(());
         }
         let enc = chunk::encode(&data[..len]);
         self.file.write_all_at(&enc, at)?;
+        self.stored = (self.stored + (enc.len() as u64).next_multiple_of(4096)).saturating_sub(old);
         // What an earlier, longer chunk left behind in the slot goes.
         let tail = (enc.len() as u64).next_multiple_of(4096);
         if at < self.phys && tail < SLOT64 {
@@ -215,11 +281,8 @@ impl<'a> Compressed<'a> {
                 dst.copy_from_slice(&data[pos..pos + (hi - lo)]);
             })
         })?;
-        if end > self.size {
-            set_logical_size(self.file, end)?;
-            self.size = end;
-        }
-        Ok(())
+        self.size = self.size.max(end);
+        self.record()
     }
 
     /// Makes `[offset, offset + len)` read as zeros, freeing whole chunks.
@@ -231,7 +294,8 @@ impl<'a> Compressed<'a> {
                 return self.store(slot, &[]);
             }
             self.modify(slot, lo, hi, &mut scratch, |dst| dst.fill(0))
-        })
+        })?;
+        self.record()
     }
 
     /// Sets the logical size: bytes past a smaller size are dropped, so growing it again
@@ -245,28 +309,37 @@ impl<'a> Compressed<'a> {
                 self.modify(keep - 1, cut, CHUNK, &mut scratch, |dst| dst.fill(0))?;
             }
             if self.phys > keep * SLOT64 {
+                // Count out the slots that go, skipping holes.
+                let mut at = keep * SLOT64;
+                while let Some(p) = self.next_data(at)? {
+                    let slot = p / SLOT64;
+                    self.stored = self.stored.saturating_sub(self.slot_extent(slot)?);
+                    at = (slot + 1) * SLOT64;
+                }
                 self.file.set_len(keep * SLOT64)?;
                 self.phys = keep * SLOT64;
             }
         }
-        if size != self.size {
-            set_logical_size(self.file, size)?;
-            self.size = size;
+        self.size = size;
+        self.record()
+    }
+
+    /// The file offset of the next data at or after `at` (`None`: none).
+    fn next_data(&self, at: u64) -> io::Result<Option<u64>> {
+        if at >= self.phys {
+            return Ok(None);
         }
-        Ok(())
+        match rustix::fs::seek(self.file, rustix::fs::SeekFrom::Data(at)) {
+            Ok(p) => Ok(Some(p)),
+            Err(rustix::io::Errno::NXIO) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Whether chunk `slot` holds data (its slot starts with written bytes).
     fn has_data(&self, slot: u64) -> io::Result<bool> {
         let at = slot * SLOT64;
-        if at >= self.phys {
-            return Ok(false);
-        }
-        match rustix::fs::seek(self.file, rustix::fs::SeekFrom::Data(at)) {
-            Ok(found) => Ok(found < at + SLOT64),
-            Err(rustix::io::Errno::NXIO) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        Ok(self.next_data(at)?.is_some_and(|p| p < at + SLOT64))
     }
 
     /// Where the next data (or hole, with `hole`) at or after `offset` starts, at chunk
@@ -277,14 +350,8 @@ impl<'a> Compressed<'a> {
         }
         let mut slot = offset / CHUNK64;
         if !hole {
-            let at = slot * SLOT64;
-            if at >= self.phys {
+            let Some(found) = self.next_data(slot * SLOT64)? else {
                 return Ok(None);
-            }
-            let found = match rustix::fs::seek(self.file, rustix::fs::SeekFrom::Data(at)) {
-                Ok(p) => p,
-                Err(rustix::io::Errno::NXIO) => return Ok(None),
-                Err(e) => return Err(e.into()),
             };
             let data = offset.max(found / SLOT64 * CHUNK64);
             return Ok((data < self.size).then_some(data));

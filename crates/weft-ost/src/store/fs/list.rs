@@ -56,8 +56,8 @@ pub(super) fn list_page(root: &Path, after: Option<ObjectId>, max: usize) -> Sto
         let path = object_path(root, &id);
         match std::fs::symlink_metadata(&path) {
             // A compressed object's size is its logical one.
-            Ok(meta) if meta.is_file() => match super::lz4::logical_size_at(&path) {
-                Ok(logical) => out.push((id, logical.unwrap_or(meta.len()))),
+            Ok(meta) if meta.is_file() => match super::lz4::meta_at(&path) {
+                Ok(m) => out.push((id, m.map_or(meta.len(), |m| m.size))),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(StoreError::io(format!("read logical size of {id}"), e)),
             },

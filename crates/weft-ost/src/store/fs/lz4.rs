@@ -4,14 +4,13 @@
 //! and stored bytes (for `weft df` and `compress_ratio`), taken by a scan at open and kept
 //! up to date by every change.
 
-use super::compressed::{self, Compressed, LZ4_XATTR};
+use super::compressed::{self, Compressed, LZ4_XATTR, Meta};
 use super::{FsStore, on};
 use crate::object::{OBJECTS_DIR, object_hash};
 use crate::store::{StoreError, StoreResult};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
@@ -28,26 +27,20 @@ pub(super) struct Lz4State {
     pub(super) stored: AtomicI64,
 }
 
-/// Logical size and allocated bytes of one compressed object file.
-fn usage(file: &File, size: u64) -> io::Result<(i64, i64)> {
-    let blocks = file.metadata()?.blocks();
-    Ok((size as i64, (blocks * 512) as i64))
-}
-
-/// The logical size of the compressed object at `path` (`None`: not compressed).
-pub(super) fn logical_size_at(path: &Path) -> io::Result<Option<u64>> {
-    let mut buf = [0u8; 8];
+/// The attribute of the compressed object at `path` (`None`: not compressed, or an
+/// attribute that is not one).
+pub(super) fn meta_at(path: &Path) -> io::Result<Option<Meta>> {
+    let mut buf = [0u8; 16];
     match rustix::fs::getxattr(path, LZ4_XATTR, &mut buf) {
-        Ok(8) => Ok(Some(u64::from_le_bytes(buf))),
-        Ok(_) | Err(rustix::io::Errno::NODATA) => Ok(None),
+        Ok(n) => Ok(Meta::parse(&buf[..n]).ok()),
+        Err(rustix::io::Errno::NODATA | rustix::io::Errno::RANGE) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
 impl Lz4State {
     /// The state of the data directory `dir`: compression off, usage counted by reading
-    /// every object's attributes (one `getxattr` per object, and a `stat` per compressed
-    /// one).
+    /// every object's attributes (one `getxattr` per object).
     pub(super) fn scan(dir: &Path) -> io::Result<Self> {
         let (mut logical, mut stored) = (0i64, 0i64);
         for sub in std::fs::read_dir(dir.join(OBJECTS_DIR))? {
@@ -57,9 +50,9 @@ impl Lz4State {
             }
             for entry in std::fs::read_dir(sub.path())? {
                 let path = entry?.path();
-                if let Some(size) = logical_size_at(&path)? {
-                    logical += size as i64;
-                    stored += (std::fs::symlink_metadata(&path)?.blocks() * 512) as i64;
+                if let Some(m) = meta_at(&path)? {
+                    logical += m.size as i64;
+                    stored += m.stored as i64;
                 }
             }
         }
@@ -77,20 +70,19 @@ impl Lz4State {
 }
 
 impl FsStore {
-    /// Runs a change of a compressed object of logical size `size` (its lock held
+    /// Runs a change of the compressed object described by `m` (its lock held
     /// exclusively by the caller), counting what it does to the usage figures.
     fn change_compressed(
         &self,
         file: &File,
-        size: u64,
+        m: Meta,
         f: impl FnOnce(&mut Compressed<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
-        let (l0, s0) = usage(file, size)?;
-        let mut obj = Compressed::new(file, size)?;
+        let mut obj = Compressed::new(file, m)?;
         let result = f(&mut obj);
-        let (l1, s1) = usage(file, obj.size)?;
-        self.lz4.logical.fetch_add(l1 - l0, Ordering::Relaxed);
-        self.lz4.stored.fetch_add(s1 - s0, Ordering::Relaxed);
+        let delta = |after: u64, before: u64| after as i64 - before as i64;
+        self.lz4.logical.fetch_add(delta(obj.size, m.size), Ordering::Relaxed);
+        self.lz4.stored.fetch_add(delta(obj.stored, m.stored), Ordering::Relaxed);
         result
     }
 
@@ -113,7 +105,7 @@ impl FsStore {
             let guard = lock.write();
             let (file, created) = self.open_or_create(id)?;
             if created {
-                compressed::set_logical_size(&file, 0)
+                compressed::set_meta(&file, Meta::default())
                     .map_err(|e| StoreError::io(on("mark compressed", id), e))?;
             }
             (guard, file, created)
@@ -124,15 +116,15 @@ impl FsStore {
             } else {
                 (self.existing(id)?, false)
             };
-            if compressed::logical_size(&file).map_err(err)?.is_none() {
+            if compressed::meta(&file).map_err(err)?.is_none() {
                 plain(&file).map_err(err)?;
                 return Ok(created);
             }
             drop(shared);
             (lock.write(), file, created)
         };
-        match compressed::logical_size(&file).map_err(err)? {
-            Some(size) => self.change_compressed(&file, size, packed).map_err(err)?,
+        match compressed::meta(&file).map_err(err)? {
+            Some(m) => self.change_compressed(&file, m, packed).map_err(err)?,
             None => {
                 // A plain object created before compression was on: shared is enough.
                 let _shared = RwLockWriteGuard::downgrade(guard);
@@ -151,18 +143,17 @@ impl FsStore {
         f: impl FnOnce(&Compressed<'_>) -> io::Result<T>,
     ) -> io::Result<Option<T>> {
         let _shared = self.lz4.lock(id).read();
-        match compressed::logical_size(file)? {
-            Some(size) => f(&Compressed::new(file, size)?).map(Some),
+        match compressed::meta(file)? {
+            Some(m) => f(&Compressed::new(file, m)?).map(Some),
             None => Ok(None),
         }
     }
 
     /// Takes a compressed object out of the usage figures before it is removed.
     pub(super) fn forget_compressed(&self, file: &File) -> io::Result<()> {
-        if let Some(size) = compressed::logical_size(file)? {
-            let (l, s) = usage(file, size)?;
-            self.lz4.logical.fetch_sub(l, Ordering::Relaxed);
-            self.lz4.stored.fetch_sub(s, Ordering::Relaxed);
+        if let Some(m) = compressed::meta(file)? {
+            self.lz4.logical.fetch_sub(m.size as i64, Ordering::Relaxed);
+            self.lz4.stored.fetch_sub(m.stored as i64, Ordering::Relaxed);
         }
         Ok(())
     }

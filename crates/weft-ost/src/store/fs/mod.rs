@@ -249,10 +249,10 @@ impl ObjectStore for FsStore {
     fn stat(&self, id: &ObjectId) -> StoreResult<ObjectStat> {
         let file = self.existing(id)?;
         let mut st = Self::stat_of(id, &file)?;
-        if let Some(size) = compressed::logical_size(&file)
+        if let Some(m) = compressed::meta(&file)
             .map_err(|e| StoreError::io(on("read logical size of", id), e))?
         {
-            st.size = size;
+            st.size = m.size;
         }
         Ok(st)
     }
@@ -322,7 +322,7 @@ impl ObjectStore for FsStore {
     fn sync_data(&self, id: &ObjectId, created: bool) -> StoreResult<()> {
         let file = self.existing(id)?;
         // A compressed object's size is an attribute: fdatasync may not write it.
-        let size_in_xattr = compressed::logical_size(&file)
+        let size_in_xattr = compressed::meta(&file)
             .map_err(|e| StoreError::io(on("read logical size of", id), e))?
             .is_some();
         if size_in_xattr { file.sync_all() } else { file.sync_data() }

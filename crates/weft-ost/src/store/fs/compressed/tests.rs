@@ -46,13 +46,12 @@ fn new_object() -> (tempfile::TempDir, File) {
         .truncate(true)
         .open(dir.path().join("obj"))
         .unwrap();
-    set_logical_size(&file, 0).unwrap();
+    set_meta(&file, Meta::default()).unwrap();
     (dir, file)
 }
 
 fn open(file: &File) -> Compressed<'_> {
-    let size = logical_size(file).unwrap().unwrap();
-    Compressed::new(file, size).unwrap()
+    Compressed::new(file, meta(file).unwrap().unwrap()).unwrap()
 }
 
 /// What seek must answer, from the model: a chunk holds data iff it has a nonzero byte.
@@ -204,6 +203,13 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let obj = open(&file);
     let all = obj.read(0, model.len()).unwrap();
     prop_assert!(all[..] == model[..], "whole object differs");
+    // The recorded slot bytes are what the slots hold, and what the file takes at most.
+    let mut stored = 0;
+    for slot in 0..obj.phys.div_ceil(SLOT64) {
+        stored += obj.slot_extent(slot).unwrap();
+    }
+    prop_assert_eq!(obj.stored, stored);
+    prop_assert!(stored <= file.metadata().unwrap().blocks() * 512);
     // Every chunk not all zeros is stored; the rest is holes.
     let mut at = 0;
     while let Some(d) = obj.seek(at, false).unwrap() {
