@@ -139,7 +139,16 @@ pub(crate) fn target_params(
         .iter()
         .filter(|c| !c.name.starts_with("brw."))
     {
-        out.push((c.name.clone(), c.value.to_string()));
+        let value = match (c.name.as_str(), c.value) {
+            ("compress", 0) => "none".to_string(),
+            ("compress", _) => "lz4".to_string(),
+            (_, v) => v.to_string(),
+        };
+        out.push((c.name.clone(), value));
+    }
+    if kind == TargetKind::Ost {
+        let (logical, stored) = compressed_usage(stats);
+        out.push(("compress_ratio".into(), compress_ratio(logical, stored)));
     }
     if let Some(s) = statfs {
         let kib = |b: u64| (b.saturating_mul(u64::from(s.bsize)) / 1024).to_string();
@@ -150,6 +159,27 @@ pub(crate) fn target_params(
         out.push(("filesfree".into(), s.ffree.to_string()));
     }
     out
+}
+
+/// Logical and stored bytes of an OST's compressed objects, from its counters.
+pub(crate) fn compressed_usage(stats: &ServiceStats) -> (u64, u64) {
+    let get = |n: &str| {
+        stats
+            .counters
+            .iter()
+            .find(|c| c.name == n)
+            .map_or(0, |c| c.value)
+    };
+    (get("compress_logical_bytes"), get("compress_stored_bytes"))
+}
+
+/// Logical bytes per stored byte of compressed objects, two decimals (`1.00` when none
+/// are stored).
+pub(crate) fn compress_ratio(logical: u64, stored: u64) -> String {
+    if stored == 0 {
+        return "1.00".into();
+    }
+    format!("{:.2}", logical as f64 / stored as f64)
 }
 
 /// Every parameter whose name matches one of `patterns`, with its value, in name order.

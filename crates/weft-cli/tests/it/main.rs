@@ -18,6 +18,7 @@ mod support;
 mod admin;
 mod cli;
 mod client_io;
+mod compress;
 mod dne;
 mod dne_crash;
 mod dne_moves;
