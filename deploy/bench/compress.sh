@@ -89,7 +89,7 @@ read_copy() { # DIR
 $W set_param --mgs $MGS -P obdfilter.*.compress=none > /dev/null
 write_copy plain
 $W set_param --mgs $MGS -P obdfilter.*.compress=lz4 > /dev/null
-until [ "$($W get_param --mgs $MGS -n 'obdfilter.*.compress' | grep -c lz4)" = 2 ]; do sleep 0.2; done
+until [ "$($W get_param --mgs $MGS 'obdfilter.*.compress' | grep -c -- '-OST.*=lz4')" = 2 ]; do sleep 0.2; done
 write_copy lz4
 cmp "$D/dataset" "$M/lz4/data" && echo "lz4 copy reads back byte-exact"
 $W df $FS | sed -n '/^compressed/,$p'

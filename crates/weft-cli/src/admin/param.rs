@@ -93,13 +93,7 @@ pub(crate) fn target_params(
     out.push((ops_name.to_string(), ops));
     if kind == TargetKind::Ost {
         let mut brw = String::from("\nI/O size        reads      writes\n");
-        let get = |n: &str| {
-            stats
-                .counters
-                .iter()
-                .find(|c| c.name == n)
-                .map_or(0, |c| c.value)
-        };
+        let get = |n: &str| counter(stats, n);
         for c in stats
             .counters
             .iter()
@@ -161,16 +155,21 @@ pub(crate) fn target_params(
     out
 }
 
+/// The value of a target's counter `name` (0 when it has none).
+fn counter(stats: &ServiceStats, name: &str) -> u64 {
+    stats
+        .counters
+        .iter()
+        .find(|c| c.name == name)
+        .map_or(0, |c| c.value)
+}
+
 /// Logical and stored bytes of an OST's compressed objects, from its counters.
 pub(crate) fn compressed_usage(stats: &ServiceStats) -> (u64, u64) {
-    let get = |n: &str| {
-        stats
-            .counters
-            .iter()
-            .find(|c| c.name == n)
-            .map_or(0, |c| c.value)
-    };
-    (get("compress_logical_bytes"), get("compress_stored_bytes"))
+    (
+        counter(stats, "compress_logical_bytes"),
+        counter(stats, "compress_stored_bytes"),
+    )
 }
 
 /// Logical bytes per stored byte of compressed objects, two decimals (`1.00` when none

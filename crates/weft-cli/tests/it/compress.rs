@@ -67,19 +67,17 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
     let tc = TestCluster::start(bin(), 2).await.unwrap();
     let mgs = tc.mgs_addr.clone();
     let spec = format!("{mgs}:/{FSNAME}");
-    let (ok, _, err) = weft(&[
-        "set_param",
-        "--mgs",
-        &mgs,
-        "-P",
-        "obdfilter.*.compress=lz4",
-    ]);
+    let (ok, _, err) = weft(&["set_param", "--mgs", &mgs, "-P", "obdfilter.*.compress=lz4"]);
     assert!(ok, "{err}");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "-n", "obdfilter.*.compress"]);
+        let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "obdfilter.*.compress"]);
         assert!(ok, "{err}");
-        if out.split_whitespace().filter(|v| *v == "lz4").count() == 2 {
+        // Each OST's live value (the stored setting is listed too, under its own name).
+        let on = out
+            .lines()
+            .filter(|l| l.contains("-OST") && l.ends_with("=lz4"));
+        if on.count() == 2 {
             break;
         }
         assert!(Instant::now() < deadline, "not applied: {out}");
@@ -114,7 +112,10 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
     })
     .await
     .unwrap();
-    assert!(blocks * 512 * 2 <= SIZE as u64, "{blocks} blocks for {SIZE} bytes");
+    assert!(
+        blocks * 512 * 2 <= SIZE as u64,
+        "{blocks} blocks for {SIZE} bytes"
+    );
     let (logical, stored) = df_compressed(&spec).expect("df shows compression");
     assert_eq!(logical, (SIZE / 1024) as u64);
     assert!(stored * 2 <= logical, "{stored} KiB stored of {logical}");
@@ -131,7 +132,11 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
     let path = m.path("log.json");
     tokio::task::spawn_blocking(move || {
         let mut model = data;
-        let f = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
         let mut rng = StdRng::seed_from_u64(7);
         for i in 0..150u64 {
             let len = [1, 100, 4096, 65536, 70_000, 300_000][rng.random_range(0..6)];
@@ -146,7 +151,13 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
                     model[offset..offset + len].copy_from_slice(&buf);
                 }
                 4 => {
-                    fallocate(&f, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset as u64, len as u64).unwrap();
+                    fallocate(
+                        &f,
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        offset as u64,
+                        len as u64,
+                    )
+                    .unwrap();
                     let end = (offset + len).min(model.len());
                     if offset < end {
                         model[offset..end].fill(0);
@@ -162,14 +173,20 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
                     let n = f.read_at(&mut buf, offset as u64).unwrap();
                     let want = model.len().saturating_sub(offset).min(len);
                     assert_eq!(n, want, "read of {len} at {offset}");
-                    assert!(buf[..n] == model[offset..offset + n], "read of {len} at {offset} differs");
+                    assert!(
+                        buf[..n] == model[offset..offset + n],
+                        "read of {len} at {offset} differs"
+                    );
                 }
             }
         }
         // Holes found are zeros in the model; data found is where the model has some.
         let mut at = 0;
         while let Some(d) = seek_data_or_hole(&f, at, libc::SEEK_DATA).unwrap() {
-            assert!(model[at as usize..d as usize].iter().all(|&b| b == 0), "hole {at}..{d}");
+            assert!(
+                model[at as usize..d as usize].iter().all(|&b| b == 0),
+                "hole {at}..{d}"
+            );
             let h = seek_data_or_hole(&f, d, libc::SEEK_HOLE).unwrap().unwrap();
             assert!(h > d && h <= model.len() as u64);
             at = h;

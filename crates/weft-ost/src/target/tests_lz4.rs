@@ -11,8 +11,11 @@ fn text(len: usize) -> Bytes {
     let mut i = 0u64;
     while out.len() < len {
         out.extend_from_slice(
-            format!("{{\"seq\":{i},\"level\":\"warn\",\"msg\":\"disk {} is slow\"}}\n", i % 13)
-                .as_bytes(),
+            format!(
+                "{{\"seq\":{i},\"level\":\"warn\",\"msg\":\"disk {} is slow\"}}\n",
+                i % 13
+            )
+            .as_bytes(),
         );
         i += 1;
     }
@@ -55,7 +58,10 @@ async fn compressed_objects_store_less_and_read_back() {
     assert_eq!(ost.stats().compressed_logical, data.len() as u64);
     // The listing shows logical sizes.
     let (objects, _) = ost.list_objects(None, 10).await.unwrap();
-    assert!(objects.contains(&(oid(2), data.len() as u64)), "{objects:?}");
+    assert!(
+        objects.contains(&(oid(2), data.len() as u64)),
+        "{objects:?}"
+    );
     // Destroying takes the object out of the figures.
     ost.destroy(oid(2)).await.unwrap();
     let s = ost.stats();
@@ -68,7 +74,9 @@ async fn holes_and_punches_work_by_chunk() {
     ost.set_compress(true).unwrap();
     let id = oid(3);
     let mb = 1u64 << 20;
-    ost.write(id, 4 * mb, text(mb as usize), false).await.unwrap();
+    ost.write(id, 4 * mb, text(mb as usize), false)
+        .await
+        .unwrap();
     // Truncating up leaves a hole at the end.
     ost.punch(id, 8 * mb).await.unwrap();
     assert_eq!(ost.seek(id, 0, false).await.unwrap(), Some(4 * mb));
@@ -85,8 +93,14 @@ async fn holes_and_punches_work_by_chunk() {
     let want = text(mb as usize);
     assert_eq!(got[..1000], want[..1000]);
     assert!(got[1000..1000 + (256 << 10)].iter().all(|&b| b == 0));
-    assert_eq!(got[1000 + (256 << 10)..], want[1000 + (256 << 10)..300 << 10]);
-    assert_eq!(ost.seek(id, 4 * mb, true).await.unwrap(), Some(4 * mb + (64 << 10)));
+    assert_eq!(
+        got[1000 + (256 << 10)..],
+        want[1000 + (256 << 10)..300 << 10]
+    );
+    assert_eq!(
+        ost.seek(id, 4 * mb, true).await.unwrap(),
+        Some(4 * mb + (64 << 10))
+    );
     // Truncating down and up again reads zeros past the cut.
     ost.punch(id, 4 * mb + 10).await.unwrap();
     ost.punch(id, 6 * mb).await.unwrap();
@@ -103,9 +117,14 @@ async fn concurrent_writes_into_one_chunk_all_land() {
     let writes = (0..32u64).map(|i| {
         let ost = Arc::clone(&ost);
         tokio::spawn(async move {
-            ost.write(id, i * 1000, Bytes::from(vec![b'a' + i as u8 % 26; 1000]), false)
-                .await
-                .unwrap();
+            ost.write(
+                id,
+                i * 1000,
+                Bytes::from(vec![b'a' + i as u8 % 26; 1000]),
+                false,
+            )
+            .await
+            .unwrap();
         })
     });
     for w in writes.collect::<Vec<_>>() {
@@ -114,7 +133,9 @@ async fn concurrent_writes_into_one_chunk_all_land() {
     let (_, got) = ost.read(id, 0, 32_000).await.unwrap();
     for i in 0..32usize {
         assert!(
-            got[i * 1000..(i + 1) * 1000].iter().all(|&b| b == b'a' + i as u8 % 26),
+            got[i * 1000..(i + 1) * 1000]
+                .iter()
+                .all(|&b| b == b'a' + i as u8 % 26),
             "write {i} lost"
         );
     }
@@ -128,7 +149,9 @@ async fn usage_is_counted_again_after_a_restart() {
         let ost = Ost::open(dir.path(), opts()).unwrap();
         ost.set_compress(true).unwrap();
         ost.write(oid(5), 0, data.clone(), true).await.unwrap();
-        ost.write(oid(6), 1 << 20, data.clone(), true).await.unwrap();
+        ost.write(oid(6), 1 << 20, data.clone(), true)
+            .await
+            .unwrap();
         ost.punch(oid(6), 2 << 20).await.unwrap();
         ost.stats()
     };

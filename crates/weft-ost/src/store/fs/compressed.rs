@@ -205,7 +205,9 @@ impl<'a> Compressed<'a> {
         let first = offset / CHUNK64;
         let last = (end - 1) / CHUNK64;
         // Slots past the file's end are holes: no need to read them.
-        let stored = (last + 1).min(self.phys.div_ceil(SLOT64)).saturating_sub(first);
+        let stored = (last + 1)
+            .min(self.phys.div_ceil(SLOT64))
+            .saturating_sub(first);
         let raw = read_slots(self.file, first, stored as usize)?;
         let mut out = vec![0u8; want];
         let mut scratch = vec![0u8; CHUNK];
@@ -366,8 +368,7 @@ impl<'a> Compressed<'a> {
             if !self.has_data(slot)? {
                 return Ok(Some(offset.max(start)));
             }
-            let end = match rustix::fs::seek(self.file, rustix::fs::SeekFrom::Hole(slot * SLOT64))
-            {
+            let end = match rustix::fs::seek(self.file, rustix::fs::SeekFrom::Hole(slot * SLOT64)) {
                 Ok(p) => p,
                 Err(rustix::io::Errno::NXIO) => self.phys,
                 Err(e) => return Err(e.into()),

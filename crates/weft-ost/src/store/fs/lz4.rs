@@ -81,8 +81,12 @@ impl FsStore {
         let mut obj = Compressed::new(file, m)?;
         let result = f(&mut obj);
         let delta = |after: u64, before: u64| after as i64 - before as i64;
-        self.lz4.logical.fetch_add(delta(obj.size, m.size), Ordering::Relaxed);
-        self.lz4.stored.fetch_add(delta(obj.stored, m.stored), Ordering::Relaxed);
+        self.lz4
+            .logical
+            .fetch_add(delta(obj.size, m.size), Ordering::Relaxed);
+        self.lz4
+            .stored
+            .fetch_add(delta(obj.stored, m.stored), Ordering::Relaxed);
         result
     }
 
@@ -153,7 +157,9 @@ impl FsStore {
     pub(super) fn forget_compressed(&self, file: &File) -> io::Result<()> {
         if let Some(m) = compressed::meta(file)? {
             self.lz4.logical.fetch_sub(m.size as i64, Ordering::Relaxed);
-            self.lz4.stored.fetch_sub(m.stored as i64, Ordering::Relaxed);
+            self.lz4
+                .stored
+                .fetch_sub(m.stored as i64, Ordering::Relaxed);
         }
         Ok(())
     }

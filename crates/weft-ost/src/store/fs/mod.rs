@@ -13,9 +13,9 @@ mod list;
 mod lz4;
 mod meta;
 
+pub use compressed::LZ4_XATTR;
 #[cfg(test)]
 pub(crate) use meta::format_reserve;
-pub use compressed::LZ4_XATTR;
 pub use meta::{DV_XATTR, RESERVE_FILE};
 
 use crate::direct::{CacheLimits, DirectIo};
@@ -325,8 +325,12 @@ impl ObjectStore for FsStore {
         let size_in_xattr = compressed::meta(&file)
             .map_err(|e| StoreError::io(on("read logical size of", id), e))?
             .is_some();
-        if size_in_xattr { file.sync_all() } else { file.sync_data() }
-            .map_err(|e| StoreError::io(on("fdatasync", id), e))?;
+        if size_in_xattr {
+            file.sync_all()
+        } else {
+            file.sync_data()
+        }
+        .map_err(|e| StoreError::io(on("fdatasync", id), e))?;
         if created {
             self.sync_parent(id)?;
         }

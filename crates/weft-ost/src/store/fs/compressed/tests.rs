@@ -123,12 +123,31 @@ fn damaged_chunk_is_an_error() {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Write { offset: u64, len: usize, noisy: bool, seed: u64 },
-    Zeros { offset: u64, len: usize },
-    Punch { offset: u64, len: u64 },
-    Truncate { size: u64 },
-    Read { offset: u64, len: usize },
-    Seek { offset: u64, hole: bool },
+    Write {
+        offset: u64,
+        len: usize,
+        noisy: bool,
+        seed: u64,
+    },
+    Zeros {
+        offset: u64,
+        len: usize,
+    },
+    Punch {
+        offset: u64,
+        len: u64,
+    },
+    Truncate {
+        size: u64,
+    },
+    Read {
+        offset: u64,
+        len: usize,
+    },
+    Seek {
+        offset: u64,
+        hole: bool,
+    },
 }
 
 /// Objects of up to `max` bytes (tens of MiB); operations up to 1 MiB.
@@ -156,8 +175,17 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     for op in ops {
         let mut obj = open(&file);
         match *op {
-            Op::Write { offset, len, noisy, seed } => {
-                let data = if noisy { noise(seed, len) } else { text(seed, len) };
+            Op::Write {
+                offset,
+                len,
+                noisy,
+                seed,
+            } => {
+                let data = if noisy {
+                    noise(seed, len)
+                } else {
+                    text(seed, len)
+                };
                 obj.write(offset, &data).unwrap();
                 let end = offset as usize + len;
                 if model.len() < end {
@@ -194,7 +222,9 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 prop_assert_eq!(
                     obj.seek(offset, hole).unwrap(),
                     model_seek(&model, offset, hole),
-                    "seek {} hole {}", offset, hole
+                    "seek {} hole {}",
+                    offset,
+                    hole
                 );
             }
         }
@@ -221,7 +251,11 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
 
 /// Cases of the model test: `WEFT_LZ4_FULL=1` runs many more.
 fn cases() -> u32 {
-    if std::env::var_os("WEFT_LZ4_FULL").is_some() { 200 } else { 12 }
+    if std::env::var_os("WEFT_LZ4_FULL").is_some() {
+        200
+    } else {
+        12
+    }
 }
 
 proptest! {
