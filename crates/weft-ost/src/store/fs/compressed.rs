@@ -98,6 +98,12 @@ fn punch_file(file: &File, offset: u64, len: u64) -> io::Result<()> {
 /// Reads `n` whole slots from slot `first`; what lies past the file's end reads as zeros.
 fn read_slots(file: &File, first: u64, n: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; n * SLOT];
+    if n > 1 {
+        // One read-ahead of the whole span: left to the kernel's window, a cold span of
+        // short extents between holes is fetched a little at a time, one wait each.
+        let len = std::num::NonZeroU64::new(buf.len() as u64);
+        let _ = rustix::fs::fadvise(file, first * SLOT64, len, rustix::fs::Advice::WillNeed);
+    }
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], first * SLOT64 + done as u64) {
