@@ -165,10 +165,11 @@ pub fn spawn_heartbeats(
 }
 
 /// The server parameters that can be set at run time (`set_param -P`), by their last name.
-const SERVER_PARAMS: [&str; 3] = [
+const SERVER_PARAMS: [&str; 4] = [
     "job_cleanup_interval",
     CacheLimits::NAMES[0],
     CacheLimits::NAMES[1],
+    "compress",
 ];
 
 /// Applies the MGS's stored settings that name a parameter of one of `targets`
@@ -208,6 +209,16 @@ fn apply_server_params(cluster: &Cluster, targets: &[(TargetId, Uuid)], osts: &[
                 }
                 _ => Err("not 1..604800 seconds".to_string()),
             },
+            "compress" => match value.trim() {
+                "lz4" | "1" => Ok(true),
+                "none" | "off" | "0" => Ok(false),
+                _ => Err("not lz4 or none".to_string()),
+            }
+            .and_then(|on| {
+                osts.iter()
+                    .filter(|o| mine.contains(&TargetId::ost(o.index())))
+                    .try_for_each(|o| o.set_compress(on))
+            }),
             cache_limit => parsed.map_err(|e| e.to_string()).and_then(|mb| {
                 osts.iter()
                     .filter(|o| mine.contains(&TargetId::ost(o.index())))

@@ -44,6 +44,10 @@ pub struct OstStats {
     pub direct_reads: u64,
     /// Writes that went around the page cache.
     pub direct_writes: u64,
+    /// Logical bytes of compressed objects.
+    pub compressed_logical: u64,
+    /// Bytes allocated to compressed objects.
+    pub compressed_stored: u64,
 }
 
 #[derive(Default)]
@@ -106,6 +110,8 @@ impl BrwStats {
             listed_objects: self.listed_objects.load(Ordering::Relaxed),
             direct_reads: store.direct_reads,
             direct_writes: store.direct_writes,
+            compressed_logical: store.compressed_logical,
+            compressed_stored: store.compressed_stored,
         }
     }
 }

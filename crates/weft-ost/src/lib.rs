@@ -17,7 +17,18 @@
 //! DIR/O/hh/<seq>-<oid>-<ver>-c<component>-s<stripe>
 //!                        one file per object (FID parts in hex), holes kept sparse;
 //!                        xattr user.weft.dv = its data version (u64 little-endian)
+//!                        xattr user.weft.lz4 (compressed objects only) = logical size and
+//!                        bytes of its slots (two u64 LE); the file is then slots of
+//!                        64 KiB + 4 KiB, slot i holding logical bytes [i*64K, (i+1)*64K)
+//!                        as a 20-byte header and an LZ4 block (or raw bytes), then a hole
 //! ```
+//!
+//! Objects created while `obdfilter.*.compress` is `lz4` ([`Ost::set_compress`]) are
+//! compressed in 64 KiB chunks (`store/fs/compressed.rs`), transparently to clients:
+//! random reads and writes touch only the chunks they cover, holes stay holes (searched
+//! and punched by chunk), and the OST counts logical and stored bytes of such objects
+//! (`compress_logical_bytes`, `compress_stored_bytes`). Other objects keep the plain form
+//! and its `O_DIRECT` bulk path.
 //!
 //! Objects are listed (`ListObjects`, for `weft fsck`) by (subdirectory, object id), a
 //! page at a time; see `store/fs/list.rs` for the cursor and the cost.

@@ -57,6 +57,9 @@ impl Handler for OstHandler {
             counter("listed_objects", s.listed_objects),
             counter("direct_reads", s.direct_reads),
             counter("direct_writes", s.direct_writes),
+            counter("compress", u64::from(self.ost.compress())),
+            counter("compress_logical_bytes", s.compressed_logical),
+            counter("compress_stored_bytes", s.compressed_stored),
         ];
         for (name, mb) in self.ost.cache_limits().named() {
             out.push(counter(name, mb));

@@ -39,6 +39,28 @@ struct Row {
     available: u64,
     /// Whether the target answered.
     online: bool,
+    /// An OST's compressed objects: logical and stored size in 1 KiB blocks (none stored:
+    /// absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compressed: Option<Compressed>,
+}
+
+/// What an OST's compressed objects hold and take.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Compressed {
+    logical: u64,
+    stored: u64,
+}
+
+/// The compressed usage of OST `index`, if it holds compressed objects and answers.
+async fn compressed_of(cluster: &weft_client::Cluster, index: u32) -> Option<Compressed> {
+    let c = cluster.ost(index).ok()?;
+    let stats = c.connection().connection().await.ok()?.stats().await.ok()?;
+    let (logical, stored) = super::param::compressed_usage(&stats);
+    (logical > 0).then_some(Compressed {
+        logical: logical / 1024,
+        stored: stored.div_ceil(1024),
+    })
 }
 
 fn human(kib: u64) -> String {
@@ -107,6 +129,7 @@ pub async fn run(args: DfArgs) -> Result<()> {
                 used: s.files.saturating_sub(s.ffree),
                 available: s.ffree,
                 online: true,
+                compressed: None,
             },
             Some(s) => {
                 let kib = |blocks: u64| blocks.saturating_mul(u64::from(s.bsize)) / 1024;
@@ -116,6 +139,7 @@ pub async fn run(args: DfArgs) -> Result<()> {
                     used: kib(s.blocks.saturating_sub(s.bfree)),
                     available: kib(s.bavail),
                     online: true,
+                    compressed: None,
                 }
             }
             None => Row {
@@ -124,10 +148,17 @@ pub async fn run(args: DfArgs) -> Result<()> {
                 used: 0,
                 available: 0,
                 online: false,
+                compressed: None,
             },
+        };
+        let compressed = if t.id.kind == TargetKind::Ost && row.online {
+            compressed_of(&cluster, t.id.index).await
+        } else {
+            None
         };
         let row = Row {
             uuid: format!("{fs}-{}_UUID", t.id),
+            compressed,
             ..row
         };
         if t.id.kind == TargetKind::Mdt {
@@ -144,6 +175,13 @@ pub async fn run(args: DfArgs) -> Result<()> {
         used: summed.iter().map(|r| r.used).sum(),
         available: summed.iter().map(|r| r.available).sum(),
         online: true,
+        compressed: osts
+            .iter()
+            .filter_map(|r| r.compressed)
+            .reduce(|a, b| Compressed {
+                logical: a.logical + b.logical,
+                stored: a.stored + b.stored,
+            }),
     };
     if args.json {
         let all =
@@ -207,5 +245,23 @@ pub async fn run(args: DfArgs) -> Result<()> {
         fmt(summary.available),
         pct
     );
+    // LZ4-compressed objects (`obdfilter.*.compress=lz4`): what they hold and take.
+    if let Some(all) = summary.compressed {
+        println!();
+        println!(
+            "{:<24} {:>12} {:>12} {:>6}",
+            "compressed", "logical", "stored", "ratio"
+        );
+        let rows = osts.iter().filter_map(|r| Some((&r.uuid, r.compressed?)));
+        for (uuid, c) in rows.chain(std::iter::once((&summary.uuid, all))) {
+            println!(
+                "{:<24} {:>12} {:>12} {:>6}",
+                uuid,
+                fmt(c.logical),
+                fmt(c.stored),
+                super::param::compress_ratio(c.logical, c.stored)
+            );
+        }
+    }
     Ok(())
 }

@@ -93,13 +93,7 @@ pub(crate) fn target_params(
     out.push((ops_name.to_string(), ops));
     if kind == TargetKind::Ost {
         let mut brw = String::from("\nI/O size        reads      writes\n");
-        let get = |n: &str| {
-            stats
-                .counters
-                .iter()
-                .find(|c| c.name == n)
-                .map_or(0, |c| c.value)
-        };
+        let get = |n: &str| counter(stats, n);
         for c in stats
             .counters
             .iter()
@@ -139,7 +133,16 @@ pub(crate) fn target_params(
         .iter()
         .filter(|c| !c.name.starts_with("brw."))
     {
-        out.push((c.name.clone(), c.value.to_string()));
+        let value = match (c.name.as_str(), c.value) {
+            ("compress", 0) => "none".to_string(),
+            ("compress", _) => "lz4".to_string(),
+            (_, v) => v.to_string(),
+        };
+        out.push((c.name.clone(), value));
+    }
+    if kind == TargetKind::Ost {
+        let (logical, stored) = compressed_usage(stats);
+        out.push(("compress_ratio".into(), compress_ratio(logical, stored)));
     }
     if let Some(s) = statfs {
         let kib = |b: u64| (b.saturating_mul(u64::from(s.bsize)) / 1024).to_string();
@@ -150,6 +153,32 @@ pub(crate) fn target_params(
         out.push(("filesfree".into(), s.ffree.to_string()));
     }
     out
+}
+
+/// The value of a target's counter `name` (0 when it has none).
+fn counter(stats: &ServiceStats, name: &str) -> u64 {
+    stats
+        .counters
+        .iter()
+        .find(|c| c.name == name)
+        .map_or(0, |c| c.value)
+}
+
+/// Logical and stored bytes of an OST's compressed objects, from its counters.
+pub(crate) fn compressed_usage(stats: &ServiceStats) -> (u64, u64) {
+    (
+        counter(stats, "compress_logical_bytes"),
+        counter(stats, "compress_stored_bytes"),
+    )
+}
+
+/// Logical bytes per stored byte of compressed objects, two decimals (`1.00` when none
+/// are stored).
+pub(crate) fn compress_ratio(logical: u64, stored: u64) -> String {
+    if stored == 0 {
+        return "1.00".into();
+    }
+    format!("{:.2}", logical as f64 / stored as f64)
 }
 
 /// Every parameter whose name matches one of `patterns`, with its value, in name order.

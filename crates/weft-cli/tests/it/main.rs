@@ -19,6 +19,7 @@ mod admin;
 mod auth;
 mod cli;
 mod client_io;
+mod compress;
 mod dne;
 mod dne_crash;
 mod dne_moves;

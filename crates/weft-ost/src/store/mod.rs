@@ -50,6 +50,10 @@ pub struct StoreCounters {
     pub direct_reads: u64,
     /// Writes that went around the page cache.
     pub direct_writes: u64,
+    /// Logical bytes of the store's compressed objects.
+    pub compressed_logical: u64,
+    /// Bytes allocated to the store's compressed objects.
+    pub compressed_stored: u64,
 }
 
 /// What a target needs from the storage holding its objects.
@@ -125,5 +129,17 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Counters of the store's own I/O paths.
     fn counters(&self) -> StoreCounters {
         StoreCounters::default()
+    }
+
+    /// Turns compression (LZ4, in chunks) of objects created from now on on or off;
+    /// `false` when the store cannot compress (the setting is then ignored).
+    fn set_compress(&self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// Whether objects created now are compressed.
+    fn compress(&self) -> bool {
+        false
     }
 }

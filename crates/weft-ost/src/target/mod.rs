@@ -155,6 +155,22 @@ impl Ost {
         &self.identity.fsname
     }
 
+    /// Turns LZ4 compression of objects created from now on on or off
+    /// (`obdfilter.*.compress`); objects keep the form they were created with. Refused by
+    /// a store that cannot compress.
+    pub fn set_compress(&self, on: bool) -> Result<(), String> {
+        if self.store.set_compress(on) || !on {
+            Ok(())
+        } else {
+            Err(format!("OST {} cannot compress objects", self.target_id()))
+        }
+    }
+
+    /// Whether objects created now are compressed.
+    pub fn compress(&self) -> bool {
+        self.store.compress()
+    }
+
     /// Bulk I/O statistics: bytes read and written and the I/O size histogram.
     pub fn stats(&self) -> OstStats {
         self.stats.snapshot(self.store.counters())
@@ -328,6 +344,8 @@ impl Ost {
 mod tests;
 #[cfg(test)]
 mod tests_failing;
+#[cfg(test)]
+mod tests_lz4;
 #[cfg(test)]
 mod tests_memory;
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! A model test: one object behaves like a byte vector under writes, truncations and
 //! reads, with a data version that moves on every change and only then — over the
-//! file-system store and over the in-memory fake alike.
+//! file-system store (plain and compressed objects) and over the in-memory fake alike.
 
 use super::tests::{new_ost, oid, opts};
 use super::*;
@@ -88,6 +88,17 @@ proptest! {
         // One target for all cases (formatting costs several fsyncs), a new object each.
         static SHARED: std::sync::LazyLock<(tempfile::TempDir, Arc<Ost>)> =
             std::sync::LazyLock::new(new_ost);
+        check_model(&SHARED.1, ops);
+    }
+
+    #[test]
+    fn compressed_object_behaves_like_a_byte_vector(ops in proptest::collection::vec(op(), 1..40)) {
+        static SHARED: std::sync::LazyLock<(tempfile::TempDir, Arc<Ost>)> =
+            std::sync::LazyLock::new(|| {
+                let (dir, ost) = new_ost();
+                ost.set_compress(true).unwrap();
+                (dir, ost)
+            });
         check_model(&SHARED.1, ops);
     }
 

@@ -53,8 +53,14 @@ pub(super) fn list_page(root: &Path, after: Option<ObjectId>, max: usize) -> Sto
     let next = if more { page.last().copied() } else { None };
     let mut out = Vec::with_capacity(page.len());
     for id in page {
-        match std::fs::symlink_metadata(object_path(root, &id)) {
-            Ok(meta) if meta.is_file() => out.push((id, meta.len())),
+        let path = object_path(root, &id);
+        match std::fs::symlink_metadata(&path) {
+            // A compressed object's size is its logical one.
+            Ok(meta) if meta.is_file() => match super::lz4::meta_at(&path) {
+                Ok(m) => out.push((id, m.map_or(meta.len(), |m| m.size))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(format!("read logical size of {id}"), e)),
+            },
             Ok(_) => {}
             // Destroyed since the directory was read.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

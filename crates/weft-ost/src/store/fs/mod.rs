@@ -5,11 +5,15 @@
 //! [`FsStore::open`] also owns the directory's lifecycle: the exclusive `flock` held while
 //! it is served, reading the identity, and formatting an empty directory (`format.rs`).
 
+mod chunk;
+mod compressed;
 mod format;
 mod io;
 mod list;
+mod lz4;
 mod meta;
 
+pub use compressed::LZ4_XATTR;
 #[cfg(test)]
 pub(crate) use meta::format_reserve;
 pub use meta::{DV_XATTR, RESERVE_FILE};
@@ -40,6 +44,8 @@ pub struct FsStore {
     direct: DirectIo,
     direct_reads: AtomicU64,
     direct_writes: AtomicU64,
+    /// Compression of new objects, and what compressed objects hold.
+    lz4: lz4::Lz4State,
 }
 
 impl std::fmt::Debug for FsStore {
@@ -104,6 +110,7 @@ impl FsStore {
             direct: DirectIo::new(limits),
             direct_reads: AtomicU64::new(0),
             direct_writes: AtomicU64::new(0),
+            lz4: lz4::Lz4State::scan(dir).map_err(|e| OstError::io(&objects, e))?,
         };
         Ok((store, identity))
     }
@@ -192,6 +199,10 @@ impl FsStore {
 impl ObjectStore for FsStore {
     fn read(&self, id: &ObjectId, offset: u64, len: usize) -> StoreResult<Bytes> {
         let file = self.existing(id)?;
+        let packed = self.read_compressed(id, &file, |c| c.read(offset, len));
+        if let Some(data) = packed.map_err(|e| StoreError::io(on("read", id), e))? {
+            return Ok(data);
+        }
         let size = Self::stat_of(id, &file)?.size;
         // Never allocate more than the object can return: a 64 MiB read of a small object
         // costs what the object holds.
@@ -201,35 +212,57 @@ impl ObjectStore for FsStore {
     }
 
     fn write(&self, id: &ObjectId, offset: u64, data: &Bytes) -> StoreResult<bool> {
-        let (file, created) = self.open_or_create(id)?;
-        self.write_data(id, &file, data, offset)
-            .map_err(|e| StoreError::io(on("write", id), e))?;
-        Ok(created)
+        self.update(
+            id,
+            true,
+            "write",
+            |file| self.write_data(id, file, data, offset),
+            |c| c.write(offset, data),
+        )
     }
 
     fn set_size(&self, id: &ObjectId, size: u64) -> StoreResult<()> {
-        let (file, _) = self.open_or_create(id)?;
-        file.set_len(size)
-            .map_err(|e| StoreError::io(on("truncate", id), e))
+        self.update(
+            id,
+            true,
+            "truncate",
+            |file| file.set_len(size),
+            |c| c.set_size(size),
+        )
+        .map(|_| ())
     }
 
     fn punch(&self, id: &ObjectId, offset: u64, len: u64) -> StoreResult<()> {
-        let file = self.existing(id)?;
-        rustix::fs::fallocate(
-            &*file,
-            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
-            offset,
-            len,
-        )
-        .map_err(|e| StoreError::io(on("punch", id), e.into()))
+        let plain = |file: &File| {
+            rustix::fs::fallocate(
+                file,
+                rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+                offset,
+                len,
+            )
+            .map_err(std::io::Error::from)
+        };
+        self.update(id, false, "punch", plain, |c| c.punch(offset, len))
+            .map(|_| ())
     }
 
     fn stat(&self, id: &ObjectId) -> StoreResult<ObjectStat> {
-        Self::stat_of(id, &*self.existing(id)?)
+        let file = self.existing(id)?;
+        let mut st = Self::stat_of(id, &file)?;
+        if let Some(m) = compressed::meta(&file)
+            .map_err(|e| StoreError::io(on("read logical size of", id), e))?
+        {
+            st.size = m.size;
+        }
+        Ok(st)
     }
 
     fn seek(&self, id: &ObjectId, offset: u64, hole: bool) -> StoreResult<Option<u64>> {
         let file = self.existing(id)?;
+        let packed = self.read_compressed(id, &file, |c| c.seek(offset, hole));
+        if let Some(found) = packed.map_err(|e| StoreError::io(on("seek", id), e))? {
+            return Ok(found);
+        }
         let whence = if hole {
             rustix::fs::SeekFrom::Hole(offset)
         } else {
@@ -258,6 +291,10 @@ impl ObjectStore for FsStore {
     fn remove(&self, id: &ObjectId) -> StoreResult<bool> {
         // The caller holds the object exclusively: no descriptor of the file we unlink is
         // in use or handed out again.
+        if let Some(file) = self.open_existing(id)? {
+            self.forget_compressed(&file)
+                .map_err(|e| StoreError::io(on("count out", id), e))?;
+        }
         self.fds.remove(id);
         self.direct.forget(id);
         match std::fs::remove_file(object_path(&self.dir, id)) {
@@ -283,9 +320,17 @@ impl ObjectStore for FsStore {
     }
 
     fn sync_data(&self, id: &ObjectId, created: bool) -> StoreResult<()> {
-        self.existing(id)?
-            .sync_data()
-            .map_err(|e| StoreError::io(on("fdatasync", id), e))?;
+        let file = self.existing(id)?;
+        // A compressed object's size is an attribute: fdatasync may not write it.
+        let size_in_xattr = compressed::meta(&file)
+            .map_err(|e| StoreError::io(on("read logical size of", id), e))?
+            .is_some();
+        if size_in_xattr {
+            file.sync_all()
+        } else {
+            file.sync_data()
+        }
+        .map_err(|e| StoreError::io(on("fdatasync", id), e))?;
         if created {
             self.sync_parent(id)?;
         }
@@ -333,6 +378,17 @@ impl ObjectStore for FsStore {
         StoreCounters {
             direct_reads: self.direct_reads.load(Ordering::Relaxed),
             direct_writes: self.direct_writes.load(Ordering::Relaxed),
+            compressed_logical: self.lz4.logical.load(Ordering::Relaxed).max(0) as u64,
+            compressed_stored: self.lz4.stored.load(Ordering::Relaxed).max(0) as u64,
         }
+    }
+
+    fn set_compress(&self, on: bool) -> bool {
+        self.lz4.enabled.store(on, Ordering::Relaxed);
+        true
+    }
+
+    fn compress(&self) -> bool {
+        self.lz4.enabled.load(Ordering::Relaxed)
     }
 }
