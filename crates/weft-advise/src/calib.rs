@@ -3,7 +3,7 @@
 //! stored on the MGS, and the predictions made from them.
 
 use crate::Error;
-use crate::model::{client_throughput, combine, striped_throughput};
+use crate::model::{client_throughput, combine, striped_throughput_usl};
 use serde::{Deserialize, Serialize};
 
 /// The MGS parameter holding the calibration (one JSON value, `weft set_param -P`).
@@ -23,6 +23,10 @@ pub struct Calibration {
     pub b_single: f64,
     /// `C_overhead`: contention between OSTs (0 additive, 1 one shared resource).
     pub c_overhead: f64,
+    /// `κ`: coherency loss between OSTs' streams (0: none; see
+    /// [`crate::model::striped_throughput_usl`]).
+    #[serde(default)]
+    pub kappa: f64,
     /// `f`: the fraction of `B_single` lost per stream at the client's RPC depth.
     pub f: f64,
     /// `Q_max`: the RPC depth at which one OST gives half its peak.
@@ -66,6 +70,7 @@ impl Calibration {
             osts: 128,
             b_single: 100e9 / 8.0,
             c_overhead: 0.03,
+            kappa: 0.0,
             f: 0.001,
             q_max: 1.0,
             rpc_depth: 8,
@@ -114,6 +119,9 @@ impl Calibration {
                 return Err(Error::Calibration(format!("{name} = {v} is not in [0, 1]")));
             }
         }
+        if !(self.kappa.is_finite() && (0.0..=1.0).contains(&self.kappa)) {
+            return Err(Error::Calibration(format!("kappa = {}", self.kappa)));
+        }
         if !(self.t_lock.is_finite() && self.t_lock >= 0.0) {
             return Err(Error::Calibration(format!("t_lock = {}", self.t_lock)));
         }
@@ -150,7 +158,13 @@ impl Calibration {
 
     /// The servers' side: `S(k)` for `k` OSTs in use.
     pub fn server_bw(&self, osts: f64) -> f64 {
-        striped_throughput(osts.max(1.0), self.b_single, self.f, self.c_overhead)
+        striped_throughput_usl(
+            osts.max(1.0),
+            self.b_single,
+            self.f,
+            self.c_overhead,
+            self.kappa,
+        )
     }
 
     /// The clients' side: `nodes` client nodes with `per_node` writers each.

@@ -4,7 +4,7 @@
 //! depth sweep for `X_max` and `Q_max`, by linear regression of `1/X` on `1/Q`.
 
 use crate::Error;
-use crate::model::{client_throughput, combine, striped_throughput};
+use crate::model::{client_throughput, combine, striped_throughput_usl};
 use serde::{Deserialize, Serialize};
 
 /// One measured write: `writers` processes of one client node into a file striped over
@@ -26,6 +26,8 @@ pub struct GridFit {
     pub server_single: f64,
     /// `C_overhead`.
     pub c_overhead: f64,
+    /// `κ`, the coherency term.
+    pub kappa: f64,
     /// One writer's bandwidth when the servers are not the limit.
     pub b_client: f64,
     /// Contention between writers of the node.
@@ -43,7 +45,7 @@ impl GridFit {
     pub fn predict(&self, writers: f64, stripes: f64) -> f64 {
         combine(
             client_throughput(writers, self.b_client, self.c_client),
-            striped_throughput(stripes, self.server_single, 0.0, self.c_overhead),
+            striped_throughput_usl(stripes, self.server_single, 0.0, self.c_overhead, self.kappa),
             self.coupling,
         )
     }
@@ -60,10 +62,11 @@ fn logit(p: f64) -> f64 {
 
 /// Unconstrained parameters → constants: logs for bandwidths, sigmoids for fractions and
 /// the coupling.
-fn decode(x: &[f64; 5]) -> GridFit {
+fn decode(x: &[f64; 6]) -> GridFit {
     GridFit {
         server_single: x[0].exp(),
         c_overhead: sigmoid(x[1]),
+        kappa: sigmoid(x[5]),
         b_client: x[2].exp(),
         c_client: sigmoid(x[3]),
         coupling: 1.0 + 15.0 * sigmoid(x[4]),
@@ -82,11 +85,11 @@ fn sse(fit: &GridFit, samples: &[GridSample]) -> f64 {
         .sum::<f64>()
 }
 
-/// Fits the bandwidth model to a grid of at least 5 samples with positive bandwidths.
+/// Fits the bandwidth model to a grid of at least 6 samples with positive bandwidths.
 pub fn fit_grid(samples: &[GridSample]) -> Result<GridFit, Error> {
-    if samples.len() < 5 {
+    if samples.len() < 6 {
         return Err(Error::Fit(format!(
-            "{} samples; the model has 5 constants",
+            "{} samples; the model has 6 constants",
             samples.len()
         )));
     }
@@ -97,24 +100,33 @@ pub fn fit_grid(samples: &[GridSample]) -> Result<GridFit, Error> {
         return Err(Error::Fit("a sample has no positive bandwidth".into()));
     }
     let top = samples.iter().map(|s| s.bw).fold(0.0, f64::max);
-    let cost = |x: &[f64; 5]| sse(&decode(x), samples);
-    let mut best: Option<([f64; 5], f64)> = None;
+    let cost = |x: &[f64; 6]| sse(&decode(x), samples);
+    let mut best: Option<([f64; 6], f64)> = None;
     // A few starts: each side the limit, and both alike.
-    for (cs, cc, n) in [
-        (0.5, 0.5, 0.0),
-        (0.1, 0.9, -2.0),
-        (0.9, 0.1, 2.0),
-        (0.5, 0.5, 3.0),
+    for (cs, cc, n, k) in [
+        (0.5, 0.5, 0.0, 0.01),
+        (0.1, 0.9, -2.0, 0.001),
+        (0.9, 0.1, 2.0, 0.1),
+        (0.5, 0.5, 3.0, 0.05),
+        (0.2, 0.2, -1.0, 0.2),
     ] {
-        let start = [(top * 1.5).ln(), logit(cs), (top * 1.5).ln(), logit(cc), n];
+        let start = [(top * 1.5).ln(), logit(cs), (top * 1.5).ln(), logit(cc), n, logit(k)];
         let (x, c) = nelder_mead(&cost, start, 3000);
         if best.as_ref().is_none_or(|(_, b)| c < *b) {
             best = Some((x, c));
         }
     }
-    let Some((x, _)) = best else {
+    let Some((mut x, mut c)) = best else {
         return Err(Error::Fit("no fit".into()));
     };
+    // Restarting the simplex from its best point gets it out of collapsed directions.
+    for _ in 0..6 {
+        let (x2, c2) = nelder_mead(&cost, x, 3000);
+        if c2 >= c * (1.0 - 1e-9) {
+            break;
+        }
+        (x, c) = (x2, c2);
+    }
     let mut fit = decode(&x);
     let log_mean = samples
         .iter()

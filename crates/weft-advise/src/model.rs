@@ -5,7 +5,9 @@
 //! be evaluated (and plotted) between integers.
 //!
 //! What was changed from the seed and why is in `docs/advisor.md`; in short:
-//! - [`checkpoint_stall`] and [`striped_throughput`] are the seed's, unchanged.
+//! - [`checkpoint_stall`] and [`striped_throughput`] are the seed's, unchanged; the latter
+//!   gains a coherency term in [`striped_throughput_usl`] because striping over OSTs that
+//!   share hardware can lose bandwidth, which the seed's curve cannot show.
 //! - The seed's OSS queueing `T_max / (1 + Q/Q_max)²` falls as the queue deepens and is at
 //!   its peak with nothing queued; [`queue_throughput`] is the closed-queue (Little's law)
 //!   curve `X_max · Q / (Q + Q_max)` instead, with `Q_max` the depth giving half the peak.
@@ -29,6 +31,14 @@ pub fn checkpoint_stall(bytes: f64, replicas: f64, bandwidth: f64, eta: f64) -> 
 /// `c` the contention between OSTs (0: additive, 1: they share one resource).
 pub fn striped_throughput(n: f64, b_single: f64, f: f64, c: f64) -> f64 {
     (1.0 - f) * n * b_single / (1.0 + (n - 1.0) * c)
+}
+
+/// Striped throughput with the universal scalability law's coherency term `κ·N·(N−1)`
+/// added to the seed's denominator (`κ = 0` is the seed's [`striped_throughput`]): OSTs
+/// that share a disk or CPUs lose bandwidth as streams are added (seeks, cache thrash), so
+/// the curve can fall past a peak at `N* = √((1 − C)/κ)`, which the seed's cannot.
+pub fn striped_throughput_usl(n: f64, b_single: f64, f: f64, c: f64, kappa: f64) -> f64 {
+    (1.0 - f) * n * b_single / (1.0 + (n - 1.0) * c + kappa * n * (n - 1.0))
 }
 
 /// The same curve for `p` client writer processes, each giving `b_client` alone, with

@@ -32,6 +32,10 @@ fn seed_examples() {
     let s = striped_throughput(128.0, 100.0, 0.001, 0.03);
     assert!(close(s, 2658.4615, 1e-6), "{s}");
     assert_eq!(s.round(), 2658.0);
+    // The coherency term: none is the seed's curve; with one it peaks and falls.
+    assert_eq!(striped_throughput_usl(128.0, 100.0, 0.001, 0.03, 0.0), s);
+    let usl = |n| striped_throughput_usl(n, 100.0, 0.0, 0.0, 0.25);
+    assert!(close(usl(2.0), 200.0 / 1.5, 1e-12) && usl(4.0) < usl(2.0));
     // One OST: (1 − f)·B.
     assert!(close(
         striped_throughput(1.0, 100.0, 0.001, 0.03),
@@ -475,7 +479,8 @@ fn an_svg_plot_is_written() {
 fn the_fit_recovers_known_constants() {
     let truth = crate::fit::GridFit {
         server_single: 400e6,
-        c_overhead: 0.7,
+        c_overhead: 0.5,
+        kappa: 0.05,
         b_client: 300e6,
         c_client: 0.4,
         coupling: 2.0,
@@ -499,7 +504,7 @@ fn the_fit_recovers_known_constants() {
         let (p, t) = (fit.eta * fit.predict(w, s), truth.predict(w, s));
         assert!(close(p, t, 0.03), "{w} {s}: {p} vs {t}");
     }
-    assert!(fit_grid(&samples[..4]).is_err());
+    assert!(fit_grid(&samples[..5]).is_err());
 }
 
 proptest! {
