@@ -105,9 +105,24 @@ impl CheckpointJob {
         Ok(())
     }
 
-    /// The advice for this job on the calibrated file system.
+    /// The advice for this job on the calibrated file system, a file per writer with the
+    /// advisor's stripe count.
     pub fn advise(&self, cal: &Calibration) -> Result<CheckpointAdvice, Error> {
+        self.advise_layout(cal, false, None)
+    }
+
+    /// The advice for a given layout: one file `shared` by every writer or a file each, and
+    /// `stripes` per file (`None`: the advisor's choice).
+    pub fn advise_layout(
+        &self,
+        cal: &Calibration,
+        shared: bool,
+        stripes: Option<u32>,
+    ) -> Result<CheckpointAdvice, Error> {
         self.check()?;
+        if stripes == Some(0) {
+            return Err(Error::Input("the stripe count must be positive".into()));
+        }
         let bytes = self.params * self.bytes_per_param;
         let nodes = self.ranks.div_ceil(self.gpus_per_node);
         let per_node = self
@@ -115,12 +130,17 @@ impl CheckpointJob {
             .min(self.gpus_per_node)
             .min(self.ranks);
         let writers = nodes.saturating_mul(per_node);
-        let file_bytes = bytes / f64::from(writers);
+        let file_bytes = if shared {
+            bytes
+        } else {
+            bytes / f64::from(writers)
+        };
         let stripe_size: u64 = 4 << 20;
         // A file per writer: with as many files as OSTs, one stripe each spreads them; with
         // fewer, each file is striped over its share of the OSTs.
-        let stripe_count = cal.osts.div_ceil(writers).clamp(1, cal.osts);
-        let used = writers.saturating_mul(stripe_count).min(cal.osts);
+        let files = if shared { 1 } else { writers };
+        let stripe_count = stripes.unwrap_or_else(|| cal.osts.div_ceil(files).clamp(1, cal.osts));
+        let used = files.saturating_mul(stripe_count).min(cal.osts).max(1);
         let (n, p) = (f64::from(nodes), f64::from(per_node));
         let total = bytes * f64::from(self.replicas);
         let stall_at = |osts: f64| {
@@ -159,7 +179,11 @@ impl CheckpointJob {
             (f64::from(writers) * f64::from(stripe_count) / f64::from(used)).min(f64::from(nodes));
         let depth = rpc_depth(cal.q_max, clients_per_ost);
         // Dirty data to keep every RPC slot of every OST a node writes to busy, twice over.
-        let osts_per_node = (per_node.saturating_mul(stripe_count)).min(cal.osts);
+        let osts_per_node = if shared {
+            stripe_count
+        } else {
+            per_node.saturating_mul(stripe_count).min(cal.osts)
+        };
         let dirty_mb = (u64::from(depth) * cal.rpc_bytes * u64::from(osts_per_node) * 2 >> 20)
             .clamp(64, 1 << 16);
         let setstripe = if stripe_count > 1 && file_bytes > 256.0 * 1048576.0 {

@@ -45,7 +45,13 @@ impl GridFit {
     pub fn predict(&self, writers: f64, stripes: f64) -> f64 {
         combine(
             client_throughput(writers, self.b_client, self.c_client),
-            striped_throughput_usl(stripes, self.server_single, 0.0, self.c_overhead, self.kappa),
+            striped_throughput_usl(
+                stripes,
+                self.server_single,
+                0.0,
+                self.c_overhead,
+                self.kappa,
+            ),
             self.coupling,
         )
     }
@@ -110,7 +116,14 @@ pub fn fit_grid(samples: &[GridSample]) -> Result<GridFit, Error> {
         (0.5, 0.5, 3.0, 0.05),
         (0.2, 0.2, -1.0, 0.2),
     ] {
-        let start = [(top * 1.5).ln(), logit(cs), (top * 1.5).ln(), logit(cc), n, logit(k)];
+        let start = [
+            (top * 1.5).ln(),
+            logit(cs),
+            (top * 1.5).ln(),
+            logit(cc),
+            n,
+            logit(k),
+        ];
         let (x, c) = nelder_mead(&cost, start, 3000);
         if best.as_ref().is_none_or(|(_, b)| c < *b) {
             best = Some((x, c));

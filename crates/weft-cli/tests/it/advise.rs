@@ -1,0 +1,189 @@
+//! `weft advise` against a real cluster (separate server processes, 4 OSTs that share this
+//! machine's one disk and CPUs): `calibrate` measures and stores the constants on the MGS,
+//! then the checkpoint verb's predicted write time of one shared file is checked against
+//! the time measured for 1, 2 and 4 writers and 1, 2 and 4 stripes (±25 %).
+//!
+//! Sizes: `WEFT_ADVISE_FILE_MIB` (default 256) is the checkpoint file, `WEFT_ADVISE_CAL_MIB`
+//! (default half of it, at most 512) each calibration write. The full check of the issue is
+//! `WEFT_ADVISE_FILE_MIB=4096`.
+
+use crate::bin;
+use crate::support::{RW, weft, weft_run_env};
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientOptions};
+use weft_proto::layout::LayoutTemplate;
+use weft_proto::mdt::Credentials;
+use weft_testkit::{FSNAME, TestCluster};
+
+fn env_mib(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(default)
+}
+
+/// Seconds to create a file of `stripes` stripes and write `bytes` into it from `writers`
+/// tasks (disjoint regions, 4 MiB calls) through the last close: a checkpoint's write.
+async fn measure(client: &Arc<Client>, name: &str, bytes: u64, writers: u32, stripes: u32) -> f64 {
+    const CALL: u64 = 4 << 20;
+    let cred = Credentials::root();
+    let root = client.resolve("/", true, &cred).await.unwrap().fid;
+    let buf = Bytes::from((0..CALL).map(|i| (i % 253) as u8).collect::<Vec<u8>>());
+    let region = bytes / u64::from(writers);
+    let layout = Some(LayoutTemplate::raid0(stripes as i32, 1 << 20, -1));
+    let start = Instant::now();
+    client
+        .open_in(root, name.as_bytes(), RW, layout, &cred)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (client, cred, buf, name) = (client.clone(), cred.clone(), buf.clone(), name.to_string());
+        tasks.push(tokio::spawn(async move {
+            let f = client.open_in(root, name.as_bytes(), RW, None, &cred).await.unwrap();
+            let base = u64::from(w) * region;
+            let mut done = 0;
+            while done < region {
+                let n = CALL.min(region - done) as usize;
+                f.write_at(base + done, &buf[..n]).await.unwrap();
+                done += n as u64;
+            }
+            f.close().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    client.unlink(root, name.as_bytes(), &cred).await.unwrap();
+    secs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_predictions_match_measured_writes() {
+    let file_mib = env_mib("WEFT_ADVISE_FILE_MIB", 256);
+    let cal_mib = env_mib("WEFT_ADVISE_CAL_MIB", (file_mib / 2).clamp(16, 512));
+    let tc = TestCluster::start(bin(), 4).await.unwrap();
+    let fs = format!("{}:/{FSNAME}", tc.mgs_addr);
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("calibrate.svg");
+    let out = weft_run_env(
+        &[
+            "advise",
+            "calibrate",
+            &fs,
+            "--size",
+            &format!("{cal_mib}M"),
+            "--max-writers",
+            "4",
+            "--json",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        "",
+        &[],
+        Duration::from_secs(600),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["stored"], true);
+    assert_eq!(report["calibration"]["osts"], 4);
+    assert_eq!(report["grid"].as_array().unwrap().len(), 9, "{stdout}");
+    eprintln!("calibration: {}", report["calibration"]);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    // Stored on the MGS with the date, and read back from there by the verbs.
+    let (ok, params, err) = weft(&["get_param", "--mgs", &tc.mgs_addr, "advise.calibration"]);
+    assert!(ok, "{err}");
+    let date = report["calibration"]["date"].as_str().unwrap();
+    assert!(params.contains(date), "{params}");
+
+    let client = Client::mount(&tc.mgs_addr, FSNAME, ClientOptions::default())
+        .await
+        .unwrap();
+    let bytes = file_mib << 20;
+    let mut rows = Vec::new();
+    for writers in [1u32, 2, 4] {
+        for stripes in [1u32, 2, 4] {
+            let w = writers.to_string();
+            let (ok, out, err) = weft(&[
+                "advise",
+                "checkpoint",
+                "--fs",
+                &fs,
+                "--bytes",
+                &format!("{file_mib}M"),
+                "--ranks",
+                &w,
+                "--gpus-per-node",
+                &w,
+                "--writers-per-node",
+                &w,
+                "--shared",
+                "--stripe-count",
+                &stripes.to_string(),
+                "--json",
+            ]);
+            assert!(ok, "{err}");
+            let advice: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(advice["calibration_date"], date);
+            let predicted = advice["stall_s"].as_f64().unwrap();
+            let name = format!("ckpt.{writers}.{stripes}");
+            let measured = measure(&client, &name, bytes, writers, stripes).await;
+            rows.push((writers, stripes, predicted, measured));
+        }
+    }
+    let mut table = format!("{file_mib} MiB, calibrated with {cal_mib} MiB writes\nwriters stripes predicted_s measured_s error\n");
+    for (w, k, p, m) in &rows {
+        table += &format!("{w:>7} {k:>7} {p:>11.2} {m:>10.2} {:>+5.1}%\n", (p - m) / m * 100.0);
+    }
+    eprintln!("{table}");
+    for (w, k, p, m) in &rows {
+        assert!(
+            (p - m).abs() <= 0.25 * m,
+            "{w} writers, {k} stripes: predicted {p:.2} s, measured {m:.2} s\n{table}"
+        );
+    }
+}
+
+#[test]
+fn advice_verbs_print_json_and_plots_without_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("stall.svg");
+    let (ok, out, err) = weft(&[
+        "advise", "checkpoint", "--model-params", "70e9", "--bytes-per-param", "14", "--ranks",
+        "1024", "--writers-per-node", "8", "--interval", "1h", "--target-stall", "60s", "--json",
+        "--plot", svg.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["calibration_date"], "seed");
+    assert_eq!(v["checkpoint_bytes"], 980e9);
+    assert_eq!(v["target_met"], true);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    let (ok, out, err) = weft(&[
+        "advise", "stripe", "--write-size", "256K", "--writers", "64", "--aggregators", "16",
+        "--stripe-size", "16M",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("stripe size 256K") && out.contains("6400 % lost"), "{out}");
+    let (ok, out, err) = weft(&[
+        "advise", "io", "--files", "10000000", "--file-size", "4K", "--readers", "512", "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["dne_helps"], true);
+    // Bad input: a clear error, no panic.
+    let (ok, _, err) = weft(&["advise", "stripe", "--write-size", "0", "--writers", "4"]);
+    assert!(!ok && err.contains("not a size"), "{err}");
+    let (ok, _, err) = weft(&["advise", "checkpoint", "--bytes", "1G", "--ranks", "1", "--interval", "1y"]);
+    assert!(!ok && err.contains("not a duration"), "{err}");
+    let (ok, _, err) = weft(&["advise", "io", "--files", "1", "--file-size", "1K", "--readers", "1", "--calibration", "/nonexistent.json"]);
+    assert!(!ok && err.contains("/nonexistent.json"), "{err}");
+}
