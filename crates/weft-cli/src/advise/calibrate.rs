@@ -73,7 +73,7 @@ struct Report {
 /// Bytes per write call.
 const TRANSFER: u64 = 4 << 20;
 /// Stripe size of every file written.
-const STRIPE: u64 = 1 << 20;
+const STRIPE: u64 = 4 << 20;
 /// Small files for the metadata measurements.
 const MD_FILES: u32 = 64;
 

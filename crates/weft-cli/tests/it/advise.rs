@@ -33,7 +33,7 @@ async fn measure(client: &Arc<Client>, name: &str, bytes: u64, writers: u32, str
     let root = client.resolve("/", true, &cred).await.unwrap().fid;
     let buf = Bytes::from((0..CALL).map(|i| (i % 253) as u8).collect::<Vec<u8>>());
     let region = bytes / u64::from(writers);
-    let layout = Some(LayoutTemplate::raid0(stripes as i32, 1 << 20, -1));
+    let layout = Some(LayoutTemplate::raid0(stripes as i32, 4 << 20, -1));
     let start = Instant::now();
     client
         .open_in(root, name.as_bytes(), RW, layout, &cred)
@@ -44,9 +44,13 @@ async fn measure(client: &Arc<Client>, name: &str, bytes: u64, writers: u32, str
         .unwrap();
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let (client, cred, buf, name) = (client.clone(), cred.clone(), buf.clone(), name.to_string());
+        let (client, cred, buf, name) =
+            (client.clone(), cred.clone(), buf.clone(), name.to_string());
         tasks.push(tokio::spawn(async move {
-            let f = client.open_in(root, name.as_bytes(), RW, None, &cred).await.unwrap();
+            let f = client
+                .open_in(root, name.as_bytes(), RW, None, &cred)
+                .await
+                .unwrap();
             let base = u64::from(w) * region;
             let mut done = 0;
             while done < region {
@@ -91,7 +95,11 @@ async fn checkpoint_predictions_match_measured_writes() {
         Duration::from_secs(600),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["stored"], true);
     assert_eq!(report["calibration"]["osts"], 4);
@@ -139,9 +147,14 @@ async fn checkpoint_predictions_match_measured_writes() {
             rows.push((writers, stripes, predicted, measured));
         }
     }
-    let mut table = format!("{file_mib} MiB, calibrated with {cal_mib} MiB writes\nwriters stripes predicted_s measured_s error\n");
+    let mut table = format!(
+        "{file_mib} MiB, calibrated with {cal_mib} MiB writes\nwriters stripes predicted_s measured_s error\n"
+    );
     for (w, k, p, m) in &rows {
-        table += &format!("{w:>7} {k:>7} {p:>11.2} {m:>10.2} {:>+5.1}%\n", (p - m) / m * 100.0);
+        table += &format!(
+            "{w:>7} {k:>7} {p:>11.2} {m:>10.2} {:>+5.1}%\n",
+            (p - m) / m * 100.0
+        );
     }
     eprintln!("{table}");
     for (w, k, p, m) in &rows {
@@ -157,9 +170,23 @@ fn advice_verbs_print_json_and_plots_without_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("stall.svg");
     let (ok, out, err) = weft(&[
-        "advise", "checkpoint", "--model-params", "70e9", "--bytes-per-param", "14", "--ranks",
-        "1024", "--writers-per-node", "8", "--interval", "1h", "--target-stall", "60s", "--json",
-        "--plot", svg.to_str().unwrap(),
+        "advise",
+        "checkpoint",
+        "--model-params",
+        "70e9",
+        "--bytes-per-param",
+        "14",
+        "--ranks",
+        "1024",
+        "--writers-per-node",
+        "8",
+        "--interval",
+        "1h",
+        "--target-stall",
+        "60s",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -168,13 +195,32 @@ fn advice_verbs_print_json_and_plots_without_a_cluster() {
     assert_eq!(v["target_met"], true);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
     let (ok, out, err) = weft(&[
-        "advise", "stripe", "--write-size", "256K", "--writers", "64", "--aggregators", "16",
-        "--stripe-size", "16M",
+        "advise",
+        "stripe",
+        "--write-size",
+        "256K",
+        "--writers",
+        "64",
+        "--aggregators",
+        "16",
+        "--stripe-size",
+        "16M",
     ]);
     assert!(ok, "{err}");
-    assert!(out.contains("stripe size 256K") && out.contains("6400 % lost"), "{out}");
+    assert!(
+        out.contains("stripe size 256K") && out.contains("6400 % lost"),
+        "{out}"
+    );
     let (ok, out, err) = weft(&[
-        "advise", "io", "--files", "10000000", "--file-size", "4K", "--readers", "512", "--json",
+        "advise",
+        "io",
+        "--files",
+        "10000000",
+        "--file-size",
+        "4K",
+        "--readers",
+        "512",
+        "--json",
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -182,8 +228,28 @@ fn advice_verbs_print_json_and_plots_without_a_cluster() {
     // Bad input: a clear error, no panic.
     let (ok, _, err) = weft(&["advise", "stripe", "--write-size", "0", "--writers", "4"]);
     assert!(!ok && err.contains("not a size"), "{err}");
-    let (ok, _, err) = weft(&["advise", "checkpoint", "--bytes", "1G", "--ranks", "1", "--interval", "1y"]);
+    let (ok, _, err) = weft(&[
+        "advise",
+        "checkpoint",
+        "--bytes",
+        "1G",
+        "--ranks",
+        "1",
+        "--interval",
+        "1y",
+    ]);
     assert!(!ok && err.contains("not a duration"), "{err}");
-    let (ok, _, err) = weft(&["advise", "io", "--files", "1", "--file-size", "1K", "--readers", "1", "--calibration", "/nonexistent.json"]);
+    let (ok, _, err) = weft(&[
+        "advise",
+        "io",
+        "--files",
+        "1",
+        "--file-size",
+        "1K",
+        "--readers",
+        "1",
+        "--calibration",
+        "/nonexistent.json",
+    ]);
     assert!(!ok && err.contains("/nonexistent.json"), "{err}");
 }
