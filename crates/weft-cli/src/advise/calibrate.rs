@@ -43,6 +43,10 @@ pub struct CalibrateArgs {
     /// Most writer tasks in the grid (1, 2, 4, ... up to this).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_writers: u32,
+    /// Writes per grid point: the point's bandwidth is over all of them (a loaded machine
+    /// varies from one write to the next).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub repeat: u32,
     /// Measure and print, but do not store the result on the MGS.
     #[arg(long)]
     pub no_store: bool,
@@ -200,11 +204,20 @@ async fn measure(
     let mut grid = Vec::new();
     for &k in &stripes {
         for &w in &writers {
-            let secs = write_file(client, dir, &format!("grid.{w}.{k}"), args.size, w, k).await?;
+            let mut secs = 0.0;
+            for r in 0..args.repeat {
+                let name = format!("grid.{w}.{k}");
+                if r > 0 {
+                    client
+                        .unlink(dir, name.as_bytes(), &Credentials::root())
+                        .await?;
+                }
+                secs += write_file(client, dir, &name, args.size, w, k).await?;
+            }
             grid.push(GridSample {
                 writers: w,
                 stripes: k,
-                bw: args.size as f64 / secs,
+                bw: args.size as f64 * f64::from(args.repeat) / secs,
             });
         }
     }
