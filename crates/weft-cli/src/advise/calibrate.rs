@@ -212,6 +212,10 @@ async fn measure(
                         .unlink(dir, name.as_bytes(), &Credentials::root())
                         .await?;
                 }
+                // Each write starts with the servers' page cache clean, as a checkpoint
+                // an interval after the last one does (this node's: servers elsewhere
+                // flush on their own).
+                tokio::task::spawn_blocking(rustix::fs::sync).await?;
                 secs += write_file(client, dir, &name, args.size, w, k).await?;
             }
             grid.push(GridSample {
