@@ -184,7 +184,7 @@ impl CheckpointJob {
         } else {
             per_node.saturating_mul(stripe_count).min(cal.osts)
         };
-        let dirty_mb = (u64::from(depth) * cal.rpc_bytes * u64::from(osts_per_node) * 2 >> 20)
+        let dirty_mb = ((u64::from(depth) * cal.rpc_bytes * u64::from(osts_per_node) * 2) >> 20)
             .clamp(64, 1 << 16);
         let setstripe = if stripe_count > 1 && file_bytes > 256.0 * 1048576.0 {
             // PFL: the small files of a checkpoint (metadata, RNG state) stay on one OST;

@@ -220,8 +220,8 @@ pub fn nelder_mead<const N: usize>(
             } else {
                 let b = simplex[0].0;
                 for s in simplex.iter_mut().skip(1) {
-                    for i in 0..N {
-                        s.0[i] = b[i] + 0.5 * (s.0[i] - b[i]);
+                    for (x, &bx) in s.0.iter_mut().zip(&b) {
+                        *x = bx + 0.5 * (*x - bx);
                     }
                     s.1 = clean(f(&s.0));
                 }

@@ -102,7 +102,7 @@ pub fn conflict_fraction(write: u64, stripe: u64) -> f64 {
     if write == 0 || stripe == 0 {
         return 0.0;
     }
-    if write % stripe == 0 {
+    if write.is_multiple_of(stripe) {
         return 0.0;
     }
     // A write [rW, (r+1)W) shares its last stripe with the next writer when (r+1)W is not

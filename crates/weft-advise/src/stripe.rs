@@ -80,13 +80,13 @@ pub struct CurrentStripe {
 /// `(k, S)`: the smallest `k` with `S = W/k` a multiple of 64 KiB and at most 4 MiB;
 /// `None` if `W` is not a multiple of 64 KiB.
 pub fn aligned_stripe(write: u64) -> Option<(u64, u64)> {
-    if write == 0 || write % STRIPE_UNIT != 0 {
+    if write == 0 || !write.is_multiple_of(STRIPE_UNIT) {
         return None;
     }
     let units = write / STRIPE_UNIT;
     let min_k = write.div_ceil(STRIPE_TARGET).max(1);
     (min_k..=units)
-        .find(|k| units % k == 0)
+        .find(|k| units.is_multiple_of(*k))
         .map(|k| (k, write / k))
 }
 

@@ -85,7 +85,7 @@ pub fn fmt_bytes_si(b: f64) -> String {
 /// A size in the binary units `setstripe` takes (`4M`, `256K`), exact.
 pub fn fmt_size_arg(b: u64) -> String {
     for (shift, u) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{}{u}", b >> shift);
         }
     }

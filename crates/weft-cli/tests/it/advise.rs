@@ -38,7 +38,7 @@ fn measure(fs: &str, bytes: u64, writers: u32, stripes: u32) -> f64 {
         "-t",
         &writers.to_string(),
         "-b",
-        &format!("{}K", bytes / u64::from(writers) >> 10),
+        &format!("{}K", (bytes / u64::from(writers)) >> 10),
         "-c",
         &stripes.to_string(),
         "-S",
