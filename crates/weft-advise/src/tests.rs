@@ -10,6 +10,20 @@ use crate::plot::{Plot, Series};
 use crate::stripe::{StripeJob, aligned_stripe};
 use proptest::prelude::*;
 
+/// The example: 70e9 parameters × 14 bytes, 1,024 ranks, 8 a node, hourly.
+fn job_70b(target_stall: Option<f64>) -> CheckpointJob {
+    CheckpointJob {
+        params: 70e9,
+        bytes_per_param: 14.0,
+        ranks: 1024,
+        gpus_per_node: 8,
+        writers_per_node: 8,
+        interval: 3600.0,
+        target_stall,
+        replicas: 1,
+    }
+}
+
 fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * b.abs().max(1e-300)
 }
@@ -118,16 +132,7 @@ fn alignment_and_locks() {
 #[test]
 fn checkpoint_advice_with_seed_constants() {
     let cal = Calibration::seed();
-    let job = CheckpointJob {
-        params: 70e9,
-        bytes_per_param: 14.0,
-        ranks: 1024,
-        gpus_per_node: 8,
-        writers_per_node: 8,
-        interval: 3600.0,
-        target_stall: Some(1.0),
-        replicas: 1,
-    };
+    let job = job_70b(Some(1.0));
     let a = job.advise(&cal).unwrap();
     assert_eq!((a.nodes, a.writers, a.stripe_count), (128, 1024, 1));
     assert_eq!(a.checkpoint_bytes, 980e9);
@@ -240,16 +245,7 @@ fn assert_schema(
 #[test]
 fn json_schemas() {
     let cal = Calibration::seed();
-    let job = CheckpointJob {
-        params: 70e9,
-        bytes_per_param: 14.0,
-        ranks: 1024,
-        gpus_per_node: 8,
-        writers_per_node: 8,
-        interval: 3600.0,
-        target_stall: Some(60.0),
-        replicas: 1,
-    };
+    let job = job_70b(Some(60.0));
     let m = seed_json(&job.advise(&cal).unwrap());
     assert_schema(
         &m,
@@ -442,16 +438,7 @@ fn calibration_round_trips_through_the_mgs_value() {
 #[test]
 fn an_svg_plot_is_written() {
     let cal = Calibration::seed();
-    let job = CheckpointJob {
-        params: 70e9,
-        bytes_per_param: 14.0,
-        ranks: 1024,
-        gpus_per_node: 8,
-        writers_per_node: 8,
-        interval: 3600.0,
-        target_stall: None,
-        replicas: 1,
-    };
+    let job = job_70b(None);
     let plot = Plot {
         title: "checkpoint stall".into(),
         x_label: "OSTs".into(),
