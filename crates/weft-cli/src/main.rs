@@ -2,6 +2,7 @@
 //! tools. Subcommands parse their flags here and hand over to a module of their own.
 
 mod admin;
+mod advise;
 mod bench_io;
 mod bench_md;
 mod bench_repo;
@@ -132,6 +133,9 @@ enum Command {
     /// Data repository benchmark: import, lazy and loaded reads through the mount against
     /// copy-then-read and direct ranged GETs of an S3 bucket.
     BenchRepo(bench_repo::BenchRepoArgs),
+    /// Checkpoint and stripe advisor: calibrate the models on this file system, then
+    /// predict checkpoint stalls, stripe layouts and data set epochs.
+    Advise(advise::AdviseArgs),
 }
 
 /// A `HOST:PORT` argument, parsed early so a typo fails with a clear message.
@@ -268,6 +272,7 @@ fn main() -> ExitCode {
             Command::HsmRestore(a) => admin::hsm::restore(a).await,
             Command::HsmArchive(a) => admin::hsm::archive(a).await,
             Command::HsmAction(a) => admin::hsm::action(a).await,
+            Command::Advise(a) => advise::run(a).await,
             Command::Fsck(_) => Ok(()),
         }
         .map(|()| 0)

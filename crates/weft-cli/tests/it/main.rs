@@ -16,6 +16,7 @@ mod support;
 
 // The areas.
 mod admin;
+mod advise;
 mod auth;
 mod cli;
 mod client_io;
