@@ -37,8 +37,25 @@ pub fn progress_bar(len: Option<u64>, what: &str) -> ProgressBar {
 /// `weft repo import [--parallel N] ID|PATH`.
 pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> Result<()> {
     let (cluster, via, repo) = find_repo(mgs, target, Match::Within).await?;
-    let client = match &via {
-        Some(p) => fspath::connect_client(p).await?,
+    let client = client_of(mgs, &cluster, via.as_ref()).await?;
+    run_import(
+        &client,
+        &repo,
+        &shown(via.as_ref(), &repo.spec.path),
+        parallel,
+    )
+    .await
+}
+
+/// A client of the file system a repository was found in (through the path it was named
+/// by, else at `--mgs`).
+pub(super) async fn client_of(
+    mgs: Option<&str>,
+    cluster: &Cluster,
+    via: Option<&FsPath>,
+) -> Result<Arc<Client>> {
+    match via {
+        Some(p) => fspath::connect_client(p).await,
         None => {
             let addr = crate::admin::mgs_address(mgs);
             Client::mount(
@@ -47,16 +64,9 @@ pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> 
                 weft_client::ClientOptions::default(),
             )
             .await
-            .with_context(|| format!("cannot reach the file system at {addr}"))?
+            .with_context(|| format!("cannot reach the file system at {addr}"))
         }
-    };
-    run_import(
-        &client,
-        &repo,
-        &shown(via.as_ref(), &repo.spec.path),
-        parallel,
-    )
-    .await
+    }
 }
 
 /// Starts or resumes the repository's import task and runs it to the end.
