@@ -38,7 +38,6 @@ install_tool() {
 }
 install_tool pjdfstest 0.2.2
 install_tool fsx 0.3.2
-install_tool s3s-fs 0.14.1 binary
 
 # moto's S3 server (Python) in a virtual environment of its own; only its moto_server is
 # put on PATH (through target/test-tools/bin), not the environment's python.

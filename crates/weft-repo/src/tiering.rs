@@ -95,6 +95,18 @@ impl Drop for Reservation {
     }
 }
 
+/// Removes the wishes of a waiting chunk's OSTs when dropped.
+struct Wanting(Vec<u32>);
+
+impl Drop for Wanting {
+    fn drop(&mut self) {
+        let mut st = ROOM.state.lock();
+        for o in &self.0 {
+            st.wanted.remove(o);
+        }
+    }
+}
+
 /// An OST's usage: used and total bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
@@ -128,6 +140,9 @@ pub async fn admit(
 ) -> (Reservation, bool) {
     let started = Instant::now();
     let mut waited = false;
+    // What this chunk wants is forgotten however the wait ends (a restore given up drops
+    // this future): the agent must not go on releasing for it.
+    let _wanting = Wanting(need.keys().copied().collect());
     loop {
         let seen = ROOM.finished.load(Ordering::Acquire);
         let mut usages = Vec::with_capacity(need.len());

@@ -35,7 +35,9 @@ mod namespace;
 mod posix_suites;
 mod repo;
 mod repo_hsm;
+mod repo_faults;
 mod repo_s3;
+mod repo_tiering;
 mod restart;
 
 pub use support::bin;
