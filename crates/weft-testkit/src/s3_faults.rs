@@ -176,9 +176,7 @@ impl Service<Request<Incoming>> for Faulty {
     type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let fault = self
-            .faults
-            .take(req.method().as_str(), req.uri().path());
+        let fault = self.faults.take(req.method().as_str(), req.uri().path());
         let inner = self.inner.clone();
         Box::pin(async move {
             match fault {
@@ -216,7 +214,12 @@ pub(crate) struct InProcess {
 impl InProcess {
     /// Serves `root` (buckets are its directories) on 127.0.0.1:`port` (0: any free
     /// port) with these credentials.
-    pub(crate) fn start(root: &Path, port: u16, access_key: &str, secret_key: &str) -> Result<Self> {
+    pub(crate) fn start(
+        root: &Path,
+        port: u16,
+        access_key: &str,
+        secret_key: &str,
+    ) -> Result<Self> {
         let mut s = Self {
             port,
             root: root.to_path_buf(),

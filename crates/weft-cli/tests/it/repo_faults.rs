@@ -44,10 +44,16 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
     faults.add(Fault::SlowDown, gets.clone(), Some(3));
     let before = faults.injected();
     let got = std::fs::read(a.path("data/thr.bin")).unwrap();
-    assert!(got == pattern(0, SIZE, 7), "the object's bytes after throttling");
+    assert!(
+        got == pattern(0, SIZE, 7),
+        "the object's bytes after throttling"
+    );
     assert_eq!(faults.injected() - before, 3, "every SlowDown was met");
     let tries = faults.requests_matching(&gets);
-    assert!(tries >= 3 + 2, "{tries} GETs: the throttled ones were retried");
+    assert!(
+        tries >= 3 + 2,
+        "{tries} GETs: the throttled ones were retried"
+    );
 
     // Throttled until cleared: EIO in bounded time, still released; then a read succeeds.
     let gets = Matching::path("GET", &format!("/{BUCKET}/{PREFIX}/down.bin"));
@@ -65,7 +71,10 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
     eprintln!("persistent SlowDown: EIO after {took:?} and {tries} GETs");
     assert!(tries > 1, "retried before giving up: {tries} GETs");
     let down = a.path("data/down.bin").display().to_string();
-    assert!(hsm_state(&down, &env).contains("released"), "nothing marked loaded");
+    assert!(
+        hsm_state(&down, &env).contains("released"),
+        "nothing marked loaded"
+    );
     faults.clear();
     let got = std::fs::read(a.path("data/down.bin")).unwrap();
     assert!(got == pattern(0, SIZE, 8), "a later read loads it");
@@ -75,7 +84,15 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
     let new = pattern(1, SIZE, 99);
     std::fs::write(&path, &new).unwrap();
     let shown = path.display().to_string();
-    assert!(hsm_state(&shown, &env).contains("dirty"));
+    // The change reaches the MDT at the FUSE release, which follows close().
+    let t = Instant::now();
+    while !hsm_state(&shown, &env).contains("dirty") {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the changed file became dirty"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let puts = Matching {
         path_contains: Some(format!("/{BUCKET}/{PREFIX}/dirty.bin")),
         method: None,
@@ -87,12 +104,18 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
     let tries = faults.requests_matching(&puts) - before;
     assert!(tries > 1, "the upload was retried: {tries} requests");
     let state = hsm_state(&shown, &env);
-    assert!(state.contains("dirty") && !state.contains("archived"), "{state}");
+    assert!(
+        state.contains("dirty") && !state.contains("archived"),
+        "{state}"
+    );
     faults.clear();
     let (ok, out, err) = weft_env(&["repo", "export", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
     let state = hsm_state(&shown, &env);
-    assert!(state.contains("archived") && !state.contains("dirty"), "{state}");
+    assert!(
+        state.contains("archived") && !state.contains("dirty"),
+        "{state}"
+    );
     let stored = store
         .get(&StorePath::from(format!("{PREFIX}/dirty.bin")))
         .await
@@ -112,7 +135,10 @@ async fn stalled_and_reset_requests_are_retried_by_the_mover() {
     let faults = server.faults().unwrap().clone();
     let body = Bytes::from(pattern(0, SIZE, 3));
     store
-        .put(&StorePath::from(format!("{PREFIX}/r.bin")), body.clone().into())
+        .put(
+            &StorePath::from(format!("{PREFIX}/r.bin")),
+            body.clone().into(),
+        )
         .await
         .unwrap();
     let env = server.env();
@@ -124,9 +150,16 @@ async fn stalled_and_reset_requests_are_retried_by_the_mover() {
     assert!(ok, "{out}{err}");
     let gets = Matching::path("GET", &format!("/{BUCKET}/{PREFIX}/r.bin"));
     faults.add(Fault::Reset, gets.clone(), Some(2));
-    faults.add(Fault::Stall(Duration::from_millis(500)), gets.clone(), Some(1));
+    faults.add(
+        Fault::Stall(Duration::from_millis(500)),
+        gets.clone(),
+        Some(1),
+    );
     let got = std::fs::read(a.path("data/r.bin")).unwrap();
     assert!(got == body, "the object's bytes after resets and a stall");
-    assert!(faults.requests_matching(&gets) >= 2 + 2, "the reset GETs were retried");
+    assert!(
+        faults.requests_matching(&gets) >= 2 + 2,
+        "the reset GETs were retried"
+    );
     drop((a, tc));
 }

@@ -58,7 +58,10 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
     let store = bucket(&server);
     for i in 0..files {
         let body = Bytes::from(pattern(0, file, i as u64));
-        store.put(&StorePath::from(key(i)), body.into()).await.unwrap();
+        store
+            .put(&StorePath::from(key(i)), body.into())
+            .await
+            .unwrap();
     }
     let env = server.env();
     let tc = TestCluster::start_with_ost_size_and_env(crate::bin(), OSTS, ost_bytes, env.clone())
@@ -70,7 +73,15 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
     let (high, low) = (format!("{HIGH}%"), format!("{LOW}%"));
     let (ok, out, err) = weft_env(
         &[
-            "repo", "tiering", &dir, "--high", &high, "--low", &low, "--min-age", "0",
+            "repo",
+            "tiering",
+            &dir,
+            "--high",
+            &high,
+            "--low",
+            &low,
+            "--min-age",
+            "0",
         ],
         &env,
         LIMIT,
@@ -84,7 +95,10 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
         total += weft_repo::tiering::usage(&cluster, i).await.unwrap().total;
     }
     let dataset = (file * files) as u64;
-    assert!(dataset > total, "the dataset ({dataset}) is larger than the OSTs ({total})");
+    assert!(
+        dataset > total,
+        "the dataset ({dataset}) is larger than the OSTs ({total})"
+    );
 
     // The reader streams every file while the sampler watches the OSTs.
     let stop = Arc::new(AtomicBool::new(false));
@@ -123,7 +137,10 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
     let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
     let released: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(released > 0 && released < files as u64, "{out}");
-    assert!(out.contains("tiering:         high 75% low 45% min-age 0s"), "{out}");
+    assert!(
+        out.contains("tiering:         high 75% low 45% min-age 0s"),
+        "{out}"
+    );
     let (ok, out, err) = weft_env(&["df", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
     let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
@@ -144,11 +161,25 @@ fn tiering_marks_are_refused_when_wrong() {
     // No cluster needed: the marks are checked before anything is reached.
     let env: Vec<(String, String)> = Vec::new();
     for args in [
-        vec!["repo", "tiering", "/nowhere", "--high", "60%", "--low", "70%"],
-        vec!["repo", "tiering", "/nowhere", "--high", "160%", "--low", "70%"],
+        vec![
+            "repo", "tiering", "/nowhere", "--high", "60%", "--low", "70%",
+        ],
+        vec![
+            "repo", "tiering", "/nowhere", "--high", "160%", "--low", "70%",
+        ],
         vec!["repo", "tiering", "/nowhere", "--high", "80%"],
         vec!["repo", "tiering", "/nowhere", "--off", "--high", "80%"],
-        vec!["repo", "tiering", "/nowhere", "--high", "80", "--low", "60", "--min-age", "1y"],
+        vec![
+            "repo",
+            "tiering",
+            "/nowhere",
+            "--high",
+            "80",
+            "--low",
+            "60",
+            "--min-age",
+            "1y",
+        ],
     ] {
         let (ok, out, err) = weft_env(&args, &env, LIMIT);
         assert!(!ok, "{args:?} succeeded: {out}");
