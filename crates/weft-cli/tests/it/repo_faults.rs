@@ -26,7 +26,7 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
     server.create_bucket(BUCKET).unwrap();
     let store = bucket(&server);
     let faults = server.faults().unwrap().clone();
-    for name in ["thr.bin", "down.bin", "dirty.bin"] {
+    for name in ["thr.bin", "down.bin", "edit.bin"] {
         let body = Bytes::from(pattern(0, SIZE, name.len() as u64));
         let path = StorePath::from(format!("{PREFIX}/{name}"));
         store.put(&path, body.into()).await.unwrap();
@@ -80,7 +80,7 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
     assert!(got == pattern(0, SIZE, 8), "a later read loads it");
 
     // A changed file whose export keeps being throttled stays dirty.
-    let path = a.path("data/dirty.bin");
+    let path = a.path("data/edit.bin");
     let new = pattern(1, SIZE, 99);
     std::fs::write(&path, &new).unwrap();
     let shown = path.display().to_string();
@@ -94,7 +94,7 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
         std::thread::sleep(Duration::from_millis(100));
     }
     let puts = Matching {
-        path_contains: Some(format!("/{BUCKET}/{PREFIX}/dirty.bin")),
+        path_contains: Some(format!("/{BUCKET}/{PREFIX}/edit.bin")),
         method: None,
     };
     faults.add(Fault::SlowDown, puts.clone(), None);
@@ -117,7 +117,7 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
         "{state}"
     );
     let stored = store
-        .get(&StorePath::from(format!("{PREFIX}/dirty.bin")))
+        .get(&StorePath::from(format!("{PREFIX}/edit.bin")))
         .await
         .unwrap()
         .bytes()
