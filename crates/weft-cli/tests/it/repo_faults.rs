@@ -20,6 +20,18 @@ use weft_testkit::{S3Server, TestCluster, pattern};
 /// Two of the mover's 8 MiB ranged GETs.
 const SIZE: usize = (12 << 20) + 99;
 
+/// A cluster of two OSTs linked to `server`, a mount, and the bucket imported.
+async fn imported(server: &S3Server) -> (TestCluster, crate::fuse_common::FuseMount, String) {
+    let env = server.env();
+    let tc = TestCluster::start_with_env(crate::bin(), 2, env.clone())
+        .await
+        .unwrap();
+    let (tc, a, dir) = link(server, tc);
+    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
+    assert!(ok, "{out}{err}");
+    (tc, a, dir)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export_stays_dirty() {
     let server = S3Server::start_s3s_fs().unwrap();
@@ -32,12 +44,7 @@ async fn a_throttling_store_is_retried_fails_in_bounded_time_and_a_failed_export
         store.put(&path, body.into()).await.unwrap();
     }
     let env = server.env();
-    let tc = TestCluster::start_with_env(crate::bin(), 2, env.clone())
-        .await
-        .unwrap();
-    let (tc, a, dir) = link(&server, tc);
-    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
-    assert!(ok, "{out}{err}");
+    let (tc, a, dir) = imported(&server).await;
 
     // Throttled: three SlowDowns, then the load goes through.
     let gets = Matching::path("GET", &format!("/{BUCKET}/{PREFIX}/thr.bin"));
@@ -142,12 +149,7 @@ async fn stalled_and_reset_requests_are_retried_by_the_mover() {
         .await
         .unwrap();
     let env = server.env();
-    let tc = TestCluster::start_with_env(crate::bin(), 2, env.clone())
-        .await
-        .unwrap();
-    let (tc, a, dir) = link(&server, tc);
-    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
-    assert!(ok, "{out}{err}");
+    let (tc, a, dir) = imported(&server).await;
     let gets = Matching::path("GET", &format!("/{BUCKET}/{PREFIX}/r.bin"));
     faults.add(Fault::Reset, gets.clone(), Some(2));
     faults.add(
