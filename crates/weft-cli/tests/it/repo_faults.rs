@@ -148,7 +148,7 @@ async fn stalled_and_reset_requests_are_retried_by_the_mover() {
         )
         .await
         .unwrap();
-    let (tc, a, dir) = imported(&server).await;
+    let (tc, a, _) = imported(&server).await;
     let gets = Matching::path("GET", &format!("/{BUCKET}/{PREFIX}/r.bin"));
     faults.add(Fault::Reset, gets.clone(), Some(2));
     faults.add(
