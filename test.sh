@@ -19,9 +19,9 @@ if [ ! -c /dev/fuse ]; then
     exit 1
 fi
 
-# The POSIX suites (crates/weft-cli/tests/it/posix_suites.rs) and the S3 server of the
-# data repository tests (crates/weft-repo/tests), at the versions their configurations
-# were written for, installed under target/ so that nothing outside the checkout changes.
+# The POSIX suites' tools (crates/weft-cli/tests/it/posix_suites.rs), at the versions
+# their configurations were written for, installed under target/ so that nothing outside
+# the checkout changes. (The S3 tests' s3s-fs server is built into weft-testkit.)
 tools="$PWD/target/test-tools"
 install_tool() {
     local name=$1 version=$2 features=${3:-}
@@ -31,14 +31,13 @@ install_tool() {
     fi
     echo "== installing $name $version into $tools"
     # Optimised less than a release build (opt-level 1): the tools only drive the tests,
-    # and a full release build of the three took minutes of CI's two cores.
+    # and a full release build of them took minutes of CI's two cores.
     CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
         cargo install --quiet --locked --force --root "$tools" "$name" --version "$version" \
         ${features:+--features "$features"}
 }
 install_tool pjdfstest 0.2.2
 install_tool fsx 0.3.2
-install_tool s3s-fs 0.14.1 binary
 
 # moto's S3 server (Python) in a virtual environment of its own; only its moto_server is
 # put on PATH (through target/test-tools/bin), not the environment's python.

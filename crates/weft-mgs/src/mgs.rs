@@ -261,6 +261,7 @@ impl Mgs {
             MgsRequest::SetDefaultLayout { template } => self.set_default_layout(template).await,
             MgsRequest::RepoCreate { spec, dir } => self.repo_create(spec, dir).await,
             MgsRequest::RepoDelete { id } => self.repo_delete(id).await,
+            MgsRequest::RepoTiering { id, tiering } => self.repo_tiering(id, tiering).await,
             MgsRequest::TaskStart { repo, kind, path } => self.task_start(repo, kind, path).await,
             MgsRequest::TaskReport {
                 id,

@@ -230,6 +230,45 @@ pub struct Repo {
     pub dir: Fid,
     /// When it was made.
     pub created: Timestamp,
+    /// Tiering (`weft repo tiering`): released by usage; `None` when off.
+    #[serde(default)]
+    pub tiering: Option<TieringPolicy>,
+}
+
+/// Tiering of a repository's files (`weft repo tiering PATH --high 80% --low 60%
+/// --min-age 1d`): when an OST's usage passes `high_pct`, the repository agent releases
+/// archived, clean, closed files of the repository not used for `min_age_secs`, least
+/// recently used first, until that OST is below `low_pct`; a restore that would take an
+/// OST past `high_pct` waits for that room first (bounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TieringPolicy {
+    /// Usage (percent of an OST's size) that starts releases: 1..=100.
+    pub high_pct: u8,
+    /// Usage releases bring an OST under: below `high_pct`.
+    pub low_pct: u8,
+    /// Files used (read, restored or changed) more recently than this are kept.
+    pub min_age_secs: u64,
+}
+
+impl TieringPolicy {
+    /// Checks the marks: `0 <= low < high <= 100`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.high_pct == 0 || self.high_pct > 100 {
+            return Err(format!("high mark {}% is outside 1..=100%", self.high_pct));
+        }
+        if self.low_pct >= self.high_pct {
+            return Err(format!(
+                "low mark {}% is not below the high mark {}%",
+                self.low_pct, self.high_pct
+            ));
+        }
+        Ok(())
+    }
+
+    /// The bytes of an OST of `total` bytes at `pct` percent.
+    pub fn mark(total: u64, pct: u8) -> u64 {
+        u64::try_from(u128::from(total) * u128::from(pct) / 100).unwrap_or(u64::MAX)
+    }
 }
 
 /// What a repository task does.
@@ -384,5 +423,20 @@ mod tests {
         assert!(RepoPolicy::parse("NEWISH").is_err());
         assert_eq!(flag_names(0xd), ["exists", "released", "archived"]);
         assert_eq!(flag_by_name("NoRelease"), Some(HSM_NORELEASE));
+    }
+
+    #[test]
+    fn tiering_marks_are_checked() {
+        let t = |high_pct, low_pct| TieringPolicy {
+            high_pct,
+            low_pct,
+            min_age_secs: 0,
+        };
+        assert!(t(80, 60).validate().is_ok());
+        assert!(t(60, 60).validate().is_err());
+        assert!(t(101, 60).validate().is_err());
+        assert!(t(0, 0).validate().is_err());
+        assert_eq!(TieringPolicy::mark(1000, 80), 800);
+        assert_eq!(TieringPolicy::mark(u64::MAX, 100), u64::MAX);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::codec::Message;
 use crate::fid::{Fid, FidSeqRange};
-use crate::hsm::{Repo, RepoSpec, RepoTask, TaskKind, TaskState};
+use crate::hsm::{Repo, RepoSpec, RepoTask, TaskKind, TaskState, TieringPolicy};
 use crate::layout::LayoutTemplate;
 use crate::target::{TargetId, TargetKind};
 use serde::{Deserialize, Serialize};
@@ -104,6 +104,12 @@ pub enum MgsRequest {
     RepoCreate { spec: RepoSpec, dir: Fid },
     /// Removes repository `id`'s association (its files stay, with their HSM state).
     RepoDelete { id: u32 },
+    /// Sets (or with `None` turns off) repository `id`'s tiering; EINVAL for marks that
+    /// fail [`TieringPolicy::validate`].
+    RepoTiering {
+        id: u32,
+        tiering: Option<TieringPolicy>,
+    },
     /// Starts a task on repository `repo` (or resumes the last unfinished one of the same
     /// kind and path, keeping its checkpoint and counts); answered [`MgsReply::Task`].
     TaskStart {
@@ -171,6 +177,7 @@ impl Message for MgsRequest {
             MgsRequest::TaskStart { .. } => 112,
             MgsRequest::TaskReport { .. } => 113,
             MgsRequest::TaskList => 114,
+            MgsRequest::RepoTiering { .. } => 115,
         }
     }
 
@@ -218,6 +225,7 @@ impl Message for MgsRequest {
             MgsRequest::TaskStart { .. } => "task_start",
             MgsRequest::TaskReport { .. } => "task_report",
             MgsRequest::TaskList => "task_list",
+            MgsRequest::RepoTiering { .. } => "repo_tiering",
         }
     }
 }

@@ -56,7 +56,7 @@ use tokio::task::JoinHandle;
 use weft_client::Client;
 use weft_proto::hsm::{HSM_DIRTY, HSM_EXISTS, HSM_RELEASED, Repo, RepoSpec};
 use weft_proto::mdt::{Credentials, FileKind};
-use weft_proto::{Errno, Fid};
+use weft_proto::{Errno, Fid, Timestamp};
 
 /// The default time between two sweeps.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -81,8 +81,12 @@ pub struct AgentStats {
     pub deleted: u64,
     /// Import conflicts (a name the import must not replace).
     pub conflicts: u64,
-    /// Errors: failed listings, imports, exports, deletions.
+    /// Errors: failed listings, imports, exports, deletions, tiering passes.
     pub errors: u64,
+    /// Files released by tiering.
+    pub released: u64,
+    /// Their bytes.
+    pub released_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -93,6 +97,8 @@ struct Counters {
     deleted: AtomicU64,
     conflicts: AtomicU64,
     errors: AtomicU64,
+    released: AtomicU64,
+    released_bytes: AtomicU64,
 }
 
 impl Counters {
@@ -109,6 +115,8 @@ impl Counters {
             deleted: g(&self.deleted),
             conflicts: g(&self.conflicts),
             errors: g(&self.errors),
+            released: g(&self.released),
+            released_bytes: g(&self.released_bytes),
         }
     }
 }
@@ -118,18 +126,26 @@ pub struct RepoAgent {
     counters: Arc<Counters>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+    tiering: Option<JoinHandle<()>>,
 }
 
 impl RepoAgent {
-    /// Starts sweeping every `interval` with `client` (acting as root).
+    /// Starts sweeping every `interval` with `client` (acting as root), and looking at
+    /// OST usage for tiering every [`crate::tiering::TIER_TICK`].
     pub fn start(client: Arc<Client>, interval: Duration) -> Self {
         let counters = Arc::new(Counters::default());
         let (stop, stopped) = watch::channel(false);
+        let tiering = tokio::spawn(run_tiering(
+            client.clone(),
+            counters.clone(),
+            stopped.clone(),
+        ));
         let task = tokio::spawn(run(client, interval, counters.clone(), stopped));
         Self {
             counters,
             stop,
             task: Some(task),
+            tiering: Some(tiering),
         }
     }
 
@@ -142,7 +158,10 @@ impl RepoAgent {
     /// dirty; its multipart upload, if any, is left to the store's lifecycle rules).
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
-        if let Some(t) = self.task.take() {
+        for t in [self.task.take(), self.tiering.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.await;
         }
     }
@@ -150,8 +169,49 @@ impl RepoAgent {
 
 impl Drop for RepoAgent {
     fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
+        for t in [self.task.take(), self.tiering.take()]
+            .into_iter()
+            .flatten()
+        {
             t.abort();
+        }
+    }
+}
+
+/// The tiering loop (see [`crate::tiering`]): a pass every tick, or at once when a
+/// restore waits for room.
+async fn run_tiering(
+    client: Arc<Client>,
+    counters: Arc<Counters>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            _ = crate::tiering::pressure_or(crate::tiering::TIER_TICK) => {}
+        }
+        let config = client.cluster().config();
+        let repos: Vec<Repo> = config
+            .repos
+            .iter()
+            .filter(|r| r.tiering.is_some())
+            .cloned()
+            .collect();
+        if repos.is_empty() {
+            continue;
+        }
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            r = crate::tiering::tier_pass(&client, &repos) => match r {
+                Ok(r) => {
+                    Counters::add(&counters.released, r.files);
+                    Counters::add(&counters.released_bytes, r.bytes);
+                }
+                Err(e) => {
+                    tracing::warn!("tiering: {e}");
+                    Counters::add(&counters.errors, 1);
+                }
+            }
         }
     }
 }
@@ -313,22 +373,34 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
 }
 
 /// A regular file or symlink found by [`walk`].
-struct Walked {
+pub(crate) struct Walked {
     /// Its directory and the directory's path relative to the linked one.
-    parent: Fid,
-    parent_rel: String,
-    name: Vec<u8>,
+    pub(crate) parent: Fid,
+    pub(crate) parent_rel: String,
+    pub(crate) name: Vec<u8>,
     /// Its path relative to the linked directory.
-    rel: String,
-    fid: Fid,
-    hsm_flags: u32,
-    archive_id: u32,
-    open_count: u32,
+    pub(crate) rel: String,
+    pub(crate) fid: Fid,
+    /// A regular file (else a symlink).
+    pub(crate) regular: bool,
+    pub(crate) hsm_flags: u32,
+    pub(crate) archive_id: u32,
+    pub(crate) open_count: u32,
+    /// Its size.
+    pub(crate) size: u64,
+    /// When it was last used: `max(atime, mtime)` (see `crate::tiering`).
+    pub(crate) used: Timestamp,
+    /// Its data version.
+    pub(crate) data_version: u64,
 }
 
 /// Walks the tree below `dir` (depth first, a page at a time), calling `visit` for each
 /// regular file and symlink with a UTF-8 path.
-async fn walk(client: &Client, dir: Fid, mut visit: impl FnMut(Walked)) -> Result<(), RepoError> {
+pub(crate) async fn walk(
+    client: &Client,
+    dir: Fid,
+    mut visit: impl FnMut(Walked),
+) -> Result<(), RepoError> {
     let cred = Credentials::root();
     let mut stack = vec![(dir, String::new(), 0u64)];
     while let Some((fid, rel, cookie)) = stack.pop() {
@@ -359,9 +431,20 @@ async fn walk(client: &Client, dir: Fid, mut visit: impl FnMut(Walked)) -> Resul
                         name: e.name.clone(),
                         rel: child,
                         fid: e.fid,
+                        regular: e.kind == FileKind::Regular,
                         hsm_flags: a.map_or(0, |a| a.hsm_flags),
                         archive_id: a.map_or(0, |a| a.archive_id),
                         open_count: a.map_or(0, |a| a.open_count),
+                        size: a.map_or(0, |a| a.size),
+                        used: a.map_or(Timestamp::default(), |a| {
+                            let key = |t: &Timestamp| (t.sec, t.nsec);
+                            if key(&a.mtime) > key(&a.atime) {
+                                a.mtime
+                            } else {
+                                a.atime
+                            }
+                        }),
+                        data_version: a.map_or(0, |a| a.data_version),
                     });
                 }
                 _ => {}

@@ -8,6 +8,8 @@
 //! - [`meta`]: the POSIX metadata FSx for Lustre keeps on objects (`file-permissions`...).
 //! - [`mover`]: the data mover, copying byte ranges of archived objects into files' OST
 //!   objects for HSM restores (ranged GETs in parallel, entity tag checks, retries).
+//! - [`tiering`]: releasing least recently used archived files when OSTs fill, and the
+//!   gate that keeps restores under the high mark.
 //!
 //! Credentials and signed URLs never appear in errors, logs or metrics made here.
 
@@ -19,6 +21,7 @@ pub mod meta;
 pub mod mover;
 pub mod store;
 mod task;
+pub mod tiering;
 
 pub use agent::{AgentStats, RepoAgent};
 pub use error::RepoError;

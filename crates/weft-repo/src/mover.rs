@@ -81,6 +81,8 @@ pub struct MoverStats {
     pub retries: u64,
     /// Fetches refused because the object changed since it was imported.
     pub stale: u64,
+    /// Chunks that waited for room under a tiering high mark.
+    pub room_waits: u64,
 }
 
 #[derive(Default)]
@@ -91,6 +93,7 @@ struct Counters {
     bytes_written: AtomicU64,
     retries: AtomicU64,
     stale: AtomicU64,
+    room_waits: AtomicU64,
 }
 
 /// Where the mover finds repositories: the cluster's configuration (refreshed from the MGS
@@ -189,6 +192,7 @@ impl Mover {
             bytes_written: get(&c.bytes_written),
             retries: get(&c.retries),
             stale: get(&c.stale),
+            room_waits: get(&c.room_waits),
         }
     }
 
@@ -236,6 +240,23 @@ impl Mover {
             return Ok(());
         }
         let store = self.store(repo).await?;
+        // Tiering: wait for room under the high mark on the OSTs this chunk fills.
+        let _room = match (&self.repos, self.tiering(repo)) {
+            (Repos::Cluster(cluster), Some(policy)) => {
+                let pieces = weft_client::layout::map_range(&layout, fid, start, end - start)
+                    .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
+                let mut need: HashMap<u32, u64> = HashMap::new();
+                for p in &pieces {
+                    *need.entry(p.ost).or_default() += p.len;
+                }
+                let (room, waited) = crate::tiering::admit(cluster, &policy, need).await;
+                if waited {
+                    self.counters.room_waits.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(room)
+            }
+            _ => None,
+        };
         let key = Path::parse(&archive.key).map_err(|e| {
             WireError::new(
                 Errno::Inval,
@@ -275,6 +296,15 @@ impl Mover {
                 self.io.sync(ost, object).await.map_err(WireError::from)
             })
             .await
+    }
+
+    /// Repository `id`'s tiering policy, if any.
+    fn tiering(&self, id: u32) -> Option<weft_proto::hsm::TieringPolicy> {
+        match &self.repos {
+            Repos::Cluster(c) => c.config().repo(id).and_then(|r| r.tiering),
+            #[cfg(test)]
+            Repos::Fixed(_) => None,
+        }
     }
 
     /// Repository `id`'s store, opened (again, if its spec changed) as needed.
@@ -486,6 +516,7 @@ mod tests {
             },
             dir: Fid::ROOT,
             created: Timestamp::default(),
+            tiering: None,
         }
     }
 

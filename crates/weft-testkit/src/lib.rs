@@ -10,6 +10,7 @@
 mod data;
 pub mod lab;
 pub mod s3;
+pub mod s3_faults;
 mod wait;
 
 pub use data::pattern;
@@ -396,6 +397,17 @@ impl TestCluster {
     /// [`S3Server::env`], which the MDS's data mover needs).
     pub async fn start_with_env(bin: &Path, osts: u32, env: Vec<(String, String)>) -> Result<Self> {
         Self::start_full(bin, osts, None, env).await
+    }
+
+    /// Like [`TestCluster::start_with_ost_size`] and [`TestCluster::start_with_env`] at
+    /// once: small OSTs and a data repository's credentials (tiering tests).
+    pub async fn start_with_ost_size_and_env(
+        bin: &Path,
+        osts: u32,
+        ost_bytes: u64,
+        env: Vec<(String, String)>,
+    ) -> Result<Self> {
+        Self::start_full(bin, osts, Some(ost_bytes), env).await
     }
 
     async fn start_full(

@@ -1,16 +1,19 @@
 //! Real S3-compatible servers for tests of data repositories: `s3s-fs` (a Rust server
-//! keeping objects as files, checking signatures) and moto (Python, AWS's behaviour,
-//! signatures not checked), each a process of its own on 127.0.0.1, killed on drop.
+//! keeping objects as files, checking signatures), served in the test process with fault
+//! injection ([`crate::s3_faults`]), and moto (Python, AWS's behaviour, signatures not
+//! checked), a process of its own; both on 127.0.0.1, stopped on drop.
 //!
-//! Their programs are found on `PATH`, in cargo's bin directories, then under the
-//! workspace's `target/test-tools` (where `test.sh` installs them); a missing program
+//! moto's program is found on `PATH`, in cargo's bin directories, then under the
+//! workspace's `target/test-tools` (where `test.sh` installs it); a missing program
 //! fails the test with the command that installs it (tests never skip).
 
+use crate::s3_faults::{Faults, InProcess};
 use crate::{ServerProcess, free_port};
 use anyhow::{Context, Result, bail};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_proto::hsm::{RepoPolicy, RepoSpec};
 
@@ -20,25 +23,30 @@ pub const ACCESS_KEY: &str = "weft-test-access";
 pub const SECRET_KEY: &str = "weft-test-secret-0123456789";
 /// The region the servers are addressed in.
 pub const REGION: &str = "us-east-1";
-/// The s3s-fs version `test.sh` installs.
-pub const S3S_FS_VERSION: &str = "0.14.1";
 /// How long a server may take to answer after it starts (moto imports for seconds).
 pub const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// Which server an [`S3Server`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum S3Kind {
-    /// `s3s-fs`: buckets are directories under its root.
+    /// `s3s-fs` (in this process, with fault injection): buckets are directories under
+    /// its root.
     S3sFs,
     /// moto's server mode.
     Moto,
 }
 
-/// One S3-compatible server process.
+/// How a server runs.
+enum Backend {
+    Process(ServerProcess),
+    InProcess(InProcess),
+}
+
+/// One S3-compatible server.
 pub struct S3Server {
     kind: S3Kind,
     port: u16,
-    process: ServerProcess,
+    backend: Backend,
     /// The server's data (s3s-fs's root) and its log.
     dir: tempfile::TempDir,
     /// How long the server took to answer after it was started.
@@ -55,32 +63,21 @@ impl std::fmt::Debug for S3Server {
 }
 
 impl S3Server {
-    /// Starts `s3s-fs` on a free port with [`ACCESS_KEY`] and [`SECRET_KEY`] and waits
-    /// until it answers.
+    /// Starts `s3s-fs` in this process on a free port with [`ACCESS_KEY`] and
+    /// [`SECRET_KEY`], with no fault yet (see [`S3Server::faults`]).
     pub fn start_s3s_fs() -> Result<Self> {
-        let bin = find_program(
-            "s3s-fs",
-            &format!(
-                "./test.sh (it installs the test tools), or `cargo install --locked s3s-fs \
-                 --version {S3S_FS_VERSION} --features binary`"
-            ),
-        )?;
+        let started = Instant::now();
         let dir = tempfile::tempdir()?;
         let root = dir.path().join("root");
         std::fs::create_dir_all(&root)?;
-        let port = free_port()?;
-        let args = vec![
-            "--host".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            port.to_string(),
-            "--access-key".into(),
-            ACCESS_KEY.into(),
-            "--secret-key".into(),
-            SECRET_KEY.into(),
-            root.display().to_string(),
-        ];
-        Self::start(S3Kind::S3sFs, &bin, args, dir, port)
+        let server = InProcess::start(&root, 0, ACCESS_KEY, SECRET_KEY)?;
+        Ok(Self {
+            kind: S3Kind::S3sFs,
+            port: server.port(),
+            backend: Backend::InProcess(server),
+            dir,
+            started_in: started.elapsed(),
+        })
     }
 
     /// Starts moto's server on a free port and waits until it answers.
@@ -126,7 +123,7 @@ impl S3Server {
         let mut server = Self {
             kind,
             port,
-            process,
+            backend: Backend::Process(process),
             dir,
             started_in: Duration::ZERO,
         };
@@ -140,11 +137,13 @@ impl S3Server {
         let deadline = Instant::now() + limit;
         let mut last = String::new();
         while Instant::now() < deadline {
-            if let Some(status) = self.process.try_wait()? {
+            if let Backend::Process(p) = &mut self.backend
+                && let Some(status) = p.try_wait()?
+            {
                 bail!(
                     "{} exited ({status}) before it answered\n--- its log ---\n{}",
-                    self.process.name(),
-                    self.process.log()
+                    p.name(),
+                    p.log()
                 );
             }
             match http(self.port, "GET", "/", Duration::from_secs(5)) {
@@ -154,10 +153,10 @@ impl S3Server {
             std::thread::sleep(Duration::from_millis(50));
         }
         bail!(
-            "{} does not answer on port {} after {limit:?}: {last}\n--- its log ---\n{}",
-            self.process.name(),
+            "{:?} does not answer on port {} after {limit:?}: {last}\n--- its log ---\n{}",
+            self.kind,
             self.port,
-            self.process.log()
+            self.log()
         )
     }
 
@@ -238,19 +237,41 @@ impl S3Server {
         }
     }
 
-    /// The server process (to kill, pause or restart it).
-    pub fn process(&mut self) -> &mut ServerProcess {
-        &mut self.process
-    }
-
-    /// Kills the server at once.
+    /// Kills the server at once (in process: its port closed, every connection dropped).
     pub fn kill(&mut self) -> Result<()> {
-        self.process.kill()
+        match &mut self.backend {
+            Backend::Process(p) => p.kill(),
+            Backend::InProcess(s) => {
+                s.kill();
+                Ok(())
+            }
+        }
     }
 
-    /// The server's log so far.
+    /// Starts the server again after [`S3Server::kill`], on the same port with the same
+    /// data (moto keeps none), and waits until it answers.
+    pub fn restart(&mut self) -> Result<()> {
+        match &mut self.backend {
+            Backend::Process(p) => p.restart()?,
+            Backend::InProcess(s) => s.serve()?,
+        }
+        self.wait_answering(START_LIMIT)
+    }
+
+    /// The fault injection of an in-process server (`None` for moto).
+    pub fn faults(&self) -> Option<&Arc<Faults>> {
+        match &self.backend {
+            Backend::InProcess(s) => Some(s.faults()),
+            Backend::Process(_) => None,
+        }
+    }
+
+    /// The server's log so far (an in-process server's is the test's own output).
     pub fn log(&self) -> String {
-        self.process.log()
+        match &self.backend {
+            Backend::Process(p) => p.log(),
+            Backend::InProcess(_) => String::new(),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! `weft df [-h] [-i] [--pool P] [HOST:PORT:/FSNAME | PATH]`: usage of every MDT and OST and the
-//! file system's totals, like `lfs df`.
+//! file system's totals, like `lfs df`; then, for each data repository, the bytes of its
+//! released files (data only in the store: what tiering freed), in the Used column.
 
 use anyhow::Result;
 use clap::Args;
@@ -183,9 +184,22 @@ pub async fn run(args: DfArgs) -> Result<()> {
                 stored: a.stored + b.stored,
             }),
     };
+    // Bytes whose data lives only in a data repository (released files), per repository:
+    // a walk of each linked directory.
+    let released = if args.inodes || config.repos.is_empty() {
+        Vec::new()
+    } else {
+        super::repo::released_all(&addr, &fs).await?
+    };
     if args.json {
-        let all =
-            serde_json::json!({ "fsname": fs, "mdts": mdts, "osts": osts, "summary": summary });
+        let released: Vec<_> = released
+            .iter()
+            .map(|(id, path, r)| {
+                serde_json::json!({ "repo": id, "path": path, "files": r.files, "bytes": r.bytes })
+            })
+            .collect();
+        let all = serde_json::json!({ "fsname": fs, "mdts": mdts, "osts": osts,
+            "summary": summary, "released": released });
         println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(());
     }
@@ -262,6 +276,18 @@ pub async fn run(args: DfArgs) -> Result<()> {
                 super::param::compress_ratio(c.logical, c.stored)
             );
         }
+    }
+    // Like the rows above, in KiB (or human) units: data kept only in the store.
+    for (id, path, r) in &released {
+        println!(
+            "{:<24} {:>12} {:>12} {:>12} {:>5} {path} (repository {id}, {} files)",
+            "released:",
+            "",
+            fmt(r.bytes.div_ceil(1024)),
+            "",
+            "",
+            r.files
+        );
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `weft repo create|list|show|delete|tasks|import|export`: data repositories (an S3
+//! `weft repo create|list|show|delete|tasks|import|export|tiering`: data repositories (an S3
 //! bucket and prefix, or another object store) linked to directories of the file system,
 //! as FSx for Lustre's data repository associations.
 //!
@@ -33,9 +33,11 @@ use weft_proto::{Errno, Fid, TargetId};
 use weft_repo::RepoError;
 
 mod show;
+mod tiering;
 mod transfer;
 use show::{delete, list, show, tasks};
-use transfer::{export, import, run_import};
+pub use tiering::{TieringArgs, released_all};
+use transfer::{client_of, export, import, run_import};
 pub use transfer::{progress_bar, run_export};
 
 /// Objects an import handles at once unless `--parallel` says otherwise.
@@ -104,6 +106,8 @@ pub enum RepoVerb {
         /// A path in a repository's directory (in a mount or HOST:PORT:/FSNAME/PATH).
         path: String,
     },
+    /// Release least recently used archived files when OSTs fill (or --off).
+    Tiering(TieringArgs),
 }
 
 /// Flags of `weft repo create`.
@@ -156,6 +160,7 @@ pub async fn run(args: RepoArgs) -> Result<()> {
         RepoVerb::Tasks { json, fs } => tasks(mgs, fs.as_deref(), json).await,
         RepoVerb::Import { parallel, target } => import(mgs, &target, parallel).await,
         RepoVerb::Export { parallel, path } => export(&path, parallel).await,
+        RepoVerb::Tiering(a) => tiering::tiering(mgs, a).await,
     }
 }
 
@@ -501,6 +506,7 @@ mod tests {
             },
             dir: Fid::ROOT,
             created: weft_proto::Timestamp::now(),
+            tiering: None,
         };
         let config = FsConfig {
             repos: vec![mk(1, "/a"), mk(2, "/b/c")],

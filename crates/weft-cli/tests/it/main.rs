@@ -40,8 +40,10 @@ mod nodemap;
 mod pcc;
 mod posix_suites;
 mod repo;
+mod repo_faults;
 mod repo_hsm;
 mod repo_s3;
+mod repo_tiering;
 mod restart;
 
 pub use support::bin;

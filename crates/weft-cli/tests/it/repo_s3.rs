@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
 use weft_testkit::{S3Server, TestCluster, pattern};
 
-const BUCKET: &str = "data";
-const PREFIX: &str = "ds";
+pub(crate) const BUCKET: &str = "data";
+pub(crate) const PREFIX: &str = "ds";
 /// Objects of the import test, spread over 50 directories.
 const SMALL_OBJECTS: usize = 10_000;
 /// The file two mounts load at once: several restore units of the MDT (32 MiB) and not a
@@ -36,10 +36,10 @@ const SMALL_OBJECTS: usize = 10_000;
 const BIG: usize = (70 << 20) + 4_321;
 /// Longest one `weft` command may run: moto (Python) answers the 10,000 HEADs of an import
 /// at a few hundred a second on CI's two busy cores.
-const LIMIT: Duration = Duration::from_secs(600);
+pub(crate) const LIMIT: Duration = Duration::from_secs(600);
 
 /// A plain S3 client of the bucket (the test's own reads and writes).
-fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
+pub(crate) fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
     Arc::new(
         AmazonS3Builder::new()
             .with_endpoint(server.endpoint())
@@ -134,6 +134,11 @@ async fn linked(server: &S3Server) -> (TestCluster, FuseMount, String) {
     let tc = TestCluster::start_with_env(crate::bin(), 4, server.env())
         .await
         .unwrap();
+    link(server, tc)
+}
+
+/// A mount of `tc` and repository 1 linked at `MNT/data` to `s3://data/ds` on `server`.
+pub(crate) fn link(server: &S3Server, tc: TestCluster) -> (TestCluster, FuseMount, String) {
     let a = FuseMount::start(&tc, "");
     let dir = a.path("data").display().to_string();
     let url = format!("s3://{BUCKET}/{PREFIX}");
@@ -164,7 +169,7 @@ fn assert_no_secret(outputs: &[&str]) {
     }
 }
 
-fn hsm_state(path: &str, env: &[(String, String)]) -> String {
+pub(crate) fn hsm_state(path: &str, env: &[(String, String)]) -> String {
     let (ok, out, err) = weft_env(&["hsm_state", path], env, LIMIT);
     assert!(ok, "hsm_state {path}: {out}{err}");
     out
@@ -371,7 +376,7 @@ async fn a_store_that_dies_mid_load_gives_eio_and_a_later_read_succeeds() {
     );
     assert!(hsm_state(&a.path("data/big.bin").display().to_string(), &env).contains("released"));
 
-    server.process().restart().unwrap();
+    server.restart().unwrap();
     weft_testkit::wait_until_async("the store answers again", || async {
         store
             .head(&StorePath::from(format!("{PREFIX}/big.bin")))

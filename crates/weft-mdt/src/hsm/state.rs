@@ -216,7 +216,7 @@ impl Engine {
     /// The coordinator's last step: every byte of `fid` is loaded from `archive` into
     /// objects of layout generation `generation`; clears RELEASED if the file is still
     /// released against that object and layout (a concurrent unlink, re-import or release
-    /// wins). Answers `Progress { done }`: whether it was cleared (or the file was not
+    /// wins), and sets its atime (tiering's "last used"). Answers `Progress { done }`: whether it was cleared (or the file was not
     /// released at all); ESTALE when the file is gone.
     pub(crate) fn hsm_restored(
         &mut self,
@@ -235,8 +235,10 @@ impl Engine {
         if !same_ref || !same_layout {
             return Ok(MdtReply::Progress { done: false });
         }
-        // Mutations start here.
+        // Mutations start here. A restore is a read of the file's data: its access time
+        // (tiering releases the least recently used files first).
         ino.hsm_flags &= !HSM_RELEASED;
+        ino.atime = weft_proto::Timestamp::now();
         self.put_inode(tx, fx, fid, &ino)?;
         Ok(MdtReply::Progress { done: true })
     }

@@ -7,7 +7,7 @@
 
 use super::{Mgs, err};
 use weft_proto::hsm::{
-    REPOS_MAX, Repo, RepoSpec, RepoTask, TASKS_MAX, TaskKind, TaskState, paths_nest,
+    REPOS_MAX, Repo, RepoSpec, RepoTask, TASKS_MAX, TaskKind, TaskState, TieringPolicy, paths_nest,
 };
 use weft_proto::mgs::MgsReply;
 use weft_proto::{Errno, Fid, Timestamp, WireResult};
@@ -57,6 +57,7 @@ impl Mgs {
                     spec: spec.clone(),
                     dir,
                     created: Timestamp::now(),
+                    tiering: None,
                 });
                 Ok((true, id))
             })
@@ -76,6 +77,30 @@ impl Mgs {
         })
         .await?;
         tracing::info!(id, "repository association deleted");
+        Ok(MgsReply::Ok)
+    }
+
+    pub(super) async fn repo_tiering(
+        &self,
+        id: u32,
+        tiering: Option<TieringPolicy>,
+    ) -> WireResult<MgsReply> {
+        if let Some(t) = &tiering {
+            t.validate().map_err(|e| err(Errno::Inval, e))?;
+        }
+        self.mutate(|rec| {
+            let repo = rec
+                .config
+                .repos
+                .iter_mut()
+                .find(|r| r.id == id)
+                .ok_or_else(|| err(Errno::NoEnt, format!("no repository {id}")))?;
+            let changed = repo.tiering != tiering;
+            repo.tiering = tiering;
+            Ok((changed, ()))
+        })
+        .await?;
+        tracing::info!(id, ?tiering, "repository tiering set");
         Ok(MgsReply::Ok)
     }
 
@@ -199,5 +224,30 @@ mod tests {
         }
         let mgs = crate::Mgs::open(dir.path(), None).unwrap();
         assert_eq!(id(mgs.execute(create("/b")).await), 3);
+        // Tiering: checked, kept across a restart, turned off.
+        let t = weft_proto::hsm::TieringPolicy {
+            high_pct: 80,
+            low_pct: 60,
+            min_age_secs: 86_400,
+        };
+        let set = |tiering| MgsRequest::RepoTiering { id: 3, tiering };
+        let bad = weft_proto::hsm::TieringPolicy { low_pct: 90, ..t };
+        let e = mgs.execute(set(Some(bad))).await.unwrap_err();
+        assert_eq!(e.errno, weft_proto::Errno::Inval, "{e}");
+        let e = mgs
+            .execute(MgsRequest::RepoTiering {
+                id: 9,
+                tiering: Some(t),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, weft_proto::Errno::NoEnt, "{e}");
+        mgs.execute(set(Some(t))).await.unwrap();
+        drop(mgs);
+        let mgs = crate::Mgs::open(dir.path(), None).unwrap();
+        let tiering = |mgs: &crate::Mgs| mgs.config().repo(3).unwrap().tiering;
+        assert_eq!(tiering(&mgs), Some(t));
+        mgs.execute(set(None)).await.unwrap();
+        assert_eq!(tiering(&mgs), None);
     }
 }

@@ -18,6 +18,12 @@ struct RepoRow {
     import_metadata: bool,
     chunk_size: u64,
     created: i64,
+    tiering: Option<weft_proto::hsm::TieringPolicy>,
+    /// `show` only: files whose data lives only in the store, and their bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    released_files: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    released_bytes: Option<u64>,
 }
 
 impl RepoRow {
@@ -35,6 +41,9 @@ impl RepoRow {
             import_metadata: r.spec.import_metadata,
             chunk_size: r.spec.chunk_size,
             created: r.created.sec,
+            tiering: r.tiering,
+            released_files: None,
+            released_bytes: None,
         }
     }
 }
@@ -84,8 +93,14 @@ pub(super) async fn list(mgs: Option<&str>, fs: Option<&str>, json: bool) -> Res
 
 /// `weft repo show [--json] ID|PATH`.
 pub(super) async fn show(mgs: Option<&str>, target: &str, json: bool) -> Result<()> {
-    let (_, via, repo) = find_repo(mgs, target, Match::Within).await?;
-    let r = RepoRow::new(&repo, via.as_ref());
+    let (cluster, via, repo) = find_repo(mgs, target, Match::Within).await?;
+    let client = client_of(mgs, &cluster, via.as_ref()).await?;
+    let released = super::tiering::released(&client, &repo).await?;
+    let r = RepoRow {
+        released_files: Some(released.files),
+        released_bytes: Some(released.bytes),
+        ..RepoRow::new(&repo, via.as_ref())
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -103,6 +118,14 @@ pub(super) async fn show(mgs: Option<&str>, target: &str, json: bool) -> Result<
     println!("import_metadata: {}", yes(r.import_metadata));
     println!("chunk_size:      {}", size_str(r.chunk_size));
     println!("created:         {}", r.created);
+    println!(
+        "tiering:         {}",
+        super::tiering::policy_str(r.tiering.as_ref())
+    );
+    println!(
+        "released:        {} files, {} bytes (data only in the store)",
+        released.files, released.bytes
+    );
     Ok(())
 }
 

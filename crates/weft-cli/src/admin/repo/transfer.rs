@@ -37,15 +37,7 @@ pub fn progress_bar(len: Option<u64>, what: &str) -> ProgressBar {
 /// `weft repo import [--parallel N] ID|PATH`.
 pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> Result<()> {
     let (cluster, via, repo) = find_repo(mgs, target, Match::Within).await?;
-    let client = match &via {
-        Some(p) => fspath::connect_client(p).await?,
-        None => {
-            let addr = crate::admin::mgs_address(mgs);
-            Client::mount(&addr, cluster.fsname(), crate::key::client_options()?)
-                .await
-                .with_context(|| format!("cannot reach the file system at {addr}"))?
-        }
-    };
+    let client = client_of(mgs, &cluster, via.as_ref()).await?;
     run_import(
         &client,
         &repo,
@@ -53,6 +45,24 @@ pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> 
         parallel,
     )
     .await
+}
+
+/// A client of the file system a repository was found in (through the path it was named
+/// by, else at `--mgs`).
+pub(super) async fn client_of(
+    mgs: Option<&str>,
+    cluster: &Cluster,
+    via: Option<&FsPath>,
+) -> Result<Arc<Client>> {
+    match via {
+        Some(p) => fspath::connect_client(p).await,
+        None => {
+            let addr = crate::admin::mgs_address(mgs);
+            Client::mount(&addr, cluster.fsname(), crate::key::client_options()?)
+                .await
+                .with_context(|| format!("cannot reach the file system at {addr}"))
+        }
+    }
 }
 
 /// Starts or resumes the repository's import task and runs it to the end.

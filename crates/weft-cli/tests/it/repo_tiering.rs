@@ -1,0 +1,188 @@
+//! Tiering end to end: a file system of two small OSTs (tmpfs) linked to an S3 bucket
+//! (s3s-fs) holding a dataset half again as large as the file system; a reader streams
+//! every file through a FUSE mount (each first read a lazy load) while `weft repo
+//! tiering` releases least recently used files. Usage of every OST, sampled every few
+//! milliseconds, never passes the high mark by more than one restore unit (one file
+//! here: each is smaller than the MDT's 32 MiB unit), and every byte read is the
+//! object's. `weft df` and `weft repo show` show the released bytes.
+//!
+//! `WEFT_TIERING_FULL=1` scales it up (bigger OSTs and dataset) for a run by hand.
+
+use crate::repo_s3::{BUCKET, LIMIT, PREFIX, bucket, hsm_state, link};
+use crate::support::weft_env;
+use bytes::Bytes;
+use object_store::ObjectStoreExt;
+use object_store::path::Path as StorePath;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use weft_proto::hsm::TieringPolicy;
+use weft_testkit::{S3Server, TestCluster, pattern};
+
+const OSTS: u32 = 2;
+const HIGH: u8 = 75;
+const LOW: u8 = 45;
+
+/// (OST bytes, file bytes, files).
+fn geometry() -> (u64, usize, usize) {
+    if std::env::var_os("WEFT_TIERING_FULL").is_some() {
+        (256 << 20, (24 << 20) + 17, 32)
+    } else {
+        (24 << 20, (3 << 20) + 1_234, 24)
+    }
+}
+
+fn key(i: usize) -> String {
+    format!("{PREFIX}/set/f{i:03}")
+}
+
+/// The highest usage each OST reached while the sampler ran.
+async fn sample(tc_client: Arc<weft_client::Cluster>, stop: Arc<AtomicBool>) -> Vec<(u64, u64)> {
+    let mut max = vec![(0u64, 0u64); OSTS as usize];
+    while !stop.load(Ordering::Relaxed) {
+        for (i, m) in max.iter_mut().enumerate() {
+            if let Some(u) = weft_repo::tiering::usage(&tc_client, i as u32).await {
+                *m = (m.0.max(u.used), u.total);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    max
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_dataset() {
+    let (ost_bytes, file, files) = geometry();
+    let server = S3Server::start_s3s_fs().unwrap();
+    server.create_bucket(BUCKET).unwrap();
+    let store = bucket(&server);
+    for i in 0..files {
+        let body = Bytes::from(pattern(0, file, i as u64));
+        store
+            .put(&StorePath::from(key(i)), body.into())
+            .await
+            .unwrap();
+    }
+    let env = server.env();
+    let tc = TestCluster::start_with_ost_size_and_env(crate::bin(), OSTS, ost_bytes, env.clone())
+        .await
+        .unwrap();
+    let (tc, a, dir) = link(&server, tc);
+    let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
+    assert!(ok, "{out}{err}");
+    let (high, low) = (format!("{HIGH}%"), format!("{LOW}%"));
+    let (ok, out, err) = weft_env(
+        &[
+            "repo",
+            "tiering",
+            &dir,
+            "--high",
+            &high,
+            "--low",
+            &low,
+            "--min-age",
+            "0",
+        ],
+        &env,
+        LIMIT,
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("high 75% low 45% min-age 0s"), "{out}");
+
+    let cluster = tc.client().await.unwrap();
+    let mut total = 0;
+    for i in 0..OSTS {
+        total += weft_repo::tiering::usage(&cluster, i).await.unwrap().total;
+    }
+    let dataset = (file * files) as u64;
+    assert!(
+        dataset > total,
+        "the dataset ({dataset}) is larger than the OSTs ({total})"
+    );
+
+    // The reader streams every file while the sampler watches the OSTs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn(sample(cluster.clone(), stop.clone()));
+    let t = Instant::now();
+    let root = a.path("data/set");
+    let read = tokio::task::spawn_blocking(move || {
+        for i in 0..files {
+            let got = std::fs::read(root.join(format!("f{i:03}"))).unwrap();
+            assert!(
+                got == pattern(0, file, i as u64),
+                "file {i}: the object's bytes"
+            );
+        }
+    });
+    read.await.unwrap();
+    let took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let max = sampler.await.unwrap();
+    eprintln!(
+        "tiering: {files} files of {file} bytes ({dataset} bytes) read through {OSTS} OSTs of \
+         {ost_bytes} bytes in {took:?}; highest usage {max:?}"
+    );
+    // The bound: the high mark plus one restore unit (a whole file here).
+    for (i, (used, total)) in max.iter().enumerate() {
+        let high = TieringPolicy::mark(*total, HIGH);
+        assert!(
+            *used <= high + file as u64,
+            "OST{i} reached {used} bytes, past the high mark {high} by more than one unit ({file})"
+        );
+    }
+
+    // Released bytes: in `repo show` and `weft df`.
+    let (ok, out, err) = weft_env(&["repo", "show", &dir], &env, LIMIT);
+    assert!(ok, "{out}{err}");
+    let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
+    let released: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(released > 0 && released < files as u64, "{out}");
+    assert!(
+        out.contains("tiering:         high 75% low 45% min-age 0s"),
+        "{out}"
+    );
+    let (ok, out, err) = weft_env(&["df", &dir], &env, LIMIT);
+    assert!(ok, "{out}{err}");
+    let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(kib >= released * file as u64 / 1024, "{out}");
+    // The first file was released (least recently used) and loads again.
+    let first = a.path("data/set/f000");
+    assert!(hsm_state(&first.display().to_string(), &env).contains("released"));
+    assert!(std::fs::read(&first).unwrap() == pattern(0, file, 0));
+
+    let (ok, out, err) = weft_env(&["repo", "tiering", &dir, "--off"], &env, LIMIT);
+    assert!(ok && out.contains("tiering off"), "{out}{err}");
+    drop((a, tc));
+}
+
+#[test]
+fn tiering_marks_are_refused_when_wrong() {
+    // No cluster needed: the marks are checked before anything is reached.
+    let env: Vec<(String, String)> = Vec::new();
+    for args in [
+        vec![
+            "repo", "tiering", "/nowhere", "--high", "60%", "--low", "70%",
+        ],
+        vec![
+            "repo", "tiering", "/nowhere", "--high", "160%", "--low", "70%",
+        ],
+        vec!["repo", "tiering", "/nowhere", "--high", "80%"],
+        vec!["repo", "tiering", "/nowhere", "--off", "--high", "80%"],
+        vec![
+            "repo",
+            "tiering",
+            "/nowhere",
+            "--high",
+            "80",
+            "--low",
+            "60",
+            "--min-age",
+            "1y",
+        ],
+    ] {
+        let (ok, out, err) = weft_env(&args, &env, LIMIT);
+        assert!(!ok, "{args:?} succeeded: {out}");
+        assert!(!err.is_empty(), "{args:?}: no error said");
+    }
+}
