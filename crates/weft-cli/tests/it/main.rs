@@ -18,6 +18,7 @@ mod support;
 mod admin;
 mod advise;
 mod auth;
+mod campaign;
 mod cli;
 mod client_io;
 mod compress;
