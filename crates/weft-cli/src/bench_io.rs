@@ -70,24 +70,7 @@ pub struct BenchArgs {
 
 /// A size like `4M` or `1G` (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => return Err(format!("'{s}': unknown unit '{c}'")),
-            };
-            (&s[..i], m)
-        }
-        _ => (s, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("'{s}' is not a size"))
+    weft_advise::units::parse_size(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Default, Serialize)]

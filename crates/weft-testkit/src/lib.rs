@@ -86,17 +86,7 @@ impl ServerProcess {
         env: Vec<(String, String)>,
         log: PathBuf,
     ) -> Result<Self> {
-        let mut p = Self {
-            name: name.to_string(),
-            bin: bin.to_path_buf(),
-            args,
-            env,
-            log,
-            netns: None,
-            child: None,
-        };
-        p.spawn()?;
-        Ok(p)
+        Self::launch(name, None, bin, args, env, log)
     }
 
     /// Like [`ServerProcess::start`], in network namespace `netns` only (`nsenter --net`:
@@ -108,13 +98,24 @@ impl ServerProcess {
         args: Vec<String>,
         log: PathBuf,
     ) -> Result<Self> {
+        Self::launch(name, Some(netns.to_string()), bin, args, Vec::new(), log)
+    }
+
+    fn launch(
+        name: &str,
+        netns: Option<String>,
+        bin: &Path,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Result<Self> {
         let mut p = Self {
             name: name.to_string(),
             bin: bin.to_path_buf(),
             args,
-            env: Vec::new(),
+            env,
             log,
-            netns: Some(netns.to_string()),
+            netns,
             child: None,
         };
         p.spawn()?;
