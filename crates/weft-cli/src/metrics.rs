@@ -1,7 +1,7 @@
 //! The Prometheus endpoint every server offers with `--metrics HOST:PORT`: per-operation
 //! request counts, errors, bulk bytes and latency histograms of every target the process
 //! serves, plus MDT and OST counters. Every family is named by a declaration
-//! (`weft_rpc::metric`, `weft_mdt::stats::MDT_STATS`, [`OST_METRICS`]); the text is
+//! (`weft_rpc::metric`, `weft_mdt::stats::MDT_STATS`, `weft_ost::OST_STATS`); the text is
 //! OpenMetrics from `prometheus-client` ([`expose`]), served by hyper ([`http`]).
 
 mod expose;
@@ -13,11 +13,11 @@ pub use http::serve;
 use std::sync::Arc;
 use weft_mdt::stats::MDT_STATS;
 use weft_mdt::{Mdt, MdtStats};
-use weft_ost::{Ost, OstStats};
+use weft_ost::{OST_BRW, OST_STATS, Ost, OstStats};
 use weft_proto::TargetId;
 use weft_proto::handshake::ServiceStats;
 use weft_rpc::Router;
-use weft_rpc::metric::{JOB_METRICS, MetricDef, MetricKind, REQUEST_METRICS, Stat};
+use weft_rpc::metric::{JOB_METRICS, MetricKind, REQUEST_METRICS, Stat};
 
 /// Prefix of a server's request and job families.
 const SERVER_PREFIX: &str = "weft";
@@ -25,36 +25,6 @@ const SERVER_PREFIX: &str = "weft";
 const MDT_PREFIX: &str = "weft_mdt";
 /// Prefix of OST families.
 const OST_PREFIX: &str = "weft_ost";
-
-/// The OST figures Prometheus exports (their `get_param` names are the OST service's
-/// counters of the same name).
-// TODO(issue 22): belongs beside `OstStats` in weft-ost, read by `OstHandler::counters`.
-pub const OST_METRICS: [Stat<OstStats>; 2] = [
-    Stat::new(
-        MetricDef::new(
-            "read_bytes",
-            "Bytes returned by reads.",
-            MetricKind::Counter,
-        ),
-        |s| s.read_bytes,
-    ),
-    Stat::new(
-        MetricDef::new(
-            "write_bytes",
-            "Bytes stored by writes.",
-            MetricKind::Counter,
-        ),
-        |s| s.write_bytes,
-    ),
-];
-
-/// The OST's I/O size histogram (`get_param`'s `brw_stats`), one counter per direction
-/// and size bucket.
-pub const OST_BRW: MetricDef = MetricDef::new(
-    "brw",
-    "Bulk reads and writes by I/O size (brw_stats).",
-    MetricKind::Counter,
-);
 
 /// What a process exposes: its router's services and the targets it hosts.
 pub struct Metrics {
@@ -105,7 +75,7 @@ pub fn server_families(
         out.extend(target_families(MDT_PREFIX, &MDT_STATS, mdts));
     }
     if !osts.is_empty() {
-        out.extend(target_families(OST_PREFIX, &OST_METRICS, osts));
+        out.extend(target_families(OST_PREFIX, &OST_STATS, osts));
         let mut brw = Family::new(OST_PREFIX, &OST_BRW);
         for (t, s) in osts {
             for b in &s.brw {
@@ -271,7 +241,7 @@ mod tests {
             .map(|d| d.family(SERVER_PREFIX))
             .collect();
         want.extend(MDT_STATS.iter().map(|s| s.def.family(MDT_PREFIX)));
-        want.extend(OST_METRICS.iter().map(|s| s.def.family(OST_PREFIX)));
+        want.extend(OST_STATS.iter().map(|s| s.def.family(OST_PREFIX)));
         want.insert(OST_BRW.family(OST_PREFIX));
         assert_eq!(exposed(&text), want, "{text}");
         // The names servers have always exported (the dashboard and scrapers use them).

@@ -6,6 +6,7 @@
 use crate::store::StoreCounters;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
+use weft_rpc::metric::{MetricDef, MetricKind, Stat};
 
 /// Smallest bucket: I/Os up to 4 KiB.
 pub const BRW_MIN_SHIFT: u32 = 12;
@@ -49,6 +50,60 @@ pub struct OstStats {
     /// Bytes allocated to compressed objects.
     pub compressed_stored: u64,
 }
+
+const fn counter(name: &'static str, help: &'static str) -> MetricDef {
+    MetricDef::new(name, help, MetricKind::Counter)
+}
+
+/// Every single figure of [`OstStats`], the one table naming them: the OST service's
+/// STATS counters (what `get_param` lists) and Prometheus's `weft_ost_` families are read
+/// from it. The histogram is [`OST_BRW`].
+pub const OST_STATS: [Stat<OstStats>; 9] = [
+    Stat::new(counter("read_bytes", "Bytes returned by reads."), |s| {
+        s.read_bytes
+    }),
+    Stat::new(counter("write_bytes", "Bytes stored by writes."), |s| {
+        s.write_bytes
+    }),
+    Stat::new(counter("reads", "Bulk reads served."), |s| s.reads),
+    Stat::new(counter("writes", "Bulk writes stored."), |s| s.writes),
+    Stat::new(
+        counter("listed_objects", "Objects returned by listings."),
+        |s| s.listed_objects,
+    ),
+    Stat::new(
+        counter("direct_reads", "Reads that went around the page cache (O_DIRECT)."),
+        |s| s.direct_reads,
+    ),
+    Stat::new(
+        counter("direct_writes", "Writes that went around the page cache (O_DIRECT)."),
+        |s| s.direct_writes,
+    ),
+    Stat::new(
+        MetricDef::new(
+            "compress_logical_bytes",
+            "Logical bytes of compressed objects.",
+            MetricKind::Gauge,
+        ),
+        |s| s.compressed_logical,
+    ),
+    Stat::new(
+        MetricDef::new(
+            "compress_stored_bytes",
+            "Bytes allocated to compressed objects.",
+            MetricKind::Gauge,
+        ),
+        |s| s.compressed_stored,
+    ),
+];
+
+/// The I/O size histogram of [`OstStats::brw`] (`get_param`'s `brw.read.N`/`brw.write.N`),
+/// one Prometheus counter per direction and size bucket.
+pub const OST_BRW: MetricDef = MetricDef::new(
+    "brw",
+    "Bulk reads and writes by I/O size (brw_stats).",
+    MetricKind::Counter,
+);
 
 #[derive(Default)]
 pub(crate) struct BrwStats {
@@ -119,6 +174,39 @@ impl BrwStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_names_every_figure_once_in_get_params_order() {
+        let s = OstStats {
+            read_bytes: 1,
+            write_bytes: 2,
+            reads: 3,
+            writes: 4,
+            brw: Vec::new(),
+            listed_objects: 5,
+            direct_reads: 6,
+            direct_writes: 7,
+            compressed_logical: 8,
+            compressed_stored: 9,
+        };
+        let got: Vec<_> = weft_rpc::metric::values(&OST_STATS, &s)
+            .map(|(d, v)| (d.param, v))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("read_bytes", 1),
+                ("write_bytes", 2),
+                ("reads", 3),
+                ("writes", 4),
+                ("listed_objects", 5),
+                ("direct_reads", 6),
+                ("direct_writes", 7),
+                ("compress_logical_bytes", 8),
+                ("compress_stored_bytes", 9),
+            ]
+        );
+    }
 
     #[test]
     fn sizes_land_in_power_of_two_buckets() {

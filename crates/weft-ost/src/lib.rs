@@ -68,7 +68,7 @@ mod target;
 #[cfg(test)]
 mod testutil;
 
-pub use brw::{BRW_BUCKETS, BrwBucket, OstStats};
+pub use brw::{BRW_BUCKETS, BrwBucket, OST_BRW, OST_STATS, OstStats};
 pub use dataversion::RESERVE_BLOCK;
 pub use error::OstError;
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE, Identity, validate_fsname};

@@ -48,19 +48,10 @@ impl Handler for OstHandler {
 
     fn counters(&self) -> Vec<Counter> {
         let s = self.ost.stats();
-        let mut out = vec![
-            counter("read_bytes", s.read_bytes),
-            counter("write_bytes", s.write_bytes),
-            counter("reads", s.reads),
-            counter("writes", s.writes),
-            counter("granted_bytes", self.ost.granted()),
-            counter("listed_objects", s.listed_objects),
-            counter("direct_reads", s.direct_reads),
-            counter("direct_writes", s.direct_writes),
-            counter("compress", u64::from(self.ost.compress())),
-            counter("compress_logical_bytes", s.compressed_logical),
-            counter("compress_stored_bytes", s.compressed_stored),
-        ];
+        let mut out = weft_rpc::metric::counters(&crate::OST_STATS, &s);
+        // Settings and live state that are not statistics of the data path.
+        out.push(counter("granted_bytes", self.ost.granted()));
+        out.push(counter("compress", u64::from(self.ost.compress())));
         for (name, mb) in self.ost.cache_limits().named() {
             out.push(counter(name, mb));
         }
