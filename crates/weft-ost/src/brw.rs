@@ -72,11 +72,17 @@ pub const OST_STATS: [Stat<OstStats>; 9] = [
         |s| s.listed_objects,
     ),
     Stat::new(
-        counter("direct_reads", "Reads that went around the page cache (O_DIRECT)."),
+        counter(
+            "direct_reads",
+            "Reads that went around the page cache (O_DIRECT).",
+        ),
         |s| s.direct_reads,
     ),
     Stat::new(
-        counter("direct_writes", "Writes that went around the page cache (O_DIRECT)."),
+        counter(
+            "direct_writes",
+            "Writes that went around the page cache (O_DIRECT).",
+        ),
         |s| s.direct_writes,
     ),
     Stat::new(
