@@ -96,6 +96,9 @@ pub struct BenchRepoArgs {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Stop after the import (populate and import only; no reads).
+    #[arg(long)]
+    pub import_only: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -328,6 +331,11 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
         imp.objects, imp.seconds, imp.objects_s
     );
     report.import = Some(imp);
+    if args.import_only {
+        goals(&mut report, &[]);
+        print(&report, args.json)?;
+        return Ok(());
+    }
 
     // Epochs 1 and 2 through the mount.
     let repo_mnt = mnt_base.join("repo");

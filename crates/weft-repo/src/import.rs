@@ -10,10 +10,13 @@
 //! times; a symlink's target is its body.
 //!
 //! The work is a pipeline, so that no object costs a round trip of its own: one listing
-//! (in key order, resumable after a checkpoint key), up to [`HEADS_IN_FLIGHT`] HEADs for
-//! the metadata, entries gathered per directory into batches of up to [`BATCH_MAX`], and
-//! up to `parallel` `ImportEntries` batches in flight. The MDT decides each entry's
-//! outcome (created, unchanged, updated, conflict, failed).
+//! (in key order, resumable after a checkpoint key, in large pages fetched one ahead: see
+//! [`listing`]), up to [`HEADS_IN_FLIGHT`] HEADs for the metadata, entries gathered per
+//! directory into batches of up to [`BATCH_MAX`], and up to `parallel` `ImportEntries`
+//! batches in flight. A directory's partial batch goes as soon as the listing has moved
+//! on to another directory and its HEADs are done, so the MDT works while the listing
+//! goes on. The MDT decides each entry's outcome (created, unchanged, updated, conflict,
+//! failed), all entries of a batch in one transaction.
 //!
 //! Memory is bounded: objects listed but not yet settled are at most [`PENDING_MAX`]
 //! (partial batches are sent early to stay under it), and the directory cache is dropped
@@ -36,6 +39,7 @@ use crate::task::{Counts, Reporter};
 use dirs::DirCache;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::collections::{HashMap, VecDeque};
@@ -77,6 +81,9 @@ pub struct ImportOptions {
     pub resume_after: Option<String>,
     /// `ImportEntries` requests in flight (0 means 1).
     pub parallel: usize,
+    /// Keys asked for per listing page where the store lists by pages (0 means
+    /// [`listing::LIST_PAGE`]).
+    pub list_page: usize,
     /// Leave out objects whose name does not exist yet in its directory (an auto import
     /// without `NEW`): each entry is looked up first.
     pub skip_new: bool,
@@ -145,6 +152,7 @@ pub async fn import_from(
         client,
         repo,
         store: store.store().as_ref(),
+        pages: store.pages(),
         prefix: store.prefix(),
         url: store.url(),
         heads: HeadCtx {
@@ -183,6 +191,7 @@ struct Ctx<'a> {
     client: &'a Arc<Client>,
     repo: &'a Repo,
     store: &'a dyn ObjectStore,
+    pages: Option<&'a Arc<dyn PaginatedListStore>>,
     prefix: &'a Path,
     url: &'a str,
     heads: HeadCtx<'a>,
@@ -208,25 +217,35 @@ async fn run(
     progress: &mut (dyn FnMut(&ImportProgress) + Send),
 ) -> Result<ImportProgress, (ImportProgress, RepoError)> {
     let parallel = opts.parallel.max(1);
-    let prefix = Some(ctx.prefix).filter(|p| !p.as_ref().is_empty());
-    let mut listing = match &opts.resume_after {
-        Some(after) => {
-            let offset = Path::parse(after).map_err(|e| {
-                (
-                    ImportProgress::default(),
-                    RepoError::Spec(format!("bad checkpoint {after:?}: {e}")),
-                )
-            })?;
-            ctx.store.list_with_offset(prefix, &offset)
-        }
-        None => ctx.store.list(prefix),
+    let offset = match &opts.resume_after {
+        Some(after) => Some(Path::parse(after).map_err(|e| {
+            (
+                ImportProgress::default(),
+                RepoError::Spec(format!("bad checkpoint {after:?}: {e}")),
+            )
+        })?),
+        None => None,
     };
+    let mut listing = listing::objects(
+        ctx.store,
+        ctx.pages,
+        ctx.prefix,
+        offset.as_ref(),
+        match opts.list_page {
+            0 => listing::LIST_PAGE,
+            n => n,
+        },
+    );
     let mut p = ImportProgress {
         last_key: opts.resume_after.clone(),
         ..Default::default()
     };
     let mut tracker = Tracker::default();
     let mut batcher = Batcher::default();
+    // HEADs in flight by directory, and the directory of the last key listed: a
+    // directory's partial batch goes once the listing has left it and its HEADs are done.
+    let mut heading: HashMap<String, usize> = HashMap::new();
+    let mut last_dir: Option<String> = None;
     let mut heads = FuturesUnordered::new();
     let mut sends = FuturesUnordered::new();
     let mut listing_done = false;
@@ -257,7 +276,14 @@ async fn run(
                     tracker.settle(seq);
                 }
             }
-            Some(head) = heads.next(), if !heads.is_empty() => {
+            Some((dir, head)) = heads.next(), if !heads.is_empty() => {
+                if let Some(n) = heading.get_mut(&dir) {
+                    *n -= 1;
+                    if *n == 0 {
+                        heading.remove(&dir);
+                    }
+                }
+                let gone_by = last_dir.as_deref() != Some(dir.as_str());
                 match head {
                     Headed::Job(job) => batcher.add(job),
                     Headed::Failed(seq) => {
@@ -265,6 +291,9 @@ async fn run(
                         tracker.settle(seq);
                     }
                     Headed::Gone(seq) => tracker.settle(seq),
+                }
+                if gone_by && !heading.contains_key(&dir) {
+                    batcher.close(&dir);
                 }
             }
             item = listing.next(), if !listing_done
@@ -280,7 +309,18 @@ async fn run(
                         p.listed += 1;
                         let seq = tracker.push(meta.location.as_ref());
                         match classify(ctx.prefix, meta.location.as_ref()) {
-                            Ok(place) => heads.push(head(&ctx.heads, seq, place, meta)),
+                            Ok(place) => {
+                                if last_dir.as_deref() != Some(place.dir.as_str()) {
+                                    let left = last_dir.replace(place.dir.clone());
+                                    if let Some(left) = left.filter(|d| !heading.contains_key(d)) {
+                                        batcher.close(&left);
+                                    }
+                                }
+                                *heading.entry(place.dir.clone()).or_default() += 1;
+                                let dir = place.dir.clone();
+                                let h = head(&ctx.heads, seq, place, meta);
+                                heads.push(async move { (dir, h.await) });
+                            }
                             Err(why) => {
                                 tracing::warn!(key = %meta.location, "not imported: {why}");
                                 p.failed += 1;
@@ -638,6 +678,16 @@ struct Batcher {
 }
 
 impl Batcher {
+    /// Directory `dir` will get no more entries for now: its partial batch is ready.
+    fn close(&mut self, dir: &str) {
+        if let Some(entries) = self.open.remove(dir) {
+            self.ready.push_back(Job::Entries {
+                dir: dir.to_string(),
+                entries,
+            });
+        }
+    }
+
     /// Adds a job: directories are ready at once, entries join their directory's batch.
     fn add(&mut self, job: Job) {
         match job {
@@ -727,5 +777,6 @@ impl Counts {
 }
 
 mod dirs;
+pub mod listing;
 #[cfg(test)]
 mod tests;

@@ -135,6 +135,32 @@ fn batches_fill_per_directory_and_go_early_when_forced() {
 }
 
 #[test]
+fn a_closed_directory_batch_goes_before_it_is_full() {
+    let mut b = Batcher::default();
+    for seq in 0..3 {
+        b.add(entries_job("a", seq));
+    }
+    b.add(entries_job("b", 3));
+    assert!(b.take(false).is_none());
+    b.close("nothing open here");
+    assert!(b.take(false).is_none());
+    b.close("a");
+    match b.take(false) {
+        Some(Job::Entries { dir, entries }) => {
+            assert_eq!(dir, "a");
+            assert_eq!(entries.iter().map(|e| e.0).collect::<Vec<_>>(), [0, 1, 2]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(b.take(false).is_none(), "b is still open");
+    assert!(!b.is_empty());
+    // A later entry of a closed directory starts a batch of its own.
+    b.add(entries_job("a", 4));
+    b.close("a");
+    assert!(matches!(b.take(false), Some(Job::Entries { dir, .. }) if dir == "a"));
+}
+
+#[test]
 fn the_checkpoint_is_the_end_of_the_settled_run() {
     let mut t = Tracker::default();
     let seqs: Vec<u64> = ["k0", "k1", "k2", "k3"].iter().map(|k| t.push(k)).collect();
