@@ -36,13 +36,14 @@ use crate::error::RepoError;
 use crate::meta::FileMeta;
 use crate::store::RepoStore;
 use crate::task::{Counts, Reporter};
+use batch::{Batcher, Walk};
 use dirs::DirCache;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_client::Client;
@@ -242,10 +243,7 @@ async fn run(
     };
     let mut tracker = Tracker::default();
     let mut batcher = Batcher::default();
-    // HEADs in flight by directory, and the directory of the last key listed: a
-    // directory's partial batch goes once the listing has left it and its HEADs are done.
-    let mut heading: HashMap<String, usize> = HashMap::new();
-    let mut last_dir: Option<String> = None;
+    let mut walk = Walk::default();
     let mut heads = FuturesUnordered::new();
     let mut sends = FuturesUnordered::new();
     let mut listing_done = false;
@@ -277,13 +275,6 @@ async fn run(
                 }
             }
             Some((dir, head)) = heads.next(), if !heads.is_empty() => {
-                if let Some(n) = heading.get_mut(&dir) {
-                    *n -= 1;
-                    if *n == 0 {
-                        heading.remove(&dir);
-                    }
-                }
-                let gone_by = last_dir.as_deref() != Some(dir.as_str());
                 match head {
                     Headed::Job(job) => batcher.add(job),
                     Headed::Failed(seq) => {
@@ -292,7 +283,7 @@ async fn run(
                     }
                     Headed::Gone(seq) => tracker.settle(seq),
                 }
-                if gone_by && !heading.contains_key(&dir) {
+                if walk.headed(&dir) {
                     batcher.close(&dir);
                 }
             }
@@ -310,13 +301,9 @@ async fn run(
                         let seq = tracker.push(meta.location.as_ref());
                         match classify(ctx.prefix, meta.location.as_ref()) {
                             Ok(place) => {
-                                if last_dir.as_deref() != Some(place.dir.as_str()) {
-                                    let left = last_dir.replace(place.dir.clone());
-                                    if let Some(left) = left.filter(|d| !heading.contains_key(d)) {
-                                        batcher.close(&left);
-                                    }
+                                for done in walk.listed(&place.dir) {
+                                    batcher.close(&done);
                                 }
-                                *heading.entry(place.dir.clone()).or_default() += 1;
                                 let dir = place.dir.clone();
                                 let h = head(&ctx.heads, seq, place, meta);
                                 heads.push(async move { (dir, h.await) });
@@ -419,7 +406,7 @@ fn classify(prefix: &Path, location: &str) -> Result<KeyPlace, String> {
 
 /// A piece of work for the MDT: a batch of entries of one directory, or a directory.
 #[derive(Debug)]
-enum Job {
+pub(crate) enum Job {
     /// Entries for directory `dir`, each with its listing sequence number.
     Entries {
         dir: String,
@@ -668,57 +655,6 @@ fn settled(dir: &str, o: ImportOutcome) -> Settled {
     }
 }
 
-/// Entries gathered per directory until a batch is full (or must go early).
-#[derive(Debug, Default)]
-struct Batcher {
-    /// Partial batches by directory.
-    open: HashMap<String, Vec<(u64, ImportEntry)>>,
-    /// Jobs ready to send, oldest first.
-    ready: VecDeque<Job>,
-}
-
-impl Batcher {
-    /// Directory `dir` will get no more entries for now: its partial batch is ready.
-    fn close(&mut self, dir: &str) {
-        if let Some(entries) = self.open.remove(dir) {
-            self.ready.push_back(Job::Entries {
-                dir: dir.to_string(),
-                entries,
-            });
-        }
-    }
-
-    /// Adds a job: directories are ready at once, entries join their directory's batch.
-    fn add(&mut self, job: Job) {
-        match job {
-            Job::Mkdir { .. } => self.ready.push_back(job),
-            Job::Entries { dir, entries } => {
-                let batch = self.open.entry(dir.clone()).or_default();
-                batch.extend(entries);
-                if batch.len() >= BATCH_MAX {
-                    let entries = self.open.remove(&dir).unwrap_or_default();
-                    self.ready.push_back(Job::Entries { dir, entries });
-                }
-            }
-        }
-    }
-
-    /// The next job to send: a full batch or directory; with `force`, partial batches
-    /// too (all of them become ready).
-    fn take(&mut self, force: bool) -> Option<Job> {
-        if self.ready.is_empty() && force {
-            for (dir, entries) in self.open.drain() {
-                self.ready.push_back(Job::Entries { dir, entries });
-            }
-        }
-        self.ready.pop_front()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.open.is_empty() && self.ready.is_empty()
-    }
-}
-
 /// Listed objects in order, and which are settled: the checkpoint is the last key of the
 /// settled run at the front.
 #[derive(Debug, Default)]
@@ -776,6 +712,7 @@ impl Counts {
     }
 }
 
+mod batch;
 mod dirs;
 pub mod listing;
 #[cfg(test)]
