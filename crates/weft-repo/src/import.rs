@@ -56,6 +56,8 @@ use weft_proto::{Fid, TargetKind, Timestamp};
 
 /// HEAD requests in flight.
 pub const HEADS_IN_FLIGHT: usize = 64;
+/// Lookups in flight per batch of an auto import that leaves out new or changed names.
+pub const LOOKUPS_IN_FLIGHT: usize = 32;
 /// Most entries in one `ImportEntries` request.
 pub const BATCH_MAX: usize = 256;
 /// Most objects listed and not yet settled (HEAD, batch or request pending).
@@ -609,6 +611,7 @@ async fn send(ctx: &Ctx<'_>, job: Job) -> Vec<(u64, Settled)> {
 
 /// With `skip_new` or `skip_changed`, leaves out the entries whose name does not exist
 /// (or does) in `parent`: answers the entries to send and the left-out ones, settled.
+/// The lookups go [`LOOKUPS_IN_FLIGHT`] at a time.
 async fn filter(
     ctx: &Ctx<'_>,
     parent: Fid,
@@ -618,22 +621,32 @@ async fn filter(
     if !ctx.skip_new && !ctx.skip_changed {
         return (seqs, entries, Vec::new());
     }
+    let looked = futures::stream::iter(seqs.into_iter().zip(entries))
+        .map(|(s, e)| async move {
+            let exists = match ctx.client.lookup(parent, &e.name, &ctx.cred).await {
+                Ok(_) => Ok(true),
+                Err(err) if err.errno() == weft_proto::Errno::NoEnt => Ok(false),
+                Err(err) => Err(err),
+            };
+            (s, e, exists)
+        })
+        .buffered(LOOKUPS_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
     let (mut keep_s, mut keep_e, mut out) = (Vec::new(), Vec::new(), Vec::new());
-    for (s, e) in seqs.into_iter().zip(entries) {
-        let exists = match ctx.client.lookup(parent, &e.name, &ctx.cred).await {
-            Ok(_) => true,
-            Err(err) if err.errno() == weft_proto::Errno::NoEnt => false,
+    for (s, e, exists) in looked {
+        match exists {
             Err(err) => {
                 tracing::warn!(key = %e.archive.key, "not imported: {err}");
                 out.push((s, Settled::Failed));
-                continue;
             }
-        };
-        if (exists && ctx.skip_changed) || (!exists && ctx.skip_new) {
-            out.push((s, Settled::Nothing));
-        } else {
-            keep_s.push(s);
-            keep_e.push(e);
+            Ok(exists) if (exists && ctx.skip_changed) || (!exists && ctx.skip_new) => {
+                out.push((s, Settled::Nothing));
+            }
+            Ok(_) => {
+                keep_s.push(s);
+                keep_e.push(e);
+            }
         }
     }
     (keep_s, keep_e, out)
