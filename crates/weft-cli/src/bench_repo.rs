@@ -86,6 +86,10 @@ pub struct BenchRepoArgs {
     /// `ImportEntries` batches in flight during the import.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub import_parallel: u32,
+    /// Keys per listing page the import asks for (0: the import's default; AWS S3
+    /// answers at most 1,000).
+    #[arg(long, default_value_t = 0)]
+    pub list_page: usize,
     /// The repository's chunk size (imported files larger than this are striped over
     /// several OSTs).
     #[arg(long, default_value = "1G", value_parser = crate::bench_io::parse_size)]
@@ -305,6 +309,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
     let t = Instant::now();
     let opts = ImportOptions {
         parallel: args.import_parallel as usize,
+        list_page: args.list_page,
         ..ImportOptions::default()
     };
     let p = import(&client, &repo, &opts, &|_| {})
