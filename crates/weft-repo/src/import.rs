@@ -277,6 +277,7 @@ async fn run(
                 }
             }
             Some((dir, head)) = heads.next(), if !heads.is_empty() => {
+                let (dir, head): (String, Headed) = (dir, head);
                 match head {
                     Headed::Job(job) => batcher.add(job),
                     Headed::Failed(seq) => {
@@ -306,9 +307,7 @@ async fn run(
                                 for done in walk.listed(&place.dir) {
                                     batcher.close(&done);
                                 }
-                                let dir = place.dir.clone();
-                                let h = head(&ctx.heads, seq, place, meta);
-                                heads.push(async move { (dir, h.await) });
+                                heads.push(head_in(&ctx.heads, seq, place, meta));
                             }
                             Err(why) => {
                                 tracing::warn!(key = %meta.location, "not imported: {why}");
@@ -535,6 +534,17 @@ async fn head(ctx: &HeadCtx<'_>, seq: u64, place: KeyPlace, meta: ObjectMeta) ->
         dir,
         entries: vec![(seq, entry)],
     })
+}
+
+/// [`head`], answering the key's directory too.
+async fn head_in(
+    ctx: &HeadCtx<'_>,
+    seq: u64,
+    place: KeyPlace,
+    meta: ObjectMeta,
+) -> (String, Headed) {
+    let dir = place.dir.clone();
+    (dir, head(ctx, seq, place, meta).await)
 }
 
 /// The layout of an imported file of `size` bytes: `None` up to `chunk_size` (the
