@@ -18,7 +18,7 @@ use common::{bin, bucket, link, run};
 
 use futures::StreamExt;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStoreExt, PutOptions, PutPayload};
+use object_store::{PutOptions, PutPayload};
 use std::time::{Duration, Instant};
 use weft_proto::Fid;
 use weft_proto::Timestamp;
@@ -30,7 +30,13 @@ use weft_testkit::{S3Server, TestCluster};
 
 const BUCKET: &str = "weft";
 /// Files per directory (`d0` to `d3`, and `d3/sub`), and the symlink's directory.
-const DIRS: [(&str, usize); 5] = [("d0", 70), ("d1", 45), ("d2", 20), ("d3", 9), ("d3/sub", 33)];
+const DIRS: [(&str, usize); 5] = [
+    ("d0", 70),
+    ("d1", 45),
+    ("d2", 20),
+    ("d3", 9),
+    ("d3/sub", 33),
+];
 /// Every this many files carries FSx metadata.
 const WITH_META: usize = 5;
 

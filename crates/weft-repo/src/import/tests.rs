@@ -168,7 +168,10 @@ fn a_directory_is_done_once_the_listing_left_it_and_its_heads_are_back() {
     assert_eq!(w.listed("a"), none);
     assert_eq!(w.listed("a/b"), none);
     assert_eq!(w.listed("a/b/c"), none);
-    assert!(!w.headed("a/b"), "a/b's HEAD is back but the listing is still within it");
+    assert!(
+        !w.headed("a/b"),
+        "a/b's HEAD is back but the listing is still within it"
+    );
     // Back in a: a/b/c and a/b are left; a/b's HEAD is back, a/b/c's is out.
     assert_eq!(w.listed("a"), ["a/b"]);
     assert!(w.headed("a/b/c"), "a/b/c's last HEAD");

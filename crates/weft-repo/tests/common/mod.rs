@@ -96,4 +96,3 @@ pub fn run(body: impl std::future::Future<Output = ()>) {
         .unwrap()
         .block_on(body);
 }
-
