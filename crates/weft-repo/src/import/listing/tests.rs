@@ -43,8 +43,8 @@ async fn keys(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_any_size_list_every_key_once_in_order() {
     let server = S3Server::start_s3s_fs().unwrap();
-    server.create_bucket("b").unwrap();
-    let s3 = s3(&server, "b");
+    server.create_bucket("pages").unwrap();
+    let s3 = s3(&server, "pages");
     let mut want = Vec::new();
     for i in 0..23 {
         let key = format!("p/d{}/k{i:03}", i % 3);
