@@ -100,35 +100,22 @@ async fn import_with(server: S3Server) {
         .buffer_unordered(16)
         .collect::<Vec<_>>()
         .await;
-    let link_meta = FileMeta {
-        mode: S_IFLNK | 0o777,
-        ..meta_of(0)
-    };
-    let opts = PutOptions {
-        attributes: link_meta.encode(),
-        ..Default::default()
-    };
-    store
-        .put_opts(
-            &StorePath::from("ds/d1/link"),
-            PutPayload::from_static(b"../d0/f000"),
-            opts,
-        )
-        .await
-        .unwrap();
-    // A directory as FSx exports one: an empty object with a directory mode.
-    let dir_meta = FileMeta {
-        mode: S_IFDIR | 0o755,
-        ..meta_of(0)
-    };
-    let opts = PutOptions {
-        attributes: dir_meta.encode(),
-        ..Default::default()
-    };
-    store
-        .put_opts(&StorePath::from("ds/empty"), PutPayload::new(), opts)
-        .await
-        .unwrap();
+    // A symlink, and a directory as FSx exports one: an empty object with a directory
+    // mode.
+    for (key, mode, body) in [
+        ("ds/d1/link", S_IFLNK | 0o777, &b"../d0/f000"[..]),
+        ("ds/empty", S_IFDIR | 0o755, &b""[..]),
+    ] {
+        let meta = FileMeta { mode, ..meta_of(0) };
+        let opts = PutOptions {
+            attributes: meta.encode(),
+            ..Default::default()
+        };
+        store
+            .put_opts(&StorePath::from(key), PutPayload::from(body.to_vec()), opts)
+            .await
+            .unwrap();
+    }
     let entries = files.len() as u64 + 1;
     let objects = entries + 1;
 
