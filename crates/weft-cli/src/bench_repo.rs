@@ -86,6 +86,10 @@ pub struct BenchRepoArgs {
     /// `ImportEntries` batches in flight during the import.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub import_parallel: u32,
+    /// Keys per listing page the import asks for (0: the import's default; AWS S3
+    /// answers at most 1,000).
+    #[arg(long, default_value_t = 0)]
+    pub list_page: usize,
     /// The repository's chunk size (imported files larger than this are striped over
     /// several OSTs).
     #[arg(long, default_value = "1G", value_parser = crate::bench_io::parse_size)]
@@ -96,6 +100,9 @@ pub struct BenchRepoArgs {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Stop after the import (populate and import only; no reads).
+    #[arg(long)]
+    pub import_only: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -302,6 +309,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
     let t = Instant::now();
     let opts = ImportOptions {
         parallel: args.import_parallel as usize,
+        list_page: args.list_page,
         ..ImportOptions::default()
     };
     let p = import(&client, &repo, &opts, &|_| {})
@@ -328,6 +336,11 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
         imp.objects, imp.seconds, imp.objects_s
     );
     report.import = Some(imp);
+    if args.import_only {
+        goals(&mut report, &[]);
+        print(&report, args.json)?;
+        return Ok(());
+    }
 
     // Epochs 1 and 2 through the mount.
     let repo_mnt = mnt_base.join("repo");

@@ -10,10 +10,13 @@
 //! times; a symlink's target is its body.
 //!
 //! The work is a pipeline, so that no object costs a round trip of its own: one listing
-//! (in key order, resumable after a checkpoint key), up to [`HEADS_IN_FLIGHT`] HEADs for
-//! the metadata, entries gathered per directory into batches of up to [`BATCH_MAX`], and
-//! up to `parallel` `ImportEntries` batches in flight. The MDT decides each entry's
-//! outcome (created, unchanged, updated, conflict, failed).
+//! (in key order, resumable after a checkpoint key, in large pages fetched one ahead: see
+//! [`listing`]), up to [`HEADS_IN_FLIGHT`] HEADs for the metadata, entries gathered per
+//! directory into batches of up to [`BATCH_MAX`], and up to `parallel` `ImportEntries`
+//! batches in flight. A directory's partial batch goes as soon as the listing has moved
+//! on to another directory and its HEADs are done, so the MDT works while the listing
+//! goes on. The MDT decides each entry's outcome (created, unchanged, updated, conflict,
+//! failed), all entries of a batch in one transaction.
 //!
 //! Memory is bounded: objects listed but not yet settled are at most [`PENDING_MAX`]
 //! (partial batches are sent early to stay under it), and the directory cache is dropped
@@ -33,12 +36,14 @@ use crate::error::RepoError;
 use crate::meta::FileMeta;
 use crate::store::RepoStore;
 use crate::task::{Counts, Reporter};
+use batch::{Batcher, Walk};
 use dirs::DirCache;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_client::Client;
@@ -51,6 +56,8 @@ use weft_proto::{Fid, TargetKind, Timestamp};
 
 /// HEAD requests in flight.
 pub const HEADS_IN_FLIGHT: usize = 64;
+/// Lookups in flight per batch of an auto import that leaves out new or changed names.
+pub const LOOKUPS_IN_FLIGHT: usize = 32;
 /// Most entries in one `ImportEntries` request.
 pub const BATCH_MAX: usize = 256;
 /// Most objects listed and not yet settled (HEAD, batch or request pending).
@@ -77,6 +84,9 @@ pub struct ImportOptions {
     pub resume_after: Option<String>,
     /// `ImportEntries` requests in flight (0 means 1).
     pub parallel: usize,
+    /// Keys asked for per listing page where the store lists by pages (0 means
+    /// [`listing::LIST_PAGE`]).
+    pub list_page: usize,
     /// Leave out objects whose name does not exist yet in its directory (an auto import
     /// without `NEW`): each entry is looked up first.
     pub skip_new: bool,
@@ -145,6 +155,7 @@ pub async fn import_from(
         client,
         repo,
         store: store.store().as_ref(),
+        pages: store.pages(),
         prefix: store.prefix(),
         url: store.url(),
         heads: HeadCtx {
@@ -183,6 +194,7 @@ struct Ctx<'a> {
     client: &'a Arc<Client>,
     repo: &'a Repo,
     store: &'a dyn ObjectStore,
+    pages: Option<&'a Arc<dyn PaginatedListStore>>,
     prefix: &'a Path,
     url: &'a str,
     heads: HeadCtx<'a>,
@@ -208,25 +220,32 @@ async fn run(
     progress: &mut (dyn FnMut(&ImportProgress) + Send),
 ) -> Result<ImportProgress, (ImportProgress, RepoError)> {
     let parallel = opts.parallel.max(1);
-    let prefix = Some(ctx.prefix).filter(|p| !p.as_ref().is_empty());
-    let mut listing = match &opts.resume_after {
-        Some(after) => {
-            let offset = Path::parse(after).map_err(|e| {
-                (
-                    ImportProgress::default(),
-                    RepoError::Spec(format!("bad checkpoint {after:?}: {e}")),
-                )
-            })?;
-            ctx.store.list_with_offset(prefix, &offset)
-        }
-        None => ctx.store.list(prefix),
+    let offset = match &opts.resume_after {
+        Some(after) => Some(Path::parse(after).map_err(|e| {
+            (
+                ImportProgress::default(),
+                RepoError::Spec(format!("bad checkpoint {after:?}: {e}")),
+            )
+        })?),
+        None => None,
     };
+    let mut listing = listing::objects(
+        ctx.store,
+        ctx.pages,
+        ctx.prefix,
+        offset.as_ref(),
+        match opts.list_page {
+            0 => listing::LIST_PAGE,
+            n => n,
+        },
+    );
     let mut p = ImportProgress {
         last_key: opts.resume_after.clone(),
         ..Default::default()
     };
     let mut tracker = Tracker::default();
     let mut batcher = Batcher::default();
+    let mut walk = Walk::default();
     let mut heads = FuturesUnordered::new();
     let mut sends = FuturesUnordered::new();
     let mut listing_done = false;
@@ -257,7 +276,8 @@ async fn run(
                     tracker.settle(seq);
                 }
             }
-            Some(head) = heads.next(), if !heads.is_empty() => {
+            Some((dir, head)) = heads.next(), if !heads.is_empty() => {
+                let (dir, head): (String, Headed) = (dir, head);
                 match head {
                     Headed::Job(job) => batcher.add(job),
                     Headed::Failed(seq) => {
@@ -265,6 +285,9 @@ async fn run(
                         tracker.settle(seq);
                     }
                     Headed::Gone(seq) => tracker.settle(seq),
+                }
+                if walk.headed(&dir) {
+                    batcher.close(&dir);
                 }
             }
             item = listing.next(), if !listing_done
@@ -280,7 +303,12 @@ async fn run(
                         p.listed += 1;
                         let seq = tracker.push(meta.location.as_ref());
                         match classify(ctx.prefix, meta.location.as_ref()) {
-                            Ok(place) => heads.push(head(&ctx.heads, seq, place, meta)),
+                            Ok(place) => {
+                                for done in walk.listed(&place.dir) {
+                                    batcher.close(&done);
+                                }
+                                heads.push(head_in(&ctx.heads, seq, place, meta));
+                            }
                             Err(why) => {
                                 tracing::warn!(key = %meta.location, "not imported: {why}");
                                 p.failed += 1;
@@ -379,7 +407,7 @@ fn classify(prefix: &Path, location: &str) -> Result<KeyPlace, String> {
 
 /// A piece of work for the MDT: a batch of entries of one directory, or a directory.
 #[derive(Debug)]
-enum Job {
+pub(crate) enum Job {
     /// Entries for directory `dir`, each with its listing sequence number.
     Entries {
         dir: String,
@@ -508,6 +536,17 @@ async fn head(ctx: &HeadCtx<'_>, seq: u64, place: KeyPlace, meta: ObjectMeta) ->
     })
 }
 
+/// [`head`], answering the key's directory too.
+async fn head_in(
+    ctx: &HeadCtx<'_>,
+    seq: u64,
+    place: KeyPlace,
+    meta: ObjectMeta,
+) -> (String, Headed) {
+    let dir = place.dir.clone();
+    (dir, head(ctx, seq, place, meta).await)
+}
+
 /// The layout of an imported file of `size` bytes: `None` up to `chunk_size` (the
 /// directory's default applies), else RAID0 over `ceil(size / chunk_size)` OSTs (at most
 /// `osts`) in stripes of [`IMPORT_STRIPE_SIZE`].
@@ -582,6 +621,7 @@ async fn send(ctx: &Ctx<'_>, job: Job) -> Vec<(u64, Settled)> {
 
 /// With `skip_new` or `skip_changed`, leaves out the entries whose name does not exist
 /// (or does) in `parent`: answers the entries to send and the left-out ones, settled.
+/// The lookups go [`LOOKUPS_IN_FLIGHT`] at a time.
 async fn filter(
     ctx: &Ctx<'_>,
     parent: Fid,
@@ -591,22 +631,32 @@ async fn filter(
     if !ctx.skip_new && !ctx.skip_changed {
         return (seqs, entries, Vec::new());
     }
+    let looked = futures::stream::iter(seqs.into_iter().zip(entries))
+        .map(|(s, e)| async move {
+            let exists = match ctx.client.lookup(parent, &e.name, &ctx.cred).await {
+                Ok(_) => Ok(true),
+                Err(err) if err.errno() == weft_proto::Errno::NoEnt => Ok(false),
+                Err(err) => Err(err),
+            };
+            (s, e, exists)
+        })
+        .buffered(LOOKUPS_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
     let (mut keep_s, mut keep_e, mut out) = (Vec::new(), Vec::new(), Vec::new());
-    for (s, e) in seqs.into_iter().zip(entries) {
-        let exists = match ctx.client.lookup(parent, &e.name, &ctx.cred).await {
-            Ok(_) => true,
-            Err(err) if err.errno() == weft_proto::Errno::NoEnt => false,
+    for (s, e, exists) in looked {
+        match exists {
             Err(err) => {
                 tracing::warn!(key = %e.archive.key, "not imported: {err}");
                 out.push((s, Settled::Failed));
-                continue;
             }
-        };
-        if (exists && ctx.skip_changed) || (!exists && ctx.skip_new) {
-            out.push((s, Settled::Nothing));
-        } else {
-            keep_s.push(s);
-            keep_e.push(e);
+            Ok(exists) if (exists && ctx.skip_changed) || (!exists && ctx.skip_new) => {
+                out.push((s, Settled::Nothing));
+            }
+            Ok(_) => {
+                keep_s.push(s);
+                keep_e.push(e);
+            }
         }
     }
     (keep_s, keep_e, out)
@@ -625,47 +675,6 @@ fn settled(dir: &str, o: ImportOutcome) -> Settled {
             tracing::warn!(dir, code, "entry not imported");
             Settled::Failed
         }
-    }
-}
-
-/// Entries gathered per directory until a batch is full (or must go early).
-#[derive(Debug, Default)]
-struct Batcher {
-    /// Partial batches by directory.
-    open: HashMap<String, Vec<(u64, ImportEntry)>>,
-    /// Jobs ready to send, oldest first.
-    ready: VecDeque<Job>,
-}
-
-impl Batcher {
-    /// Adds a job: directories are ready at once, entries join their directory's batch.
-    fn add(&mut self, job: Job) {
-        match job {
-            Job::Mkdir { .. } => self.ready.push_back(job),
-            Job::Entries { dir, entries } => {
-                let batch = self.open.entry(dir.clone()).or_default();
-                batch.extend(entries);
-                if batch.len() >= BATCH_MAX {
-                    let entries = self.open.remove(&dir).unwrap_or_default();
-                    self.ready.push_back(Job::Entries { dir, entries });
-                }
-            }
-        }
-    }
-
-    /// The next job to send: a full batch or directory; with `force`, partial batches
-    /// too (all of them become ready).
-    fn take(&mut self, force: bool) -> Option<Job> {
-        if self.ready.is_empty() && force {
-            for (dir, entries) in self.open.drain() {
-                self.ready.push_back(Job::Entries { dir, entries });
-            }
-        }
-        self.ready.pop_front()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.open.is_empty() && self.ready.is_empty()
     }
 }
 
@@ -726,6 +735,8 @@ impl Counts {
     }
 }
 
+mod batch;
 mod dirs;
+pub mod listing;
 #[cfg(test)]
 mod tests;

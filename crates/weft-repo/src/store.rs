@@ -10,6 +10,7 @@
 
 use crate::error::RepoError;
 use object_store::ObjectStore;
+use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,9 @@ pub const STORE_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct RepoStore {
     store: Arc<dyn ObjectStore>,
+    /// The same store's page-by-page listing, where it has one (S3, GCS): lets a listing
+    /// ask for pages larger than the default.
+    pages: Option<Arc<dyn PaginatedListStore>>,
     prefix: Path,
     url: String,
 }
@@ -50,7 +54,12 @@ impl RepoStore {
             retry_timeout: STORE_RETRY_TIMEOUT,
             ..Default::default()
         };
-        let (store, prefix): (Arc<dyn ObjectStore>, Path) = match url.scheme() {
+        type Opened = (
+            Arc<dyn ObjectStore>,
+            Option<Arc<dyn PaginatedListStore>>,
+            Path,
+        );
+        let (store, pages, prefix): Opened = match url.scheme() {
             "s3" => {
                 let bucket = url.host_str().ok_or_else(|| bad("no bucket"))?;
                 let mut b = object_store::aws::AmazonS3Builder::from_env()
@@ -65,8 +74,8 @@ impl RepoStore {
                     b = b.with_region(region);
                 }
                 b = b.with_virtual_hosted_style_request(!spec.path_style);
-                let s = b.build().map_err(|e| bad(&e.to_string()))?;
-                (Arc::new(s), prefix)
+                let s = Arc::new(b.build().map_err(|e| bad(&e.to_string()))?);
+                (s.clone(), Some(s), prefix)
             }
             "gs" => {
                 let bucket = url.host_str().ok_or_else(|| bad("no bucket"))?;
@@ -75,7 +84,8 @@ impl RepoStore {
                     .with_retry(retry)
                     .build()
                     .map_err(|e| bad(&e.to_string()))?;
-                (Arc::new(s), prefix)
+                let s = Arc::new(s);
+                (s.clone(), Some(s), prefix)
             }
             "az" => {
                 let container = url.host_str().ok_or_else(|| bad("no container"))?;
@@ -84,7 +94,7 @@ impl RepoStore {
                     .with_retry(retry)
                     .build()
                     .map_err(|e| bad(&e.to_string()))?;
-                (Arc::new(s), prefix)
+                (Arc::new(s), None, prefix)
             }
             "file" => {
                 if url.host_str().is_some_and(|h| !h.is_empty()) {
@@ -95,12 +105,13 @@ impl RepoStore {
                     .map_err(|()| bad("not a local directory"))?;
                 let s = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| bad(&e.to_string()))?;
-                (Arc::new(s), Path::default())
+                (Arc::new(s), None, Path::default())
             }
             other => return Err(bad(&format!("{other}:// is not a supported store"))),
         };
         Ok(Self {
             store,
+            pages,
             prefix,
             url: spec.url.clone(),
         })
@@ -121,6 +132,11 @@ impl RepoStore {
     /// The store.
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
+    }
+
+    /// The store's page-by-page listing, if it has one (S3 and GCS).
+    pub fn pages(&self) -> Option<&Arc<dyn PaginatedListStore>> {
+        self.pages.as_ref()
     }
 
     /// The prefix every object of the repository lives under (empty for `file://`).

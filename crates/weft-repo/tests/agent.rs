@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{bin, bucket, link};
+use common::{bin, bucket, link, run};
 
 use bytes::Bytes;
 use object_store::path::Path as StorePath;
@@ -316,16 +316,6 @@ async fn agent_with(mut server: S3Server) {
         server.kind(),
         t0.elapsed()
     );
-}
-
-/// Runs `body` on a runtime of its own.
-fn run(body: impl std::future::Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(body);
 }
 
 #[test]

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{bin, bucket, link};
+use common::{bin, bucket, link, run};
 
 use bytes::Bytes;
 use object_store::ObjectStoreExt;
@@ -24,7 +24,7 @@ use weft_proto::layout::LayoutTemplate;
 use weft_proto::mdt::Credentials;
 use weft_proto::{Errno, Fid};
 use weft_repo::{Mover, MoverConfig};
-use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+use weft_testkit::s3::{ACCESS_KEY, SECRET_KEY};
 use weft_testkit::{S3Server, TestCluster, pattern};
 
 const BUCKET: &str = "weft";
@@ -34,27 +34,6 @@ const SIZE: u64 = (20 << 20) + 12_345;
 const SEED: u64 = 23;
 /// The longest a restore from a stopped server may take to fail.
 const DEAD_STORE_LIMIT: Duration = Duration::from_secs(60);
-
-/// The test servers' credentials in this process's environment, where `RepoStore::open`
-/// (as any process reaching a store) takes them. Every test calls this first, before it
-/// starts any thread.
-fn credentials_in_env() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for (k, v) in [
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
-            ("AWS_REGION", REGION),
-            ("AWS_ALLOW_HTTP", "true"),
-            ("AWS_EC2_METADATA_DISABLED", "true"),
-        ] {
-            // SAFETY: every test sets these first, under this Once, before it starts a
-            // runtime or any thread of its own (other tests wait on the Once); the values
-            // are the same for every test.
-            unsafe { std::env::set_var(k, v) };
-        }
-    });
-}
 
 fn mover_config() -> MoverConfig {
     MoverConfig {
@@ -223,17 +202,6 @@ async fn restores_from(mut server: S3Server) {
         "{e:?}"
     );
     assert!(mover.stats().retries >= 1);
-}
-
-/// Runs `body` on a runtime of its own, after [`credentials_in_env`].
-fn run(body: impl std::future::Future<Output = ()>) {
-    credentials_in_env();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(body);
 }
 
 #[test]

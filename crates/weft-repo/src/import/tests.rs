@@ -135,6 +135,76 @@ fn batches_fill_per_directory_and_go_early_when_forced() {
 }
 
 #[test]
+fn a_closed_directory_batch_goes_before_it_is_full() {
+    let mut b = Batcher::default();
+    for seq in 0..3 {
+        b.add(entries_job("a", seq));
+    }
+    b.add(entries_job("b", 3));
+    assert!(b.take(false).is_none());
+    b.close("nothing open here");
+    assert!(b.take(false).is_none());
+    b.close("a");
+    match b.take(false) {
+        Some(Job::Entries { dir, entries }) => {
+            assert_eq!(dir, "a");
+            assert_eq!(entries.iter().map(|e| e.0).collect::<Vec<_>>(), [0, 1, 2]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(b.take(false).is_none(), "b is still open");
+    assert!(!b.is_empty());
+    // A later entry of a closed directory starts a batch of its own.
+    b.add(entries_job("a", 4));
+    b.close("a");
+    assert!(matches!(b.take(false), Some(Job::Entries { dir, .. }) if dir == "a"));
+}
+
+#[test]
+fn a_directory_is_done_once_the_listing_left_it_and_its_heads_are_back() {
+    let mut w = Walk::default();
+    let none: Vec<String> = Vec::new();
+    // a/1, a/b/1, a/b/c/1, a/2 (a subdirectory's keys inside a's run), then d/1.
+    assert_eq!(w.listed("a"), none);
+    assert_eq!(w.listed("a/b"), none);
+    assert_eq!(w.listed("a/b/c"), none);
+    assert!(
+        !w.headed("a/b"),
+        "a/b's HEAD is back but the listing is still within it"
+    );
+    // Back in a: a/b/c and a/b are left; a/b's HEAD is back, a/b/c's is out.
+    assert_eq!(w.listed("a"), ["a/b"]);
+    assert!(w.headed("a/b/c"), "a/b/c's last HEAD");
+    assert!(!w.headed("a"), "a's first HEAD: the listing is still in a");
+    // A directory whose name extends another's is not inside it.
+    assert_eq!(w.listed("ab"), none, "a's second HEAD is still out");
+    assert!(w.headed("a"), "done once its last HEAD is back");
+    assert_eq!(w.listed(""), none, "ab's HEAD is still out");
+    assert!(w.headed("ab"));
+    // The linked directory holds everything: never left.
+    assert_eq!(w.listed("z"), none);
+    assert!(!w.headed(""));
+    assert!(!w.headed("z"));
+    assert!(!w.headed("never listed"));
+}
+
+#[test]
+fn a_directory_listed_again_is_not_done() {
+    // An unordered listing (a local directory) comes back to a directory it left.
+    let mut w = Walk::default();
+    w.listed("x");
+    w.listed("y");
+    assert_eq!(w.listed("x"), none_vec());
+    assert!(!w.headed("x"), "one of x's HEADs is still out");
+    assert!(w.headed("y"));
+    assert!(!w.headed("x"), "the listing is within x again");
+}
+
+fn none_vec() -> Vec<String> {
+    Vec::new()
+}
+
+#[test]
 fn the_checkpoint_is_the_end_of_the_settled_run() {
     let mut t = Tracker::default();
     let seqs: Vec<u64> = ["k0", "k1", "k2", "k3"].iter().map(|k| t.push(k)).collect();

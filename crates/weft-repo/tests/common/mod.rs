@@ -64,3 +64,35 @@ pub async fn link(client: &Client, spec: RepoSpec, dir: Fid) -> u32 {
         (other, _) => panic!("RepoCreate answered {other:?}"),
     }
 }
+
+/// The test servers' credentials in this process's environment, where `RepoStore::open`
+/// (as any process reaching a store) takes them. Every test calls this first, before it
+/// starts any thread.
+pub fn credentials_in_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (k, v) in [
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_REGION", REGION),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ] {
+            // SAFETY: every test sets these first, under this Once, before it starts a
+            // runtime or any thread of its own (other tests wait on the Once); the values
+            // are the same for every test.
+            unsafe { std::env::set_var(k, v) };
+        }
+    });
+}
+
+/// Runs `body` on a runtime of its own, after [`credentials_in_env`].
+pub fn run(body: impl std::future::Future<Output = ()>) {
+    credentials_in_env();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(body);
+}
