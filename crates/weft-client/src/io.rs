@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::ost::ObjectAttr;
-use weft_rpc::RpcError;
 
 pub mod failing;
 pub mod fake;
@@ -44,14 +43,12 @@ pub struct IoEngine {
 /// Grant asked for at a time, so small writes do not each cost a round trip.
 pub const GRANT_CHUNK: u64 = 64 << 20;
 
-/// Whether an RPC failure is worth resending: the connection broke, or the bulk arrived
-/// damaged. Errors the server answered with are final.
+/// Whether an RPC failure is worth resending: the connection broke, the bulk arrived
+/// damaged, or the OSS is restarting and does not serve the OST yet. Errors the server
+/// answered a request with are final.
 fn retryable(e: &ClientError) -> bool {
     match e {
-        ClientError::Rpc { error, .. } => matches!(
-            error,
-            RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) | RpcError::TimedOut(_)
-        ),
+        ClientError::Rpc { error, .. } => error.is_connection_error() || error.is_not_served_yet(),
         _ => false,
     }
 }

@@ -62,10 +62,6 @@ fn is_read(req: &MdtRequest) -> bool {
     req.is_idempotent()
 }
 
-fn is_target_not_served_yet(e: &weft_rpc::RpcError) -> bool {
-    matches!(e, weft_rpc::RpcError::Handshake(w) if w.errno == weft_proto::Errno::NoEnt)
-}
-
 /// How long a request that meets a directory being migrated to another MDT (EINPROGRESS)
 /// waits for the migration to end before it fails with EBUSY.
 pub const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -247,7 +243,7 @@ impl MdtClient {
                 // refuses a target it does not serve yet (ENOENT) for a moment.
                 Err(e)
                     if !in_process
-                        && (e.is_connection_error() || is_target_not_served_yet(&e))
+                        && (e.is_connection_error() || e.is_not_served_yet())
                         && (!is_lock(req) || is_read(req))
                         && start.elapsed() + delay < RESEND_FOR =>
                 {

@@ -51,6 +51,14 @@ impl RpcError {
             RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) | RpcError::TimedOut(_)
         )
     }
+
+    /// Whether the handshake was refused because the server is still starting: it listens
+    /// before it serves its targets, so for a moment after a restart it refuses a target
+    /// it does not serve yet (ENOENT) or, before it knows its file system, every one
+    /// (EAGAIN). A client waiting out a restart connects again.
+    pub fn is_not_served_yet(&self) -> bool {
+        matches!(self, RpcError::Handshake(w) if matches!(w.errno, Errno::NoEnt | Errno::Again))
+    }
 }
 
 impl From<RpcError> for WireError {

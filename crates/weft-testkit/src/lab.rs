@@ -225,6 +225,17 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        if let Some(keep) = std::env::var_os("WEFT_LAB_KEEP") {
+            // Logs only (data directories may be large): for a failed run's post-mortem.
+            let _ = std::fs::create_dir_all(&keep);
+            if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
+                for e in entries.flatten() {
+                    if e.path().extension().is_some_and(|x| x == "log") {
+                        let _ = std::fs::copy(e.path(), Path::new(&keep).join(e.file_name()));
+                    }
+                }
+            }
+        }
         // Deleting a namespace removes its end of each cable, and the cable with it.
         for h in &self.hosts {
             let _ = ip(&["netns", "del", &h.netns]);

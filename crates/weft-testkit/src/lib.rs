@@ -255,25 +255,28 @@ impl ServerProcess {
     /// Freezes the process (SIGSTOP): it keeps its connections but answers nothing, as a
     /// hung server would, until [`ServerProcess::resume`].
     pub fn pause(&self) -> Result<()> {
-        self.signal("-STOP")
+        self.signal(rustix::process::Signal::STOP)
     }
 
     /// Lets a process frozen by [`ServerProcess::pause`] run again (SIGCONT).
     pub fn resume(&self) -> Result<()> {
-        self.signal("-CONT")
+        self.signal(rustix::process::Signal::CONT)
     }
 
-    fn signal(&self, sig: &str) -> Result<()> {
+    /// Sends `sig` with kill(2) itself, not by running `kill`: a test whose threads wait
+    /// in a FUSE request for this very server cannot start a process until that request
+    /// ends (the new process's exec stalls), so a SIGCONT sent by a child would come only
+    /// after the mount's I/O had timed out.
+    fn signal(&self, sig: rustix::process::Signal) -> Result<()> {
         let Some(pid) = self.pid() else {
             bail!("{} is not running", self.name)
         };
-        let status = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()?;
-        if !status.success() {
-            bail!("kill {sig} {} ({pid}) failed", self.name);
-        }
-        Ok(())
+        let target = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .with_context(|| format!("bad pid {pid}"))?;
+        rustix::process::kill_process(target, sig)
+            .with_context(|| format!("kill -{sig:?} {} ({pid}) failed", self.name))
     }
 
     /// Whether the process runs (was started and has not been seen to exit).

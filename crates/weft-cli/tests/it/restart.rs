@@ -473,3 +473,91 @@ async fn creating_and_writing_files_across_an_oss_restart_sees_a_pause_not_an_er
         assert!(back == body(i), "f{i} reads back as written");
     }
 }
+
+/// A loop of create, write (64 KiB to 256 KiB of random bytes, striped over both OSTs),
+/// fsync and close through a real FUSE mount, run by a child shell (`dd conv=fsync`) while
+/// `fault` acts on the cluster; then every file the loop had acknowledged reads back as the
+/// copy it wrote from. The loop runs in a process of its own: a test process with threads
+/// blocked in the mount cannot start a server again (see `campaign.rs`).
+async fn fuse_writes_across(
+    tc: &mut TestCluster,
+    m: &crate::fuse_common::FuseMount,
+    dir: &str,
+    fault: impl AsyncFnOnce(&mut TestCluster),
+) -> usize {
+    let dst = m.path(dir);
+    std::fs::create_dir(&dst).unwrap();
+    let (ok, _, err) = crate::support::weft(&[
+        "setstripe",
+        "-c",
+        "-1",
+        "-S",
+        "64K",
+        &dst.display().to_string(),
+    ]);
+    assert!(ok, "{err}");
+    let src = m.dir.path().join(format!("src-{dir}"));
+    std::fs::create_dir(&src).unwrap();
+    let script = r#"i=0; while [ ! -e "$1/stop" ]; do
+        head -c $((65536 + (i * 37813) % 196608)) /dev/urandom > "$1/f$i" || exit 2
+        dd if="$1/f$i" of="$2/f$i" bs=64k conv=fsync status=none || { echo "f$i failed"; exit 1; }
+        echo "f$i" >> "$1/acked"; i=$((i + 1)); done"#;
+    let writer = std::process::Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&src)
+        .arg(&dst)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    fault(tc).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    std::fs::write(src.join("stop"), b"").unwrap();
+    let out = tokio::task::block_in_place(|| writer.wait_with_output()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}\n--- mount log ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        m.log()
+    );
+    let acked = std::fs::read_to_string(src.join("acked")).unwrap();
+    for name in acked.lines() {
+        let back = std::fs::read(dst.join(name)).unwrap();
+        assert!(
+            back == std::fs::read(src.join(name)).unwrap(),
+            "{name} reads back as fsynced"
+        );
+    }
+    acked.lines().count()
+}
+
+/// Through a real FUSE mount, a server restart or a short freeze is a pause for
+/// applications, never an error (issue 25): files are created, written, fsynced and closed
+/// in a loop while the OSS is killed (SIGKILL) and restarted 3 s later, then while the
+/// OSS, and then the MDS, is frozen (SIGSTOP) for 3 s. No call fails and every fsynced
+/// byte reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsynced_writes_through_a_mount_ride_out_an_oss_kill_and_server_freezes() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let m = crate::fuse_common::FuseMount::start(&tc, "");
+    let hold = Duration::from_secs(3);
+    let files = fuse_writes_across(&mut tc, &m, "kill", async |tc| {
+        tc.oss.kill().unwrap();
+        tokio::time::sleep(hold).await;
+        tc.oss.restart().unwrap();
+    })
+    .await;
+    eprintln!("OSS kill: {files} files fsynced across it");
+    for (what, dir) in [("OSS", "oss-freeze"), ("MDS", "mds-freeze")] {
+        let files = fuse_writes_across(&mut tc, &m, dir, async |tc| {
+            let p = if what == "OSS" { &tc.oss } else { &tc.mds };
+            p.pause().unwrap();
+            tokio::time::sleep(hold).await;
+            p.resume().unwrap();
+        })
+        .await;
+        eprintln!("{what} freeze: {files} files fsynced across it");
+    }
+}
