@@ -77,8 +77,8 @@ impl Mdt {
     /// `HsmPccWait`: see [`weft_proto::mdt::MdtRequest::HsmPccWait`]. ESTALE when the
     /// file is gone.
     pub(crate) async fn hsm_pcc_wait(&self, fid: Fid, wait_ms: u32) -> WireResult<MdtReply> {
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_millis(wait_ms.min(PCC_WAIT_MAX_MS).into());
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_millis(wait_ms.min(PCC_WAIT_MAX_MS).into());
         loop {
             if self.shutting_down() {
                 return Err(Self::shut());

@@ -70,7 +70,10 @@ async fn a_file_in_a_read_write_pcc_is_waited_for_until_its_owner_detaches_it() 
 
     // The record is durable: it survives an MDT restart.
     let h = h.reopen().await;
-    assert_eq!(h.getattr(fid).await.unwrap().hsm_flags & HSM_PCCRW, HSM_PCCRW);
+    assert_eq!(
+        h.getattr(fid).await.unwrap().hsm_flags & HSM_PCCRW,
+        HSM_PCCRW
+    );
 
     // A waiter is answered when the owner detaches, well before its bound.
     let mdt = h.mdt.clone();
