@@ -337,8 +337,8 @@ mod tests {
         )
         .unwrap();
         std::fs::write(s.rw_path(fid(5)), b"rw").unwrap();
-        drop(s);
         let owner = s.owner().to_string();
+        drop(s);
         let s = Store::open(dir.path(), 300).unwrap();
         assert_eq!(s.owner(), owner, "the same directory is the same owner");
         assert_eq!(s.counts(), (3, 1));
