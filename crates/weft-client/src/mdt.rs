@@ -213,6 +213,11 @@ impl MdtClient {
             // A restore answers when the data arrived from the store, which retries
             // failures a bounded number of times itself.
             MdtRequest::HsmRestore { .. } => std::time::Duration::MAX,
+            // The MDT answers a PCC wait within its bound.
+            MdtRequest::HsmPccWait { wait_ms, .. } => {
+                self.conn.options().request_timeout
+                    + std::time::Duration::from_millis(u64::from(*wait_ms))
+            }
             _ => self.conn.options().request_timeout,
         };
         let mut migrating = std::time::Duration::from_millis(10);

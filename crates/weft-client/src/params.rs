@@ -22,7 +22,7 @@ struct Knob {
 /// The client's knobs.
 pub struct ClientParams {
     instance: String,
-    knobs: [Knob; 7],
+    knobs: [Knob; 8],
 }
 
 /// Index of each knob in [`ClientParams`].
@@ -44,6 +44,10 @@ pub enum Param {
     /// `llite.*.statahead_max`: most entries of one directory read ahead of lookups
     /// (0 turns statahead off; see [`crate::statahead`]).
     StataheadMax = 6,
+    /// `llite.*.pcc_rw_wait_s`: how long an open (or a size read) of a file held in
+    /// another client's read-write PCC waits for that client to copy it back before it
+    /// fails with ETIMEDOUT (see [`crate::pcc`]).
+    PccRwWaitS = 7,
 }
 
 /// A bad parameter name or value.
@@ -90,6 +94,7 @@ impl ClientParams {
                 k("llite", "max_read_ahead_per_file_mb", 0, 1 << 20, 64),
                 k("llite", "max_cached_mb", 1, 1 << 22, 1024),
                 k("llite", "statahead_max", 0, 1 << 20, 32768),
+                k("llite", "pcc_rw_wait_s", 1, 86_400, 60),
             ],
         }
     }
@@ -206,7 +211,7 @@ mod tests {
             vec!["osc.weft.max_rpcs_in_flight"]
         );
         assert_eq!(p.get(Param::MaxRpcsInFlight), 16);
-        assert_eq!(p.list("llite.*").len(), 4);
+        assert_eq!(p.list("llite.*").len(), 5);
         assert!(matches!(
             p.set("osc.*.max_rpcs_in_flight", "0"),
             Err(ParamError::Range { .. })

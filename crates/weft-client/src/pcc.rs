@@ -8,13 +8,16 @@
 //! - read-write: a file created under the rule is written to the local directory; after
 //!   its last close here (or `detach`) it is copied into the file system in the
 //!   background, then dropped locally. A file left there by a crash is copied at the next
-//!   [`Client::pcc_add`] of the directory: what the application fsynced is not lost.
+//!   [`Client::pcc_add`] of the directory: what the application fsynced is not lost. The
+//!   file's MDT records that the cache holds it until the copy is in the file system, and
+//!   other clients' opens wait for that (`remote.rs`).
 //!
 //! The directory is its own index (`store.rs`); an open [`File`] reads and writes its
 //! local copy through `local.rs`. Figures: [`Pcc::stats`].
 
 mod copy;
 pub mod local;
+mod remote;
 pub mod rules;
 mod store;
 
@@ -413,6 +416,14 @@ impl Client {
         .map_err(|e| ClientError::Invalid(format!("PCC create task: {e}")))?
         .map_err(|e| local::io_err(e, "create"))?;
         pcc.store.lock().rw_insert(fid);
+        if let Err(e) = self.pcc_rw_attach(&pcc, fid).await {
+            // Not recorded on the MDT, so other clients would not wait for it: the file
+            // is written to the file system as usual.
+            tracing::warn!(%fid, error = %e, "PCC attach refused: the file is not cached");
+            pcc.store.lock().rw_remove(fid);
+            let _ = std::fs::remove_file(&path);
+            return Ok(());
+        }
         match LocalCopy::open(pcc.clone(), fid, Kind::ReadWrite, path) {
             Ok(local) => file.attach_local(local),
             Err(e) => {

@@ -25,8 +25,20 @@ pub const HSM_NORELEASE: u32 = 0x10;
 pub const HSM_NOARCHIVE: u32 = 0x20;
 /// HSM state: the archive copy was lost (`HS_LOST`).
 pub const HSM_LOST: u32 = 0x40;
-/// Every HSM flag.
+/// Every HSM flag an archive uses (not [`HSM_PCCRW`], which only the PCC changes).
 pub const HSM_ALL: u32 = 0x7f;
+/// HSM state: the file's data is in the read-write persistent client cache of one client
+/// (Lustre's `HS_PCCRW`), which copies it into the file system after its last close;
+/// other clients' opens wait for that copy ([`crate::mdt::MdtRequest::HsmPccWait`]). Set
+/// and cleared only by [`crate::mdt::MdtRequest::HsmPccRw`].
+pub const HSM_PCCRW: u32 = 0x80;
+/// The name of the extended attribute (on the MDT, root only) that holds the owner of a
+/// file with [`HSM_PCCRW`]: the id of the cache directory that holds its data.
+pub const PCC_XATTR: &[u8] = b"trusted.weft.pcc";
+/// Longest PCC owner id accepted.
+pub const PCC_OWNER_MAX: usize = 64;
+/// Longest wait one `HsmPccWait` may ask for, in milliseconds (a client asks again).
+pub const PCC_WAIT_MAX_MS: u32 = 10_000;
 /// The flags `weft hsm_set`/`hsm_clear` may change (as `lfs hsm_set`): RELEASED is
 /// changed only by a release or a restore.
 pub const HSM_SETTABLE: u32 = HSM_ALL & !HSM_RELEASED;
@@ -48,7 +60,7 @@ pub fn flag_by_name(name: &str) -> Option<u32> {
         .map(|&(bit, _)| bit)
 }
 
-const FLAG_NAMES: [(u32, &str); 7] = [
+const FLAG_NAMES: [(u32, &str); 8] = [
     (HSM_EXISTS, "exists"),
     (HSM_DIRTY, "dirty"),
     (HSM_RELEASED, "released"),
@@ -56,6 +68,7 @@ const FLAG_NAMES: [(u32, &str); 7] = [
     (HSM_NORELEASE, "norelease"),
     (HSM_NOARCHIVE, "noarchive"),
     (HSM_LOST, "lost"),
+    (HSM_PCCRW, "pccrw"),
 ];
 
 /// The name of the extended attribute (on the MDT, root only) that holds a file's

@@ -2,7 +2,9 @@
 //! the second open from its local copy, drops the copy when another mount writes the
 //! file, and evicts the least recently used copy when full; a read-write cache writes a
 //! created file locally, copies it into the file system after close (another mount then
-//! reads it), and copies back after a restart what a killed mount had fsynced.
+//! reads it), and copies back after a restart what a killed mount had fsynced; another
+//! mount opening a file still in a read-write cache waits for its copy-back, at most
+//! `llite.*.pcc_rw_wait_s`, then fails with ETIMEDOUT.
 
 use crate::bin;
 use crate::fuse_common::FuseMount;
@@ -11,6 +13,7 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::time::{Duration, Instant};
 use weft_testkit::{TestCluster, pattern, wait_until};
 
 const MIB: usize = 1 << 20;
@@ -41,6 +44,24 @@ fn read_uncached(path: &Path) -> Vec<u8> {
     let mut out = Vec::new();
     std::io::Read::read_to_end(&mut &f, &mut out).unwrap();
     out
+}
+
+/// Sets how long the mounts of `tc` on this node wait for another client's copy-back.
+fn set_wait(tc: &TestCluster, secs: u64) {
+    let (ok, _, err) = weft(&[
+        "set_param",
+        "--mgs",
+        &tc.mgs_addr,
+        &format!("llite.*.pcc_rw_wait_s={secs}"),
+    ]);
+    assert!(ok, "set_param: {err}");
+}
+
+/// Opens `path` for reading; the error and how long the open took.
+fn timed_open_err(path: &Path) -> (std::io::Error, Duration) {
+    let t = Instant::now();
+    let e = fs::File::open(path).expect_err("the open waits, then fails");
+    (e, t.elapsed())
 }
 
 fn add(mnt: &FuseMount, dir: &Path, mode: &str, rule: &str, capacity: &str) {
@@ -193,11 +214,65 @@ async fn a_read_write_cache_copies_back_after_close_and_after_a_client_crash() {
     writer.kill_server();
     drop(f);
     drop(writer);
-    assert_eq!(fs::metadata(other.path("ckpt/c2")).unwrap().len(), 0);
+    // The MDT still records c2 as held by the dead mount's cache: another mount's open
+    // waits the bound, then fails with a clear error instead of reading nothing.
+    set_wait(&tc, 2);
+    let (e, took) = timed_open_err(&other.path("ckpt/c2"));
+    assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT), "{e}");
+    assert!(took >= Duration::from_secs(2), "it waited: {took:?}");
     let writer = FuseMount::start(&tc, "");
     add(&writer, local.path(), "rw", "path=/ckpt/*", "1G");
     let c2 = writer.path("ckpt/c2");
     wait_until("c2 copied back", || state(&c2).0 == "none");
     assert_eq!(figure(&c2, "copy_backs"), 1);
     assert_eq!(fs::read(other.path("ckpt/c2")).unwrap(), data2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_mount_waits_for_a_read_write_copy_back_and_the_wait_is_bounded() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let other = FuseMount::start(&tc, "");
+    let writer = FuseMount::start(&tc, "");
+    let local = tempfile::tempdir().unwrap();
+    fs::create_dir(writer.path("ckpt")).unwrap();
+    add(&writer, local.path(), "rw", "path=/ckpt/*", "1G");
+    set_wait(&tc, 60);
+
+    // The other mount opens the file while the writer still has it open (its data only
+    // in the writer's cache): the open returns after the copy-back, with every byte.
+    let c1 = writer.path("ckpt/c1");
+    let data = pattern(0, 6 * MIB + 7, 11);
+    let mut f = fs::File::create(&c1).unwrap();
+    f.write_all(&data[..2 * MIB]).unwrap();
+    assert_eq!(state(&c1).0, "rw-dirty");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let remote = other.path("ckpt/c1");
+    let reader = std::thread::spawn(move || {
+        let r = fs::read(&remote);
+        let _ = done_tx.send(());
+        r
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        done_rx.try_recv().is_err(),
+        "the other mount's open returned while the data was only in the writer's cache"
+    );
+    f.write_all(&data[2 * MIB..]).unwrap();
+    drop(f);
+    let got = reader.join().unwrap().unwrap();
+    assert!(got == data, "the other mount read {} bytes", got.len());
+    wait_until("c1 dropped locally", || state(&c1).0 == "none");
+
+    // The writer keeps the next file open past the bound: the other mount's open fails
+    // with ETIMEDOUT after it, and succeeds once the writer closed.
+    set_wait(&tc, 2);
+    let c2 = writer.path("ckpt/c2");
+    let mut f = fs::File::create(&c2).unwrap();
+    f.write_all(&data[..MIB]).unwrap();
+    let (e, took) = timed_open_err(&other.path("ckpt/c2"));
+    assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT), "{e}");
+    assert!(took >= Duration::from_secs(2), "it waited: {took:?}");
+    drop(f);
+    wait_until("c2 copied back", || state(&c2).0 == "none");
+    assert_eq!(fs::read(other.path("ckpt/c2")).unwrap(), &data[..MIB]);
 }

@@ -47,6 +47,14 @@ impl Client {
     }
 
     pub(super) async fn glimpse(&self, mut attr: Attr) -> Result<Attr, ClientError> {
+        // Held in another client's read-write PCC: the size is there. Wait for its
+        // copy-back (bounded); if it does not come, the size the file system holds.
+        if attr.kind == FileKind::Regular && self.pcc_held_elsewhere(&attr) {
+            match self.pcc_wait_elsewhere(attr.fid).await {
+                Ok(()) => attr = self.mdt(attr.fid)?.getattr(attr.fid).await?,
+                Err(e) => tracing::warn!(fid = %attr.fid, error = %e, "PCC copy-back not seen"),
+            }
+        }
         if attr.kind != FileKind::Regular || attr.open_count == 0 {
             return Ok(attr);
         }

@@ -65,6 +65,21 @@ impl Client {
             .await
     }
 
+    /// Records that the read-write PCC `owner` holds `fid` (`attach`) or gave it back.
+    pub(crate) async fn hsm_pcc_rw(
+        &self,
+        fid: Fid,
+        owner: &str,
+        attach: bool,
+    ) -> Result<Attr, ClientError> {
+        self.mdt(fid)?.hsm_pcc_rw(fid, owner, attach).await
+    }
+
+    /// Waits at most `wait_ms` until `fid` is in no read-write PCC; true when it is not.
+    pub(crate) async fn hsm_pcc_wait(&self, fid: Fid, wait_ms: u32) -> Result<bool, ClientError> {
+        self.mdt(fid)?.hsm_pcc_wait(fid, wait_ms).await
+    }
+
     /// Where `fid`'s archived copy is.
     pub async fn hsm_archive_ref(&self, fid: Fid) -> Result<Option<ArchiveRef>, ClientError> {
         self.mdt(fid)?.hsm_archive_ref(fid).await

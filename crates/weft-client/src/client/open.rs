@@ -35,7 +35,15 @@ impl Client {
             access: opts.access,
             truncate: opts.truncate,
         };
-        let opened = mdt.open(fid, flags, cred).await?;
+        let mut opened = mdt.open(fid, flags, cred).await?;
+        // Held in another client's read-write PCC: its data is not in the file system
+        // yet. Wait for the copy-back, then open again (a truncate the first open made is
+        // made again after the copy).
+        if self.pcc_held_elsewhere(&opened.attr) {
+            let _ = mdt.close(opened.handle, None, None, false).await;
+            self.pcc_wait_elsewhere(fid).await?;
+            opened = mdt.open(fid, flags, cred).await?;
+        }
         if opened.attr.kind == FileKind::Directory && opts.access != AccessMode::Read {
             let _ = mdt.close(opened.handle, None, None, false).await;
             return Err(ClientError::Remote(WireError::new(
@@ -92,6 +100,11 @@ impl Client {
                     .ok_or_else(|| ClientError::Invalid("create returned no handle".into()))?;
                 // A new file has no objects yet (an OST makes one at its first write):
                 // O_TRUNC has nothing to cut, and no punch is sent.
+                if !c.created && self.pcc_held_elsewhere(&c.attr) {
+                    // An existing file of another client's read-write PCC: wait for it.
+                    let _ = mdt.close(handle, None, None, false).await;
+                    return self.open(c.attr.fid, opts, cred).await;
+                }
                 let opts = OpenOptions {
                     truncate: opts.truncate && !c.created,
                     ..opts

@@ -90,4 +90,28 @@ impl MdtClient {
         let req = MdtRequest::HsmArchiveRef { fid };
         expect_reply!(self, req, "hsm_archive_ref", MdtReply::Archive(a) => a)
     }
+
+    /// Records that the read-write PCC `owner` holds `fid` (`attach`) or gave it back
+    /// ([`MdtRequest::HsmPccRw`]); answers the attributes.
+    pub async fn hsm_pcc_rw(
+        &self,
+        fid: Fid,
+        owner: &str,
+        attach: bool,
+    ) -> Result<Attr, ClientError> {
+        let req = MdtRequest::HsmPccRw {
+            fid,
+            owner: owner.to_string(),
+            attach,
+            cred: Credentials::root(),
+        };
+        expect_reply!(self, req, "hsm_pcc_rw", MdtReply::Attr(a) => a)
+    }
+
+    /// Waits at most `wait_ms` until `fid` is in no read-write PCC
+    /// ([`MdtRequest::HsmPccWait`]); true when it is not (any more).
+    pub async fn hsm_pcc_wait(&self, fid: Fid, wait_ms: u32) -> Result<bool, ClientError> {
+        let req = MdtRequest::HsmPccWait { fid, wait_ms };
+        expect_reply!(self, req, "hsm_pcc_wait", MdtReply::Progress { done } => done)
+    }
 }

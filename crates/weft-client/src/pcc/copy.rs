@@ -1,8 +1,9 @@
 //! Copies between the file system and the local directory, in the background, at most
 //! [`COPIES`](super::COPIES) at a time: a read-only copy in (read through the client,
 //! written under `tmp/`, synced, renamed into `ro/` with the data version it was read at),
-//! and a read-write file back (written through the client, fsynced there, then dropped
-//! locally; on failure it stays, to be copied again at the next `detach` or cache start).
+//! and a read-write file back (written through the client, fsynced there, released on the
+//! MDT, then dropped locally; on failure it stays, to be copied again at the next `detach`
+//! or cache start).
 
 use super::{Pcc, Stat, store::RoEntry, store::RwState};
 use crate::client::{Client, OpenOptions};
@@ -184,6 +185,8 @@ impl Client {
         let closed = file.close().await;
         let len = copied?;
         closed?;
+        // In the file system and fsynced: other clients may open it now.
+        self.pcc_rw_detach(pcc, fid).await?;
         std::fs::remove_file(&path).map_err(|e| super::local::io_err(e, "remove"))?;
         Ok(len)
     }

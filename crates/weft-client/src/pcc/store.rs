@@ -4,7 +4,10 @@
 //!   data version in its name; written under `tmp/`, synced and renamed in only when
 //!   complete, so a copy with the size its name gives is whole;
 //! - `rw/SEQ-OID-VER`: a file created into a read-write cache, not yet (wholly) copied into
-//!   the file system; whatever is here at start is copied back.
+//!   the file system; whatever is here at start is copied back;
+//! - `owner`: the cache's id (a UUID made at its first use), which the MDT records as the
+//!   owner of the files this cache holds for read-write; a later mount with the same
+//!   directory is the same owner.
 //!
 //! In memory: read-only entries in least-recently-used order with their bytes (bounded by
 //! the capacity: the oldest go first) and read-write entries with their state.
@@ -64,9 +67,34 @@ fn parse_ro(name: &str) -> Option<(Fid, RoEntry)> {
         .then_some((fid, RoEntry { version, size }))
 }
 
+/// The id kept in `dir/owner`, made (durably) if there is none yet.
+fn owner_id(dir: &Path) -> io::Result<String> {
+    let path = dir.join("owner");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if uuid::Uuid::parse_str(id.trim()).is_ok() => return Ok(id.trim().to_string()),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} does not hold a cache id", path.display()),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let tmp = dir.join("tmp").join("owner");
+    let mut f = std::fs::File::create(&tmp)?;
+    io::Write::write_all(&mut f, id.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    weft_durable::sync_dir(dir)?;
+    Ok(id)
+}
+
 /// The local directory and what it holds.
 pub(crate) struct Store {
     dir: PathBuf,
+    owner: String,
     capacity: u64,
     ro: LruCache<Fid, RoEntry>,
     /// Bytes of the read-only copies, plus those being copied in.
@@ -102,6 +130,7 @@ impl Store {
         found.sort_by_key(|(t, _, _)| *t);
         let mut store = Self {
             dir: dir.to_path_buf(),
+            owner: owner_id(dir)?,
             capacity,
             ro: LruCache::unbounded(),
             used: 0,
@@ -132,6 +161,11 @@ impl Store {
     /// The cache directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The cache's owner id.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// Largest bytes of read-only copies.
@@ -303,8 +337,10 @@ mod tests {
         )
         .unwrap();
         std::fs::write(s.rw_path(fid(5)), b"rw").unwrap();
+        let owner = s.owner().to_string();
         drop(s);
         let s = Store::open(dir.path(), 300).unwrap();
+        assert_eq!(s.owner(), owner, "the same directory is the same owner");
         assert_eq!(s.counts(), (3, 1));
         assert_eq!(s.used(), 300);
         assert_eq!(s.rw_orphans(), vec![fid(5)]);

@@ -339,6 +339,12 @@ fn apply_req(
             archive,
             cred,
         } => engine.hsm_archived(tx, fx, *fid, *repo, *data_version, archive, cred),
+        MdtRequest::HsmPccRw {
+            fid,
+            owner,
+            attach,
+            cred,
+        } => engine.hsm_pcc_rw(tx, fx, *fid, owner, *attach, cred),
         // Reads, lock requests and syncs (see `MdtRequest::class`) never come here.
         _ => Err(crate::error::fail(Errno::Proto, "not a write operation")),
     }

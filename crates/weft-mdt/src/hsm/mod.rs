@@ -8,6 +8,8 @@
 //!   objects, or telling what an existing name is to them;
 //! - `state`: `HsmRelease`, `HsmSetFlags`, `HsmArchived`, and the DIRTY rule every data
 //!   change applies (`data_changed`);
+//! - `pcc`: `HsmPccRw` and `HsmPccWait`, files held in a client's read-write persistent
+//!   cache and the waits of other clients for them;
 //! - `restore`: the coordinator: one restore job per file, shared by every reader, run
 //!   on its own task, copying units through [`crate::ClusterView::restore_chunk`] and
 //!   clearing RELEASED (durably) at the end.
@@ -23,6 +25,7 @@ use weft_proto::Fid;
 use weft_proto::hsm::{ARCHIVE_XATTR, ArchiveRef, HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS};
 
 mod import;
+mod pcc;
 mod restore;
 mod state;
 

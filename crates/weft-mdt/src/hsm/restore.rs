@@ -64,6 +64,8 @@ pub(crate) struct Coordinator {
     cfg: HsmConfig,
     /// Units in flight on the MDT ([`HsmConfig::max_units`]).
     units: Arc<Semaphore>,
+    /// Wakes `HsmPccWait` requests: a file left a read-write PCC (see `super::pcc`).
+    pub(crate) pcc_changed: Notify,
 }
 
 /// One file's restore.
@@ -100,6 +102,7 @@ impl Coordinator {
                 max_units: cfg.max_units.max(1),
             },
             units: Arc::new(Semaphore::new(cfg.max_units.max(1))),
+            pcc_changed: Notify::new(),
         }
     }
 

@@ -55,8 +55,18 @@ impl Mdt {
             (RequestClass::Hsm, MdtRequest::HsmRestore { fid, start, end }) => {
                 self.hsm_restore(fid, start, end).await
             }
+            (RequestClass::Hsm, MdtRequest::HsmPccWait { fid, wait_ms }) => {
+                self.hsm_pcc_wait(fid, wait_ms).await
+            }
             (RequestClass::Hsm, _) => Err(WireError::new(Errno::Proto, "not an HSM request")),
-            (RequestClass::Change, req) => self.write(conn_id, WriteOp::Req(req, origin)).await,
+            (RequestClass::Change, req) => {
+                let detach = matches!(req, MdtRequest::HsmPccRw { attach: false, .. });
+                let r = self.write(conn_id, WriteOp::Req(req, origin)).await;
+                if detach && r.is_ok() {
+                    self.pcc_detached();
+                }
+                r
+            }
         }
     }
 

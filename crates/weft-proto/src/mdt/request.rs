@@ -404,6 +404,21 @@ pub enum MdtRequest {
     },
     /// Where `fid`'s archived copy is: [`MdtReply::Archive`].
     HsmArchiveRef { fid: Fid },
+    /// A read-write persistent client cache takes regular file `fid` (`attach`: sets
+    /// [`crate::hsm::HSM_PCCRW`] and records `owner`, the cache's id, in
+    /// [`crate::hsm::PCC_XATTR`]) or gave it back (its data is in the file system: clears
+    /// both). EBUSY when another owner holds it; detaching a file not attached is `Ok`.
+    /// Root only; durable before answered. Answers the attributes.
+    HsmPccRw {
+        fid: Fid,
+        owner: String,
+        attach: bool,
+        cred: Credentials,
+    },
+    /// Waits at most `wait_ms` (capped at [`crate::hsm::PCC_WAIT_MAX_MS`]) until `fid` is
+    /// no longer in a read-write PCC. Answered [`MdtReply::Progress`], `done` when it is
+    /// not (any more).
+    HsmPccWait { fid: Fid, wait_ms: u32 },
 }
 
 /// What a request does to an MDT, decided here once for the MDT (which runs reads
@@ -452,7 +467,7 @@ impl MdtRequest {
             | MdtRequest::FsckInodes { .. }
             | MdtRequest::FsckEntries { .. }
             | MdtRequest::HsmArchiveRef { .. } => RequestClass::Read,
-            MdtRequest::HsmRestore { .. } => RequestClass::Hsm,
+            MdtRequest::HsmRestore { .. } | MdtRequest::HsmPccWait { .. } => RequestClass::Hsm,
             MdtRequest::GetLock { .. }
             | MdtRequest::SetLock { .. }
             | MdtRequest::CancelLockWait { .. }
@@ -494,7 +509,8 @@ impl MdtRequest {
             | MdtRequest::ImportEntries { .. }
             | MdtRequest::HsmRelease { .. }
             | MdtRequest::HsmSetFlags { .. }
-            | MdtRequest::HsmArchived { .. } => RequestClass::Change,
+            | MdtRequest::HsmArchived { .. }
+            | MdtRequest::HsmPccRw { .. } => RequestClass::Change,
         }
     }
 
@@ -572,6 +588,8 @@ impl Message for MdtRequest {
             MdtRequest::HsmSetFlags { .. } => 259,
             MdtRequest::HsmArchived { .. } => 260,
             MdtRequest::HsmArchiveRef { .. } => 261,
+            MdtRequest::HsmPccRw { .. } => 262,
+            MdtRequest::HsmPccWait { .. } => 263,
         }
     }
 
@@ -624,7 +642,8 @@ impl Message for MdtRequest {
             | MdtRequest::ImportEntries { cred, .. }
             | MdtRequest::HsmRelease { cred, .. }
             | MdtRequest::HsmSetFlags { cred, .. }
-            | MdtRequest::HsmArchived { cred, .. } => cred.squash_root(nobody),
+            | MdtRequest::HsmArchived { cred, .. }
+            | MdtRequest::HsmPccRw { cred, .. } => cred.squash_root(nobody),
             _ => {}
         }
     }
@@ -710,6 +729,8 @@ impl Message for MdtRequest {
             MdtRequest::HsmSetFlags { .. } => "hsm_set",
             MdtRequest::HsmArchived { .. } => "hsm_archived",
             MdtRequest::HsmArchiveRef { .. } => "hsm_archive_ref",
+            MdtRequest::HsmPccRw { .. } => "hsm_pcc_rw",
+            MdtRequest::HsmPccWait { .. } => "hsm_pcc_wait",
         }
     }
 }

@@ -158,5 +158,6 @@ async fn wait_for(mut done: impl FnMut() -> bool) {
     panic!("condition not reached");
 }
 
+mod pcc;
 mod restores;
 mod states;
