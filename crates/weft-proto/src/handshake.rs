@@ -4,8 +4,12 @@ use crate::target::TargetId;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// The protocol version this build speaks in handshakes.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// The protocol version this build speaks in handshakes. Messages are postcard enums whose
+/// variants are numbered by position, so any change to a message type makes old peers
+/// misread new ones: bump it with every such change, and a mismatched peer gets a clear
+/// "protocol version N is not supported" at connect instead of garbled requests.
+/// 5: node authentication (challenge-response), RW-PCC records and waits.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Opcodes shared by every service (the handshake and liveness).
 pub mod opcode {
