@@ -36,9 +36,6 @@ install_tool() {
         cargo install --quiet --locked --force --root "$tools" "$name" --version "$version" \
         ${features:+--features "$features"}
 }
-install_tool pjdfstest 0.2.2
-install_tool fsx 0.3.2
-
 # moto's S3 server (Python) in a virtual environment of its own; only its moto_server is
 # put on PATH (through target/test-tools/bin), not the environment's python.
 venv="$tools/venv"
@@ -62,10 +59,12 @@ if ! moto_ok; then
             fi
         fi
     fi
-    "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
+    # In the background: pip mostly downloads and unpacks while the cargo installs
+    # below compile (the environment itself was made above, one at a time, since making
+    # it may need apt-get).
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6' &
+    moto_pip=$!
 fi
-mkdir -p "$tools/bin"
-ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
 
 # ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
 # Its build and test tools in a virtual environment of their own (the moto one's pattern);
@@ -81,9 +80,22 @@ if [ $# -eq 0 ] && ! py_ok; then
     rm -rf "$pyvenv"
     python3 -m venv "$pyvenv"
     # shellcheck disable=SC2086 # the requirement list splits into words on purpose
-    "$pyvenv/bin/pip" install --quiet --disable-pip-version-check $py_tools
+    "$pyvenv/bin/pip" install --quiet --disable-pip-version-check $py_tools &
+    py_pip=$!
 fi
 # ---- end of Python ----------------------------------------------------------------------
+install_tool pjdfstest 0.2.2
+install_tool fsx 0.3.2
+if [ -n "${moto_pip:-}" ] && ! wait "$moto_pip"; then
+    echo "test.sh: installing moto[server] into $venv failed" >&2
+    exit 1
+fi
+if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
+    echo "test.sh: installing the Python test tools into $pyvenv failed" >&2
+    exit 1
+fi
+mkdir -p "$tools/bin"
+ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
 export PATH="$tools/bin:$PATH"
 
 # The weft-repo tests start the `weft` binary, which cargo builds only for weft-cli's own
