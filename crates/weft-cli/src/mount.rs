@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientOptions};
 use weft_fuse::{Mount, MountOptions};
+use weft_rpc::AbortOnDrop;
 
 /// Flags of `weft mount`.
 #[derive(Args, Debug)]
@@ -126,16 +127,7 @@ pub struct Served {
     /// The client's control socket (`weft get_param`/`set_param` on this node).
     _ctl: Option<crate::client_node::CtlSocket>,
     /// The client's Prometheus endpoint, if asked for.
-    _metrics: Option<AbortOnDrop>,
-}
-
-/// A background task stopped when its owner goes.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    _metrics: Option<AbortOnDrop<()>>,
 }
 
 /// Mounts `client` at `mountpoint` and serves it in the background, with its control

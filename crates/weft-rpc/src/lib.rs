@@ -7,6 +7,7 @@
 //! an RDMA transport can be added without touching services or clients. A client and a
 //! server in one process skip the stream altogether ([`local`]).
 
+pub mod abort;
 pub mod auth;
 pub mod client;
 pub mod conn;
@@ -22,6 +23,7 @@ pub mod service;
 pub mod stats;
 pub mod transport;
 
+pub use abort::AbortOnDrop;
 pub use auth::ClusterKey;
 pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
 pub use context::RequestContext;

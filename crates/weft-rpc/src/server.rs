@@ -263,7 +263,8 @@ async fn serve_connection(
 ) {
     let (tx, rx) = mpsc::channel(conn::WRITE_QUEUE);
     let endpoint = Arc::new(Endpoint::new(tx, addr.to_string()));
-    let mut writer = AbortOnDrop(tokio::spawn(conn::writer_loop(w, rx)));
+    // A connection task cancelled by shutdown takes its writer (and the socket) down too.
+    let mut writer = crate::AbortOnDrop(tokio::spawn(conn::writer_loop(w, rx)));
     let mut r = BufReader::with_capacity(READ_BUFFER, r);
     let mut stop = shared.stop.clone();
     let conn_id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
@@ -313,16 +314,6 @@ async fn serve_connection(
     // the writer, which closes the socket.
     if !*shared.stop.borrow() {
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut writer.0).await;
-    }
-}
-
-/// Aborts a task when dropped, so that a connection task cancelled by shutdown takes its
-/// writer (and with it the socket) down too.
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

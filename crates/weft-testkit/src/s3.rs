@@ -175,6 +175,21 @@ impl S3Server {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// A plain S3 client of bucket `bucket` on this server (path-style, the test
+    /// credentials): a test's own reads and writes, with no credentials in its environment.
+    pub fn client(&self, bucket: &str) -> Result<std::sync::Arc<object_store::aws::AmazonS3>> {
+        let s3 = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_region(REGION)
+            .with_access_key_id(ACCESS_KEY)
+            .with_secret_access_key(SECRET_KEY)
+            .with_virtual_hosted_style_request(false)
+            .build()?;
+        Ok(std::sync::Arc::new(s3))
+    }
+
     /// Creates bucket `name` (s3s-fs: a directory under its root; moto: `PUT /name`,
     /// which moto takes unsigned).
     pub fn create_bucket(&self, name: &str) -> Result<()> {

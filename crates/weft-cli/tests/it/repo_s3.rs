@@ -16,7 +16,6 @@
 use crate::fuse_common::FuseMount;
 use crate::support::weft_env;
 use bytes::Bytes;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;
 use object_store::{Attribute, Attributes, ObjectStore, ObjectStoreExt, PutOptions};
 use std::fs;
@@ -24,7 +23,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+use weft_testkit::s3::{REGION, SECRET_KEY};
 use weft_testkit::{S3Server, TestCluster, pattern};
 
 pub(crate) const BUCKET: &str = "data";
@@ -40,18 +39,7 @@ pub(crate) const LIMIT: Duration = Duration::from_secs(600);
 
 /// A plain S3 client of the bucket (the test's own reads and writes).
 pub(crate) fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(BUCKET)
-            .with_region(REGION)
-            .with_access_key_id(ACCESS_KEY)
-            .with_secret_access_key(SECRET_KEY)
-            .with_virtual_hosted_style_request(false)
-            .build()
-            .unwrap(),
-    )
+    server.client(BUCKET).unwrap()
 }
 
 fn fsx_metadata(mode: &str, uid: u32, gid: u32, mtime_ns: u64) -> Attributes {

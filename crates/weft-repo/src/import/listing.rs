@@ -15,7 +15,7 @@ use object_store::path::{DELIMITER, Path};
 use object_store::{ObjectMeta, ObjectStore};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use weft_rpc::AbortOnDrop;
 
 /// Most keys asked for in one listing page.
 pub const LIST_PAGE: usize = 10_000;
@@ -38,15 +38,6 @@ pub(super) fn objects<'a>(
         ),
         (None, Some(after)) => store.list_with_offset(non_empty, after),
         (None, None) => store.list(non_empty),
-    }
-}
-
-/// Aborts the page fetcher when the listing is dropped (an import that stops early).
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -86,6 +77,7 @@ fn paged(
             }
         }
     });
+    // The fetcher stops when the listing is dropped (an import that stops early).
     let guard = AbortOnDrop(fetcher);
     stream::unfold((rx, guard), |(mut rx, guard)| async move {
         let page = rx.recv().await?;

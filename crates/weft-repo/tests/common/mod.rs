@@ -5,7 +5,6 @@
 
 use bytes::Bytes;
 use object_store::ObjectStore;
-use object_store::aws::AmazonS3Builder;
 use std::path::PathBuf;
 use std::sync::Arc;
 use weft_client::Client;
@@ -37,18 +36,7 @@ pub fn bin() -> PathBuf {
 /// A store client of `server`'s bucket, made by hand (the test's own reads and writes;
 /// this process needs no credentials in its environment).
 pub fn bucket(server: &S3Server, name: &str) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(name)
-            .with_region(REGION)
-            .with_access_key_id(ACCESS_KEY)
-            .with_secret_access_key(SECRET_KEY)
-            .with_virtual_hosted_style_request(false)
-            .build()
-            .unwrap(),
-    )
+    server.client(name).unwrap()
 }
 
 pub async fn link(client: &Client, spec: RepoSpec, dir: Fid) -> u32 {

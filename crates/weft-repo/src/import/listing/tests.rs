@@ -4,25 +4,13 @@
 
 use super::*;
 use futures::TryStreamExt;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::AmazonS3;
 use object_store::memory::InMemory;
 use object_store::{ObjectStoreExt, PutPayload};
 use weft_testkit::S3Server;
-use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
 
 fn s3(server: &S3Server, bucket: &str) -> Arc<AmazonS3> {
-    Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(server.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(bucket)
-            .with_region(REGION)
-            .with_access_key_id(ACCESS_KEY)
-            .with_secret_access_key(SECRET_KEY)
-            .with_virtual_hosted_style_request(false)
-            .build()
-            .unwrap(),
-    )
+    server.client(bucket).unwrap()
 }
 
 async fn keys(
