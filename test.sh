@@ -68,8 +68,8 @@ fi
 
 # ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
 # Its build and test tools in a virtual environment of their own (the moto one's pattern);
-# the wheel is built and its pytest suite run after the cargo tests (below). Only for the
-# whole run, without arguments.
+# the wheel is built beside the cargo tests and its pytest suite run after them (below).
+# Only for the whole run, without arguments.
 pyvenv="$tools/pyvenv"
 py_tools='maturin>=1.9.4,<2 pytest>=9,<10 fsspec>=2026,<2027 pyarrow>=26,<27 pandas>=3,<4'
 py_ok() {
@@ -97,6 +97,25 @@ fi
 mkdir -p "$tools/bin"
 ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
 export PATH="$tools/bin:$PATH"
+
+# Clippy's lints (-D warnings) inside the test build: what `cargo clippy --workspace
+# --all-targets -- -D warnings` checks (cargo-clippy's own mechanism: clippy-driver wraps
+# rustc for the workspace's crates), but with code generation, so the crates are compiled
+# once for lints and tests instead of twice (a separate clippy run was 8.5 of CI's 39
+# minutes). The build below makes every lib, bin and test target (the workspace has no
+# benches or examples), so every target is linted, and a lint fails the run.
+if command -v rustup >/dev/null; then
+    if ! clippy=$(rustup which clippy-driver 2>/dev/null); then
+        echo "== installing clippy (rustup component add clippy)"
+        rustup component add clippy
+        clippy=$(rustup which clippy-driver)
+    fi
+elif ! clippy=$(command -v clippy-driver); then
+    echo "test.sh: clippy-driver not found: install clippy with your Rust toolchain" >&2
+    exit 1
+fi
+export RUSTC_WORKSPACE_WRAPPER="$clippy"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # The weft-repo tests start the `weft` binary, which cargo builds only for weft-cli's own
 # tests: build it first. For the whole workspace, with the test build itself (`--no-run`):
@@ -148,7 +167,7 @@ status=${PIPESTATUS[0]}
 if [ $# -eq 0 ]; then
     # The vendored fuser is outside the workspace (vendor/README.md): its unit tests, with
     # those of the turn-taking reader weftfs added, run here.
-    # Not ours to lint: .ci/run's clippy wrapper (RUSTC_WORKSPACE_WRAPPER) is left out.
+    # Not ours to lint: the clippy wrapper set above is left out.
     env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
         cargo test --manifest-path vendor/fuser/Cargo.toml --lib --locked --target-dir target/vendor-fuser \
         2>&1 | tee -a "$log"
