@@ -69,11 +69,16 @@ fi
 # ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
 # Its build and test tools in a virtual environment of their own (the moto one's pattern);
 # the wheel is built beside the cargo tests and its pytest suite run after them (below).
-# Only for the whole run, without arguments.
+# Only for the whole run, without arguments. PyTorch (for the real-DataLoader and
+# state-dict tests) comes from PyPI with its CUDA libraries, ~3 GB to download and 5 GB
+# installed (the CPU-only wheels are on download.pytorch.org, which CI cannot reach): the
+# install runs in the background during the Rust build and is waited for only before the
+# wheel is built.
 pyvenv="$tools/pyvenv"
-py_tools='maturin>=1.9.4,<2 pytest>=9,<10 fsspec>=2026,<2027 pyarrow>=26,<27 pandas>=3,<4'
+py_tools='maturin>=1.9.4,<2 pytest>=9,<10 fsspec>=2026,<2027 pyarrow>=26,<27 pandas>=3,<4
+    datasets>=5,<6 torch>=2.15,<3'
 py_ok() {
-    "$pyvenv/bin/python" -c 'import maturin, pytest, fsspec, pyarrow, pandas' 2>/dev/null
+    "$pyvenv/bin/python" -c 'import maturin, pytest, fsspec, pyarrow, pandas, datasets, torch' 2>/dev/null
 }
 if [ $# -eq 0 ] && ! py_ok; then
     echo "== installing the Python test tools into $pyvenv"
@@ -88,10 +93,6 @@ install_tool pjdfstest 0.2.2
 install_tool fsx 0.3.2
 if [ -n "${moto_pip:-}" ] && ! wait "$moto_pip"; then
     echo "test.sh: installing moto[server] into $venv failed" >&2
-    exit 1
-fi
-if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
-    echo "test.sh: installing the Python test tools into $pyvenv failed" >&2
     exit 1
 fi
 mkdir -p "$tools/bin"
@@ -151,6 +152,10 @@ set +e
 # CPU priority, so it takes only the CPU the tests leave idle (maturin resolves the
 # features of weft-py alone, so it compiles most dependencies again: minutes of CI's two
 # cores). Installed and tested after the cargo tests (below).
+if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
+    echo "test.sh: installing the Python test tools into $pyvenv failed" >&2
+    exit 1
+fi
 if [ $# -eq 0 ]; then
     rm -rf target/wheels-py
     nice -n 19 "$pyvenv/bin/maturin" build --quiet -m crates/weft-py/Cargo.toml -o target/wheels-py \

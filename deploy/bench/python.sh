@@ -5,18 +5,21 @@
 # plain open() on a FUSE mount of the same file system (`weft mount`, a client process of
 # its own), (c) the same files on local disk.
 # Page caches are dropped before each pass (the servers' backing files too), so every
-# pass reads from disk; each pass is run twice and the better time kept.
+# pass reads from disk; the three ways take turns for ROUNDS rounds. The FUSE client
+# keeps file data in its own memory (`llite.*.max_cached_mb`, 1 GiB by default), which
+# the kernel's drop_caches does not reach: it is remounted before each of its passes, as
+# (a)'s worker processes start with an empty cache each.
 # Needs root, fuse, and a Python with weftfs installed (PYTHON; build the wheel with
 # `maturin build -m crates/weft-py/Cargo.toml` and pip install it).
 # Env: WEFT (binary; default target/release/weft), PYTHON, DATA, MNT, LOCAL, N, SMALL_KIB,
-# L, LARGE_MIB, WORKERS.
+# L, LARGE_MIB, WORKERS, ROUNDS (default 3).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 W=${WEFT:-$here/target/release/weft}
 PY=${PYTHON:-$here/target/test-tools/pyvenv/bin/python}
 D=${DATA:-/srv/pybench/data}; M=${MNT:-/srv/pybench/mnt}; LOC=${LOCAL:-/srv/pybench/local}
 export N=${N:-20000} SMALL_KIB=${SMALL_KIB:-128} L=${L:-4} LARGE_MIB=${LARGE_MIB:-1024}
-export WORKERS=${WORKERS:-4}
+export WORKERS=${WORKERS:-4} ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-9610}
 umount -l "$M" 2>/dev/null || true
 rm -rf "$D" "$LOC"; mkdir -p "$D" "$M" "$LOC"
@@ -31,14 +34,16 @@ sleep 3
 for _ in $(seq 100); do mountpoint -q "$M" && break; sleep 0.2; done
 mountpoint -q "$M" || { echo "weft up did not mount; see $D.log" >&2; exit 1; }
 echo "weft: $W ($("$W" --version 2>/dev/null || echo '?')); $(nproc) CPUs; workers $WORKERS"
+export WEFT_BIN="$W" WEFT_PORT="$PORT"
 "$PY" - "127.0.0.1:$PORT:/weft" "$M" "$LOC" <<'PY'
-import os, sys, time
+import os, statistics, subprocess, sys, time
 from multiprocessing import get_context
 import weftfs
 
 spec, mnt, loc = sys.argv[1:4]
 n, small, nl, large = int(os.environ["N"]), int(os.environ["SMALL_KIB"]) << 10, int(os.environ["L"]), int(os.environ["LARGE_MIB"]) << 20
 workers = int(os.environ["WORKERS"])
+rounds = int(os.environ["ROUNDS"])
 fs = weftfs.connect(spec)
 CHUNK = 8 << 20
 
@@ -81,34 +86,48 @@ def read_posix(paths):
                 total += k
     return total
 
-def drop_caches():
+def drop_caches(remount):
+    if remount:
+        subprocess.run(["umount", mnt], check=True)
+        subprocess.run([os.environ["WEFT_BIN"], "mount", f"127.0.0.1:{os.environ['WEFT_PORT']}:/weft",
+                        mnt, "--daemon"], check=True, stdout=subprocess.DEVNULL)
+        while not os.path.ismount(mnt):
+            time.sleep(0.1)
+        os.stat(mnt + "/small")
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
 
 def run(fn, paths, ctx):
-    # Shards by worker, as a DataLoader's iterable dataset would.
-    best = None
-    for _ in range(2):
-        drop_caches()
-        t = time.perf_counter()
-        with get_context(ctx).Pool(workers) as p:
-            total = sum(p.map(fn, [paths[w::workers] for w in range(workers)]))
-        dt = time.perf_counter() - t
-        best = dt if best is None else min(best, dt)
-    return total, best
+    """Seconds for one pass over `paths`, sharded by worker as a DataLoader's iterable
+    dataset would."""
+    drop_caches(remount=paths[0].startswith(mnt))
+    t = time.perf_counter()
+    with get_context(ctx).Pool(workers) as p:
+        total = sum(p.map(fn, [paths[w::workers] for w in range(workers)]))
+    return total, time.perf_counter() - t
 
+# The three ways take turns, round after round (this shared VM's disk and CPU drift by
+# tens of percent within minutes; one way's passes in a row would each see another
+# moment): the best and the median of each over the rounds.
 for kind, count in (("small", n), ("large", nl)):
     rel = [f"{kind}/{i:06d}" for i in range(count)]
-    rows = []
-    for name, fn, paths in (
+    ways = (
         ("(a) weftfs", read_weft, ["/" + r for r in rel]),
         ("(b) FUSE open()", read_posix, [f"{mnt}/{r}" for r in rel]),
         ("(c) local disk", read_posix, [f"{loc}/{r}" for r in rel]),
-    ):
-        total, dt = run(fn, paths, "fork")
-        rows.append((name, total, dt))
-        print(f"{kind:5} {name:16} {count:6} files {total / 2**20:9.0f} MiB {dt:7.2f} s "
-              f"{count / dt:9.0f} files/s {total / 2**20 / dt:8.0f} MiB/s", flush=True)
-    print(f"{kind:5} weftfs / FUSE: {rows[1][2] / rows[0][2]:.2f}x", flush=True)
+    )
+    times = {name: [] for name, _, _ in ways}
+    for _ in range(rounds):
+        for name, fn, paths in ways:
+            total, dt = run(fn, paths, "fork")
+            times[name].append(dt)
+    for name, _, _ in ways:
+        best, med = min(times[name]), statistics.median(times[name])
+        print(f"{kind:5} {name:16} {count:6} files {total / 2**20:9.0f} MiB  best {best:7.2f} s "
+              f"{count / best:9.0f} files/s {total / 2**20 / best:8.0f} MiB/s  median {med:7.2f} s "
+              f"({' '.join(f'{t:.2f}' for t in times[name])})", flush=True)
+    a, b = times["(a) weftfs"], times["(b) FUSE open()"]
+    print(f"{kind:5} weftfs / FUSE: {min(b) / min(a):.2f}x best, "
+          f"{statistics.median(b) / statistics.median(a):.2f}x median", flush=True)
 PY

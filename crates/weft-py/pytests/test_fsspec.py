@@ -1,6 +1,7 @@
 """fsspec's weft:// protocol: registration by entry point, the basic verbs, fsspec's own
-abstract test suites (open, pipe, copy, get, put), and a Parquet round trip through
-pandas and pyarrow."""
+abstract test suites (open, pipe, copy, get, put), a Parquet round trip through
+pandas and pyarrow, and Hugging Face datasets (parquet files by glob, streaming,
+save_to_disk/load_from_disk)."""
 
 import os
 
@@ -24,7 +25,14 @@ def _url(cluster, path):
 def test_registered_by_entry_point(cluster):
     fs, path = fsspec.core.url_to_fs(_url(cluster, "/x"))
     assert isinstance(fs, WeftFileSystem)
-    assert path == "weft/x"
+    addr, fsname = cluster.split(":/")
+    # A path keeps the address, so that "weft://" + path names the file again (Hugging
+    # Face datasets rebuilds its URLs that way); one without it is the instance's.
+    assert path == f"{addr}/{fsname}/x"
+    assert fs.unstrip_protocol(path) == _url(cluster, "/x")
+    assert fs.unstrip_protocol(f"{fsname}/x") == _url(cluster, "/x")
+    other = WeftFileSystem(host="192.0.2.1", port=1)
+    assert other._split("weft://" + path)[1] == "/x"
 
 
 def test_open_ls_info_rm(cluster, fs, wdir):
@@ -70,6 +78,30 @@ def test_parquet_round_trip_pandas_and_pyarrow(cluster, wdir):
     table = ds.dataset(d, filesystem=pafs, format="parquet").to_table()
     assert table.num_rows == len(df)
     assert sorted(table.column("i").to_pylist()) == list(range(10_000))
+
+
+def test_hugging_face_datasets_round_trip(cluster, fs, wdir, tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    rows = {"id": list(range(5000)), "text": [f"row {i}" for i in range(5000)]}
+    d = datasets.Dataset.from_dict(rows)
+    base = _url(cluster, wdir + "/hf")
+    fs.makedirs(wdir + "/hf/parts", exist_ok=True)
+    for k in range(3):
+        d.shard(3, k).to_parquet(f"{base}/parts/{k}.parquet")
+    # A glob of parquet files through the weft:// protocol, as a training script names them.
+    got = datasets.load_dataset(
+        "parquet", data_files=f"{base}/parts/*.parquet", split="train", cache_dir=str(tmp_path)
+    )
+    assert sorted(got["id"]) == rows["id"]
+    streamed = datasets.load_dataset(
+        "parquet", data_files=f"{base}/parts/*.parquet", split="train", streaming=True
+    )
+    assert sorted(r["id"] for r in streamed) == rows["id"]
+    d.save_to_disk(f"{base}/saved")
+    assert "dataset_info.json" in fs.listdir(wdir + "/hf/saved")
+    again = datasets.load_from_disk(f"{base}/saved")
+    assert again[4999] == {"id": 4999, "text": "row 4999"}
 
 
 class WeftFixtures(AbstractFixtures):

@@ -371,7 +371,8 @@ impl Fs {
         };
         let opts = OpenOptions {
             access,
-            create: create.then_some(mode & 0o7777 & !umask()),
+            // Only a create reads the umask (from /proc: a syscall-heavy read on every open).
+            create: create.then(|| mode & 0o7777 & !umask()),
             exclusive,
             truncate,
             append,

@@ -3,8 +3,10 @@
 Registered as the ``weft`` protocol through the package's ``fsspec.specs`` entry point, so
 ``fsspec.open("weft://127.0.0.1:9400/weft/data.parquet")``, pandas, pyarrow datasets and
 Hugging Face ``datasets`` reach weftfs through the client library in the process. Inside
-the file system object paths are ``FSNAME/PATH`` (the file system name is the first part,
-as a bucket is for object stores); one instance serves one MGS address.
+the file system object paths are ``HOST:PORT/FSNAME/PATH``: a URL without its ``weft://``,
+so that ``"weft://" + path`` names the same file again (Hugging Face ``datasets`` and
+others rebuild URLs that way). ``FSNAME/PATH`` (no address; a file system name never
+holds a ``:``) means the instance's own MGS address.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ import stat as _stat
 from fsspec.spec import AbstractFileSystem
 
 from . import connect
+
+
+def _address(part: str):
+    """(host, port) when ``part`` is ``HOST:PORT``, else None (a file system name)."""
+    host, sep, port = part.rpartition(":")
+    return (host, int(port)) if sep and host and port.isdigit() else None
 
 
 class WeftFileSystem(AbstractFileSystem):
@@ -34,28 +42,34 @@ class WeftFileSystem(AbstractFileSystem):
         path = str(path)
         if path.startswith("weft://"):
             path = path[len("weft://"):]
-            # The address is the instance's; the path starts at the file system name.
-            path = path.partition("/")[2]
         return path.strip("/")
 
     @staticmethod
     def _get_kwargs_from_urls(path):
         if not str(path).startswith("weft://"):
             return {}
-        addr = str(path)[len("weft://"):].partition("/")[0]
-        host, sep, port = addr.rpartition(":")
-        return {"host": host, "port": int(port)} if sep and port.isdigit() else {}
+        addr = _address(str(path)[len("weft://"):].partition("/")[0])
+        return {} if addr is None else {"host": addr[0], "port": addr[1]}
 
     def unstrip_protocol(self, name: str) -> str:
-        return f"weft://{self.host}:{self.port}/{name.lstrip('/')}"
+        name = self._strip_protocol(name)
+        if _address(name.partition("/")[0]) is not None:
+            return f"weft://{name}"
+        return f"weft://{self.host}:{self.port}/{name}"
 
     def _split(self, path):
-        """(FileSystem, inner path) of a stripped path ``FSNAME/PATH``."""
+        """(FileSystem, inner path) of a stripped path ``[HOST:PORT/]FSNAME/PATH``."""
         path = self._strip_protocol(path)
+        first, _, rest = path.partition("/")
+        addr = _address(first)
+        if addr is None:
+            host, port = self.host, self.port
+        else:
+            (host, port), path = addr, rest
         fsname, _, inner = path.partition("/")
         if not fsname:
             raise ValueError("a weft:// path starts with the file system name")
-        return connect(f"{self.host}:{self.port}:/{fsname}"), "/" + inner
+        return connect(f"{host}:{port}:/{fsname}"), "/" + inner
 
     def _info(self, name: str, st) -> dict:
         kind = (
