@@ -4,7 +4,8 @@
 //!
 //! Copies: a read copies once, from the client library's cache pages or reply buffers
 //! into the caller's buffer (`readinto`) or into the new `bytes` (`read`); the library
-//! hands out its buffers (`Bytes`) and cannot receive into foreign memory. A write is
+//! hands out its buffers without joining them (`Parts`: cache pages and RPC replies) and
+//! cannot receive into foreign memory. A write is
 //! buffered by the library straight from the caller's buffer (its one copy).
 
 use crate::errors::{OrOsError, raw_error};
@@ -16,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::Arc;
 use weft_client::File;
+use weft_client::io::Parts;
 
 /// An open weftfs file.
 #[pyclass(module = "weftfs._native")]
@@ -58,13 +60,12 @@ impl RawBuf {
     }
 
     /// Copies `data` (at most `len` bytes) to the start of the buffer.
-    fn fill(self, data: &[u8]) -> usize {
-        let n = data.len().min(self.len);
+    fn fill(self, data: &Parts) -> usize {
         // SAFETY: the buffer is a writable, C-contiguous export of `len` bytes that the
-        // caller's `PyBuffer` keeps alive for this whole call (see the type's doc), and
-        // `n <= len`; `data` is the library's own memory, so the two cannot overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.addr as *mut u8, n) };
-        n
+        // caller's `PyBuffer` keeps alive for this whole call (see the type's doc); `data`
+        // is the library's own memory, so the two cannot overlap.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) };
+        data.copy_to(dst)
     }
 
     /// The buffer's bytes.
@@ -126,8 +127,9 @@ impl RawFile {
         }
     }
 
-    /// Reads up to `len` bytes at the current position into `into` (or returns them).
-    fn read_some(&mut self, py: Python<'_>, len: u64) -> PyResult<bytes::Bytes> {
+    /// Reads up to `len` bytes at the current position, as the library's buffers (cache
+    /// pages, RPC replies) that the caller copies out of once.
+    fn read_some(&mut self, py: Python<'_>, len: u64) -> PyResult<Parts> {
         self.check_readable()?;
         let f = self.handle()?;
         let rt = proc::runtime()?;
@@ -135,17 +137,26 @@ impl RawFile {
         // Cached pages in the handle's sequential stream: no GIL release, no wait.
         let cached = {
             let _in_rt = rt.enter();
-            f.try_read_cached(pos, len)
+            f.try_read_cached_parts(pos, len)
         };
         let data = match cached {
             Some(d) => d,
             None => py
-                .detach(|| rt.block_on(f.read_at(pos, len)))
+                .detach(|| rt.block_on(f.read_parts(pos, len)))
                 .or_os(&self.path)?,
         };
-        self.pos += data.len() as u64;
+        self.pos += data.len();
         Ok(data)
     }
+}
+
+/// A new `bytes` holding `data`, copied into it once.
+fn bytes_of<'py>(py: Python<'py>, data: &Parts) -> PyResult<Bound<'py, PyBytes>> {
+    let len = usize::try_from(data.len()).map_err(|_| PyValueError::new_err("read too large"))?;
+    PyBytes::new_with(py, len, |dst| {
+        data.copy_to(dst);
+        Ok(())
+    })
 }
 
 pyo3::import_exception!(io, UnsupportedOperation);
@@ -182,14 +193,14 @@ impl RawFile {
             Err(_) => self.remaining(py)?,
         };
         let data = self.read_some(py, len)?;
-        Ok(PyBytes::new(py, &data))
+        bytes_of(py, &data)
     }
 
     /// Reads everything from the position to the end.
     fn readall<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let len = self.remaining(py)?;
         let data = self.read_some(py, len)?;
-        Ok(PyBytes::new(py, &data))
+        bytes_of(py, &data)
     }
 
     /// Bytes from the position to the end of the file as this client knows it.
@@ -203,9 +214,9 @@ impl RawFile {
         let f = self.handle()?;
         let rt = proc::runtime()?;
         let data = py
-            .detach(|| rt.block_on(f.read_at(offset, size)))
+            .detach(|| rt.block_on(f.read_parts(offset, size)))
             .or_os(&self.path)?;
-        Ok(PyBytes::new(py, &data))
+        bytes_of(py, &data)
     }
 
     /// Writes all of `buf` at the position (at the end in append mode); returns its

@@ -10,7 +10,7 @@ use crate::error::ClientError;
 use crate::io::Parts;
 use crate::layout;
 use crate::params::Param;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::sync::Arc;
 use weft_proto::layout::Layout;
 use weft_proto::mdt::AccessMode;
@@ -78,6 +78,13 @@ impl File {
 
     /// Reads up to `len` bytes at `offset`; fewer at the end of the file.
     pub async fn read_at(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+        self.read_parts(offset, len).await.map(Parts::concat)
+    }
+
+    /// [`read_at`](Self::read_at) as the cache pages and RPC buffers that hold the range,
+    /// without joining them: a caller that copies the data into memory of its own (the
+    /// Python package's `readinto`) copies each byte once.
+    pub async fn read_parts(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
         if self.access == AccessMode::Write {
             return Err(errno(Errno::BadF, "file not open for reading"));
         }
@@ -86,7 +93,10 @@ impl File {
         if let Some(local) = self.local() {
             drop(st);
             let end = offset.saturating_add(len).min(self.size.get());
-            return local.read(offset, end.saturating_sub(offset)).await;
+            return local
+                .read(offset, end.saturating_sub(offset))
+                .await
+                .map(Parts::from);
         }
         if !st.dirty.is_empty() || st.flushing.is_some() {
             // Read your own writes: put them on the OSTs first.
@@ -99,7 +109,7 @@ impl File {
         let size = self.size.get();
         let end = offset.saturating_add(len).min(size);
         if offset >= end {
-            return Ok(Bytes::new());
+            return Ok(Parts::default());
         }
         // Sequential readers get a growing window; a jump resets it. Readers that jump by
         // the same distance each time (one record of every N) are strided: the next
@@ -146,7 +156,7 @@ impl File {
             return Ok(data);
         }
         if window == 0 {
-            return Ok(self.read_range(offset, end - offset).await?.concat());
+            return self.read_range(offset, end - offset).await;
         }
         // Sequential: through the cache, then keep the window ahead full.
         let data = self.read_cached(offset, end, size, generation).await?;
@@ -169,6 +179,12 @@ impl File {
     /// a slice of it, not a copy. The FUSE mount calls this on the thread that read the
     /// request.
     pub fn try_read_cached(&self, offset: u64, len: u64) -> Option<Bytes> {
+        self.try_read_cached_parts(offset, len).map(Parts::concat)
+    }
+
+    /// [`try_read_cached`](Self::try_read_cached) as the cache pages that hold the range,
+    /// not joined (see [`read_parts`](Self::read_parts)).
+    pub fn try_read_cached_parts(&self, offset: u64, len: u64) -> Option<Parts> {
         if self.access == AccessMode::Write {
             return None;
         }
@@ -179,7 +195,10 @@ impl File {
             }
             drop(st);
             let end = offset.saturating_add(len).min(self.size.get());
-            return local.read_now(offset, end.saturating_sub(offset)).ok();
+            return local
+                .read_now(offset, end.saturating_sub(offset))
+                .ok()
+                .map(Parts::from);
         }
         if st.closed || !st.dirty.is_empty() || st.flushing.is_some() {
             return None;
@@ -221,7 +240,7 @@ impl File {
         end: u64,
         size: u64,
         generation: u64,
-    ) -> Result<Bytes, ClientError> {
+    ) -> Result<Parts, ClientError> {
         let cache = self.client.cache();
         let (first, last) = (offset / CACHE_PAGE, (end - 1) / CACHE_PAGE);
         // Pages read-ahead is fetching right now: wait for them rather than read them twice.
@@ -344,23 +363,16 @@ impl File {
     }
 }
 
-/// Bytes `[offset, end)` of a file out of its consecutive cache pages from page `first` on:
-/// a slice of the page when one page holds them all, else a copy.
+/// Bytes `[offset, end)` of a file out of its consecutive cache pages from page `first` on,
+/// as slices of the pages (no copy; [`Parts::concat`] joins them when asked).
 ///
 /// A page shorter than [`CACHE_PAGE`] was fetched when the file ended inside it; `end` is
 /// the size now, so what lies past the page's bytes reads as zeros: a write there would
 /// have dropped the page, so only a hole (the file grown by a write further on, or by a
 /// truncate up) can be there. Serving it short instead made the kernel take the page's end
 /// for the end of the file.
-fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Bytes {
-    if let [page] = pages {
-        let base = first * CACHE_PAGE;
-        let (a, b) = ((offset - base) as usize, (end - base) as usize);
-        if b <= page.len() {
-            return page.slice(a..b);
-        }
-    }
-    let mut out = BytesMut::with_capacity((end - offset) as usize);
+fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Parts {
+    let mut out = Parts::default();
     for (k, page) in pages.iter().enumerate() {
         let base = (first + k as u64) * CACHE_PAGE;
         let a = offset.saturating_sub(base) as usize;
@@ -368,12 +380,15 @@ fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Bytes {
         if a < b {
             let held = b.min(page.len());
             if a < held {
-                out.extend_from_slice(&page[a..held]);
+                out.push(page.slice(a..held));
             }
-            out.resize(out.len() + (b - held.max(a)), 0);
+            // A page shorter than the range (past what the OSTs held): zeros.
+            if b > held.max(a) {
+                out.push(Bytes::from(vec![0u8; b - held.max(a)]));
+            }
         }
     }
-    out.freeze()
+    out
 }
 
 /// Reads `[offset, offset + len)` of file `fid` through `layout`: every instantiated extent

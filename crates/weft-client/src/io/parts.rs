@@ -11,6 +11,14 @@ pub struct Parts {
     len: u64,
 }
 
+impl From<Bytes> for Parts {
+    fn from(data: Bytes) -> Self {
+        let mut parts = Parts::default();
+        parts.push(data);
+        parts
+    }
+}
+
 impl Parts {
     /// Appends the next buffer.
     pub fn push(&mut self, data: Bytes) {
@@ -61,6 +69,20 @@ impl Parts {
         out.freeze()
     }
 
+    /// Copies the first bytes held into `dst`, as many as fit; returns how many.
+    pub fn copy_to(&self, dst: &mut [u8]) -> usize {
+        let mut at = 0;
+        for (_, data) in &self.parts {
+            let n = data.len().min(dst.len() - at);
+            dst[at..at + n].copy_from_slice(&data[..n]);
+            at += n;
+            if at == dst.len() {
+                break;
+            }
+        }
+        at
+    }
+
     /// Everything in one buffer (no copy if there is one part).
     pub fn concat(self) -> Bytes {
         match self.parts.as_slice() {
@@ -97,6 +119,11 @@ mod tests {
             let lo = (a as usize).min(total);
             let hi = (b as usize).min(total).max(lo);
             prop_assert_eq!(&parts.slice(a, b)[..], &whole[lo..hi]);
+            let mut dst = vec![0xAAu8; n as usize];
+            let copied = parts.copy_to(&mut dst);
+            prop_assert_eq!(copied, (n as usize).min(total));
+            prop_assert_eq!(&dst[..copied], &whole[..copied]);
+            prop_assert!(dst[copied..].iter().all(|&x| x == 0xAA));
             prop_assert_eq!(&parts.clone().concat()[..], &whole[..]);
         }
     }
