@@ -151,7 +151,7 @@ enum Link {
 impl Drop for Link {
     fn drop(&mut self) {
         if let Link::Stream { endpoint, tasks } = self {
-            endpoint.close();
+            endpoint.close_now();
             for t in tasks.iter() {
                 t.abort();
             }
@@ -185,11 +185,16 @@ impl Connection {
             .map_err(|_| RpcError::TimedOut(opts.connect_timeout))?
             .map_err(io_err)?;
         let (tx, rx) = mpsc::channel(conn::WRITE_QUEUE);
-        let endpoint = Arc::new(Endpoint::new(tx, format!("{addr} ({})", hello.target)));
+        let side = conn::write_side(w);
+        let endpoint = Arc::new(Endpoint::on_socket(
+            tx,
+            side.clone(),
+            format!("{addr} ({})", hello.target),
+        ));
         let writer = {
             let ep = endpoint.clone();
             tokio::spawn(async move {
-                if let Err(e) = conn::writer_loop(w, rx).await {
+                if let Err(e) = conn::writer_loop(side, rx).await {
                     tracing::debug!(peer = %ep.peer, error = %e, "write side closed");
                 }
                 ep.close();

@@ -262,9 +262,14 @@ async fn serve_connection(
     shared: Arc<Shared>,
 ) {
     let (tx, rx) = mpsc::channel(conn::WRITE_QUEUE);
-    let endpoint = Arc::new(Endpoint::new(tx, addr.to_string()));
-    // A connection task cancelled by shutdown takes its writer (and the socket) down too.
-    let mut writer = crate::AbortOnDrop(tokio::spawn(conn::writer_loop(w, rx)));
+    let side = conn::write_side(w);
+    let endpoint = Arc::new(Endpoint::on_socket(tx, side.clone(), addr.to_string()));
+    // A connection task cancelled by shutdown takes its writer down too; the socket closes
+    // with the endpoint (`Endpoint::close`) or the last of its holders.
+    // However this function ends (also cancelled), the socket closes with it, even while
+    // requests in flight or the service's records of the peer still hold the endpoint.
+    let _close = CloseOnDrop(side.clone());
+    let mut writer = crate::AbortOnDrop(tokio::spawn(conn::writer_loop(side, rx)));
     let mut r = BufReader::with_capacity(READ_BUFFER, r);
     let mut stop = shared.stop.clone();
     let conn_id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
@@ -310,10 +315,19 @@ async fn serve_connection(
     endpoint.close();
     drop(endpoint);
     // The writer ends once every sender (endpoint, in-flight tasks) is gone; unless the
-    // server is stopping, give queued replies a moment to drain. Dropping the guard aborts
-    // the writer, which closes the socket.
+    // server is stopping, give queued replies a moment to drain (the socket closes when
+    // they are written, see `Endpoint::close`, or when this function ends).
     if !*shared.stop.borrow() {
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut writer.0).await;
+    }
+}
+
+/// Closes a connection's socket when dropped.
+struct CloseOnDrop(conn::SharedWriteSide);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        conn::close_socket(&self.0);
     }
 }
 
