@@ -378,9 +378,13 @@ impl Endpoint {
         match self.write_or_queue(frame)? {
             None => Ok(()),
             Some(frame) => {
+                // Counted as queued: uncounted again unless it reaches the channel (also
+                // when the caller gives up while the queue is full), or the socket would
+                // stay with the writer task for good.
+                let mut counted = Unqueue(Some(self));
                 let r = self.tx.send(frame).await.map_err(|_| RpcError::Closed);
-                if r.is_err() {
-                    self.unqueue();
+                if r.is_ok() {
+                    counted.0 = None;
                 }
                 r
             }
@@ -490,6 +494,17 @@ impl Endpoint {
         let waiter = self.pending.lock().remove(&frame.header.xid);
         if let Some(waiter) = waiter {
             let _ = waiter.send(frame);
+        }
+    }
+}
+
+/// Uncounts a frame counted as queued when dropped armed (see [`Endpoint::send`]).
+struct Unqueue<'a>(Option<&'a Endpoint>);
+
+impl Drop for Unqueue<'_> {
+    fn drop(&mut self) {
+        if let Some(ep) = self.0 {
+            ep.unqueue();
         }
     }
 }
