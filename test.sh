@@ -8,6 +8,10 @@
 # when missing), and the crates.io registry and PyPI for the pinned test tools.
 set -euo pipefail
 cd "$(dirname "$0")"
+if [ "${CI:-}" = true ]; then
+    # A fresh clone builds once: incremental caches would be written and never read.
+    export CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "test.sh: the tests mount FUSE file systems and act as other users: run it as root" >&2
