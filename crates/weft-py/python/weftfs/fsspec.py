@@ -15,7 +15,7 @@ import stat as _stat
 
 from fsspec.spec import AbstractFileSystem
 
-from . import connect
+from . import connect, split_url
 
 
 def _address(part: str):
@@ -60,16 +60,10 @@ class WeftFileSystem(AbstractFileSystem):
     def _split(self, path):
         """(FileSystem, inner path) of a stripped path ``[HOST:PORT/]FSNAME/PATH``."""
         path = self._strip_protocol(path)
-        first, _, rest = path.partition("/")
-        addr = _address(first)
-        if addr is None:
-            host, port = self.host, self.port
-        else:
-            (host, port), path = addr, rest
-        fsname, _, inner = path.partition("/")
-        if not fsname:
-            raise ValueError("a weft:// path starts with the file system name")
-        return connect(f"{host}:{port}:/{fsname}"), "/" + inner
+        if _address(path.partition("/")[0]) is None:
+            path = f"{self.host}:{self.port}/{path}"
+        spec, inner = split_url("weft://" + path)
+        return connect(spec), inner
 
     def _info(self, name: str, st) -> dict:
         kind = (
