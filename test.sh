@@ -65,8 +65,10 @@ if ! moto_ok; then
     fi
     # In the background: pip mostly downloads and unpacks while the cargo installs
     # below compile (the environment itself was made above, one at a time, since making
-    # it may need apt-get).
-    "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]>=5,<6' &
+    # it may need apt-get). --no-compile (here and for the Python tools below): Python
+    # compiles a module when it is first imported instead of every module at install
+    # (PyTorch has thousands: ~30 s of CPU the build would lose).
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile 'moto[server]>=5,<6' &
     moto_pip=$!
 fi
 
@@ -89,7 +91,7 @@ if [ $# -eq 0 ] && ! py_ok; then
     rm -rf "$pyvenv"
     python3 -m venv "$pyvenv"
     # shellcheck disable=SC2086 # the requirement list splits into words on purpose
-    "$pyvenv/bin/pip" install --quiet --disable-pip-version-check $py_tools &
+    "$pyvenv/bin/pip" install --quiet --disable-pip-version-check --no-compile $py_tools &
     py_pip=$!
 fi
 # ---- end of Python ----------------------------------------------------------------------
