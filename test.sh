@@ -74,7 +74,7 @@ fi
 
 # ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
 # Its build and test tools in a virtual environment of their own (the moto one's pattern);
-# the wheel is built beside the cargo tests and its pytest suite run after them (below).
+# the wheel is built and its pytest suite run beside the cargo tests (below).
 # Only for the whole run, without arguments. PyTorch (for the real-DataLoader and
 # state-dict tests) comes from PyPI with its CUDA libraries, ~3 GB to download and 5 GB
 # installed (the CPU-only wheels are on download.pytorch.org, which CI cannot reach): the
@@ -151,60 +151,53 @@ ensure_user daemon daemon
 # Every test binary runs even when one fails (--no-fail-fast); the per-binary summaries
 # are added up at the end so that the last line says how many tests ran in all.
 log=$(mktemp)
-wheel_log=$(mktemp)
-trap 'rm -f "$log" "$wheel_log"' EXIT
+py_log=$(mktemp)
+fuser_log=$(mktemp)
+trap 'rm -f "$log" "$py_log" "$fuser_log"' EXIT
 set +e
-# ---- Python (issue 26): the weftfs wheel is built while the cargo tests run, at the lowest
-# CPU priority, so it takes only the CPU the tests leave idle (maturin resolves the
-# features of weft-py alone, so it compiles most dependencies again: minutes of CI's two
-# cores). Installed and tested after the cargo tests (below).
 if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
     echo "test.sh: installing the Python test tools into $pyvenv failed" >&2
     exit 1
 fi
-if [ $# -eq 0 ]; then
-    rm -rf target/wheels-py
-    nice -n 19 "$pyvenv/bin/maturin" build --quiet -m crates/weft-py/Cargo.toml -o target/wheels-py \
-        >"$wheel_log" 2>&1 &
-    wheel_pid=$!
-fi
-if [ $# -eq 0 ]; then
-    cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
-else
-    # A selection (`-p CRATE`, `--test NAME`, filters): cargo takes --workspace over -p.
-    cargo test --no-fail-fast "$@" 2>&1 | tee "$log"
-fi
-status=${PIPESTATUS[0]}
+# The whole run: the cargo tests leave a third of CI's two cores idle (their servers,
+# mounts and S3 stores wait on each other), so the rest runs beside them at a lower CPU
+# priority, taking only what the tests leave: the vendored fuser's tests, and the Python
+# package (issue 26: the weftfs wheel built by maturin, installed, and its pytest suite
+# run against the `weft` the test build made). Their logs are printed after cargo's.
 if [ $# -eq 0 ]; then
     # The vendored fuser is outside the workspace (vendor/README.md): its unit tests, with
-    # those of the turn-taking reader weftfs added, run here.
-    # Not ours to lint: the clippy wrapper set above is left out.
-    env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+    # those of the turn-taking reader weftfs added. Not ours to lint: the clippy wrapper
+    # set above is left out.
+    env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 10 \
         cargo test --manifest-path vendor/fuser/Cargo.toml --lib --locked --target-dir target/vendor-fuser \
-        2>&1 | tee -a "$log"
-    fuser_status=${PIPESTATUS[0]}
+        >"$fuser_log" 2>&1 &
+    fuser_pid=$!
+    (
+        rm -rf target/wheels-py
+        # maturin resolves weft-py alone; weft-py's Cargo.toml declares what makes that
+        # resolution equal the test build's, so only pyo3 and weft-py are compiled here.
+        nice -n 19 "$pyvenv/bin/maturin" build --quiet -m crates/weft-py/Cargo.toml -o target/wheels-py &&
+            "$pyvenv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+                target/wheels-py/weftfs-*.whl &&
+            WEFT_BIN="$PWD/target/debug/weft" nice -n 10 "$pyvenv/bin/python" -m pytest -q -rs \
+                -p no:cacheprovider --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests
+    ) >"$py_log" 2>&1 &
+    py_pid=$!
+    cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    wait "$fuser_pid"
+    fuser_status=$?
+    echo "== the vendored fuser's unit tests (run beside the cargo tests)"
+    cat "$fuser_log"
+    cat "$fuser_log" >>"$log"
     [ "$status" -ne 0 ] || status=$fuser_status
-fi
-# ---- Python (issue 26): install the wheel built in the background (dev profile, this
-# target directory), run its pytest suite against the `weft` built above; its counts join
-# the total below.
-py_counts="0 0 0"
-if [ $# -eq 0 ]; then
-    echo "== weftfs Python package: maturin build (started before the cargo tests) and pytest"
-    wait "$wheel_pid"
-    wheel_status=$?
-    cat "$wheel_log"
-    if [ "$wheel_status" -eq 0 ] &&
-        "$pyvenv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
-            target/wheels-py/weftfs-*.whl; then
-        WEFT_BIN="$PWD/target/debug/weft" "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider \
-            --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests 2>&1 | tee -a "$log"
-        py_status=${PIPESTATUS[0]}
-    else
-        py_status=1
-    fi
-    # pytest's summary line is not cargo's: its counts are read from the JUnit report.
-    py_counts=$("$pyvenv/bin/python" - target/wheels-py/pytest.xml <<'PY' || echo "0 1 0"
+    wait "$py_pid"
+    py_status=$?
+    echo "== weftfs Python package: maturin build, install and pytest (run beside the cargo tests)"
+    cat "$py_log"
+    # pytest's summary line is not cargo's: its counts are read from the JUnit report
+    # (none: the build or the install failed, counted as one failure).
+    py_counts=$("$pyvenv/bin/python" - target/wheels-py/pytest.xml <<'PY' 2>/dev/null || echo "0 1 0"
 import sys, xml.etree.ElementTree as ET
 s = ET.parse(sys.argv[1]).getroot()
 s = s if s.tag == "testsuite" else s.find("testsuite")
@@ -214,8 +207,12 @@ PY
     )
     [ "$status" -ne 0 ] || status=$py_status
     [ "$status" -ne 0 ] || [ "$(echo "$py_counts" | cut -d' ' -f2)" -eq 0 ] || status=1
+else
+    # A selection (`-p CRATE`, `--test NAME`, filters): cargo takes --workspace over -p.
+    cargo test --no-fail-fast "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    py_counts="0 0 0"
 fi
-# ---- end of Python ----------------------------------------------------------------------
 set -e
 awk -v py="$py_counts" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      END { split(py, c, " "); p += c[1]; f += c[2]; s += c[3]
