@@ -153,7 +153,8 @@ ensure_user daemon daemon
 log=$(mktemp)
 py_log=$(mktemp)
 fuser_log=$(mktemp)
-trap 'rm -f "$log" "$py_log" "$fuser_log"' EXIT
+posix_log=$(mktemp)
+trap 'rm -f "$log" "$py_log" "$fuser_log" "$posix_log"' EXIT
 set +e
 if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
     echo "test.sh: installing the Python test tools into $pyvenv failed" >&2
@@ -161,10 +162,16 @@ if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
 fi
 # The whole run: the cargo tests leave a third of CI's two cores idle (their servers,
 # mounts and S3 stores wait on each other), so the rest runs beside them at a lower CPU
-# priority, taking only what the tests leave: the vendored fuser's tests, and the Python
-# package (issue 26: the weftfs wheel built by maturin, installed, and its pytest suite
-# run against the `weft` the test build made). Their logs are printed after cargo's.
+# priority, taking only what the tests leave: the random-operation runs (fsx and the
+# two-mount exerciser of crates/weft-cli/tests/it/posix_suites.rs, minutes of CPU each
+# and nothing timed), the vendored fuser's tests, and the Python package (issue 26: the
+# weftfs wheel built by maturin, installed, and its pytest suite run against the `weft`
+# the test build made). Their logs are printed after cargo's.
 if [ $# -eq 0 ]; then
+    # The same build as the main run's (--workspace: the same features), its `it` binary
+    # only, the POSIX suites only; the main run skips them.
+    nice -n 5 cargo test --workspace --test it --no-fail-fast -- posix_suites:: >"$posix_log" 2>&1 &
+    posix_pid=$!
     # The vendored fuser is outside the workspace (vendor/README.md): its unit tests, with
     # those of the turn-taking reader weftfs added. Not ours to lint: the clippy wrapper
     # set above is left out.
@@ -183,8 +190,14 @@ if [ $# -eq 0 ]; then
                 -p no:cacheprovider --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests
     ) >"$py_log" 2>&1 &
     py_pid=$!
-    cargo test --workspace --no-fail-fast 2>&1 | tee "$log"
+    cargo test --workspace --no-fail-fast -- --skip posix_suites:: 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
+    wait "$posix_pid"
+    posix_status=$?
+    echo "== the POSIX suites through the mount (run beside the other tests)"
+    cat "$posix_log"
+    cat "$posix_log" >>"$log"
+    [ "$status" -ne 0 ] || status=$posix_status
     wait "$fuser_pid"
     fuser_status=$?
     echo "== the vendored fuser's unit tests (run beside the cargo tests)"
