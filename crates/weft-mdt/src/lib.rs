@@ -119,6 +119,6 @@ pub use destroy::DestroyConfig;
 pub use error::{MdtError, StoreError};
 pub use hsm::HsmConfig;
 pub use locks::{LockLimits, LockStats, LockTable};
-pub use mdt::{DB_FILE, Mdt, MdtOptions, MdtStats, SEQ_WIDTH};
+pub use mdt::{DB_FILE, HANDLE_GRACE, Mdt, MdtOptions, MdtStats, SEQ_WIDTH};
 pub use memory::MemoryCluster;
 pub use service::MdtHandler;

@@ -36,6 +36,10 @@ pub const SEQ_WIDTH: u32 = u32::MAX;
 /// The name of the store file in the data directory.
 pub const DB_FILE: &str = "mdt.redb";
 
+/// How long, by default, a client whose connection broke keeps its handles and locks
+/// ([`MdtOptions::handle_grace`]).
+pub const HANDLE_GRACE: Duration = Duration::from_secs(60);
+
 /// How to open an MDT.
 #[derive(Debug, Clone)]
 pub struct MdtOptions {
@@ -72,7 +76,7 @@ impl Default for MdtOptions {
             max_batch: 4096,
             destroy: DestroyConfig::default(),
             locks: LockLimits::default(),
-            handle_grace: Duration::from_secs(60),
+            handle_grace: HANDLE_GRACE,
             commit_interval: crate::redo::COMMIT_INTERVAL,
             hsm: crate::hsm::HsmConfig::default(),
         }

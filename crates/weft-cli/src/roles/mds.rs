@@ -37,7 +37,7 @@ pub struct MdsArgs {
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
     #[command(flatten)]
-    pub commit: CommitArgs,
+    pub tuning: MdtTuning,
     #[command(flatten)]
     pub repo: RepoAgentArgs,
 }
@@ -91,21 +91,34 @@ pub async fn stop_repo_agent(agent: Option<weft_repo::RepoAgent>) {
     }
 }
 
-/// The MDTs' commit interval flag, shared by `weft mds` and `weft up`.
+/// The MDTs' tunable flags, shared by `weft mds` and `weft up`.
 #[derive(Args, Debug)]
-pub struct CommitArgs {
+pub struct MdtTuning {
     /// Longest time, in milliseconds, an acknowledged change waits for an fsync on the
     /// MDTs (like ext4's `commit=`): a power failure loses at most that much; a crash of
     /// the process loses nothing (redo log), and a client's fsync does not wait for it.
     #[arg(long, default_value_t = weft_mdt::redo::COMMIT_INTERVAL.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub commit_interval_ms: u64,
+    /// Seconds a client node whose connection broke keeps its open files and locks, to
+    /// use them again from its next connection (it resends what was in flight); also how
+    /// long open files of the previous run wait after a restart to be opened again. Other
+    /// clients wait that long for the locks of a client that died.
+    #[arg(long, default_value_t = weft_mdt::HANDLE_GRACE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub handle_grace_s: u64,
 }
 
-impl CommitArgs {
-    /// The interval as a duration.
-    pub fn interval(&self) -> Duration {
-        Duration::from_millis(self.commit_interval_ms)
+impl MdtTuning {
+    /// The options of MDT `index` of file system `fsname` with these flags.
+    fn options(&self, index: u32, fsname: &str) -> MdtOptions {
+        MdtOptions {
+            index,
+            fsname: fsname.to_string(),
+            commit_interval: Duration::from_millis(self.commit_interval_ms),
+            handle_grace: Duration::from_secs(self.handle_grace_s),
+            ..Default::default()
+        }
     }
 }
 
@@ -116,7 +129,7 @@ pub async fn start(
     router: &Router,
     mdts: &[IndexedDir],
     address: &str,
-    commit_interval: Duration,
+    tuning: &MdtTuning,
 ) -> Result<Vec<Arc<Mdt>>> {
     let mut out = Vec::new();
     for m in mdts {
@@ -124,12 +137,7 @@ pub async fn start(
         std::fs::create_dir_all(&m.dir)
             .with_context(|| format!("cannot create {}", m.dir.display()))?;
         let view = MdtClusterView::start(cluster.clone(), m.index).await;
-        let opts = MdtOptions {
-            index: m.index,
-            fsname: cluster.fsname().to_string(),
-            commit_interval,
-            ..Default::default()
-        };
+        let opts = tuning.options(m.index, cluster.fsname());
         let mdt = Mdt::open(&m.dir, opts, view)
             .with_context(|| format!("cannot open {id} in {}", m.dir.display()))?;
         router.add(TypedService::new(
@@ -162,14 +170,7 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| server.local_addr().to_string());
-    let mdts = start(
-        &cluster,
-        &router,
-        &args.mdts,
-        &address,
-        args.commit.interval(),
-    )
-    .await?;
+    let mdts = start(&cluster, &router, &args.mdts, &address, &args.tuning).await?;
     let ids = mdts
         .iter()
         .map(|m| (TargetId::mdt(m.index()), m.uuid()))

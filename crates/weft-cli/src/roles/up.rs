@@ -39,7 +39,7 @@ pub struct UpArgs {
     #[arg(long, default_value = "weft")]
     pub fsname: String,
     #[command(flatten)]
-    pub commit: super::mds::CommitArgs,
+    pub tuning: super::mds::MdtTuning,
     #[command(flatten)]
     pub repo: super::mds::RepoAgentArgs,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
@@ -83,8 +83,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         })
         .collect();
     let osts = super::oss::start(&cluster, &router, &osts, &address).await?;
-    let interval = args.commit.interval();
-    let mdts = super::mds::start(&cluster, &router, &mdts, &address, interval).await?;
+    let mdts = super::mds::start(&cluster, &router, &mdts, &address, &args.tuning).await?;
     let mut ids: Vec<_> = osts
         .iter()
         .map(|o| (TargetId::ost(o.index()), o.uuid()))

@@ -384,7 +384,12 @@ async fn flock_excludes_across_mounts_until_the_last_close() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_go_with_their_process_their_descriptor_and_their_mount() {
-    let tc = TestCluster::start(bin(), 1).await.unwrap();
+    // A dead mount's locks are kept for the MDS's grace period: shortened from a minute.
+    const GRACE_S: u64 = 10;
+    let mut tc = TestCluster::start(bin(), 1).await.unwrap();
+    tc.mds.add_args(&["--handle-grace-s", &GRACE_S.to_string()]);
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
     let mut a = FuseMount::start(&tc, "");
     let b = FuseMount::start(&tc, "");
     tokio::task::spawn_blocking(move || {
@@ -412,7 +417,7 @@ async fn locks_go_with_their_process_their_descriptor_and_their_mount() {
             Err(libc::EAGAIN)
         );
         // The holder's mount dies: to the MDT that is a broken connection, whose locks
-        // are kept for the client to come back (60 s), then released.
+        // are kept for the client to come back (the grace period), then released.
         a.kill_server();
         let killed = Instant::now();
         std::thread::sleep(Duration::from_secs(2));
@@ -423,12 +428,12 @@ async fn locks_go_with_their_process_their_descriptor_and_their_mount() {
         );
         while setlk(&f, libc::F_SETLK, libc::F_WRLCK, 7, 1).is_err() {
             assert!(
-                killed.elapsed() < Duration::from_secs(90),
+                killed.elapsed() < Duration::from_secs(GRACE_S + 30),
                 "the dead mount's lock was never released"
             );
             std::thread::sleep(Duration::from_millis(250));
         }
-        assert!(killed.elapsed() >= Duration::from_secs(50));
+        assert!(killed.elapsed() >= Duration::from_secs(GRACE_S - 2));
         drop(h);
     })
     .await
