@@ -135,7 +135,9 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     }
     let base = base.fid;
     let jobid: Arc<str> = format!("weft-bench.{}", std::process::id()).into();
-    let result = weft_rpc::jobid::with_jobid(Some(jobid), async {
+    // Every request of the run goes in a context naming its job (`*.job_stats`).
+    let client = client.for_job(Some(jobid));
+    let result = async {
         let mut result = BenchResult::default();
         if args.mode != "mdtest" {
             result.ior = Some(ior(&client, base, &args).await?);
@@ -144,7 +146,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             result.mdtest = Some(mdtest(&client, base, &args).await?);
         }
         anyhow::Ok(result)
-    })
+    }
     .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
@@ -276,9 +278,7 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
         );
         let (name, block, transfer) = (name(t), args.block, args.transfer);
         let base = if args.shared { u64::from(t) * block } else { 0 };
-        tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-            weft_rpc::jobid::current(),
-            async move {
+        tasks.push(tokio::spawn(async move {
                 let f = client
                     .open_in(top.fid, name.as_bytes(), rw, layout, &cred)
                     .await?;
@@ -291,8 +291,7 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
                 }
                 f.close().await?;
                 anyhow::Ok(())
-            },
-        )));
+            }));
     }
     for t in tasks {
         t.await??;
@@ -307,9 +306,7 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
         let (client, cred, bar) = (client.clone(), cred.clone(), bar.clone());
         let (name, block, transfer) = (name(t), args.block, args.transfer);
         let base = if args.shared { u64::from(t) * block } else { 0 };
-        tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-            weft_rpc::jobid::current(),
-            async move {
+        tasks.push(tokio::spawn(async move {
                 let f = client
                     .open_in(top.fid, name.as_bytes(), OpenOptions::read(), None, &cred)
                     .await?;
@@ -324,8 +321,7 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
                 }
                 f.close().await?;
                 anyhow::Ok(())
-            },
-        )));
+            }));
     }
     for t in tasks {
         t.await??;
@@ -418,9 +414,7 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
             let dir = dir_fids[if args.shared_dir { 0 } else { t as usize }];
             let (client, cred, bar, files) =
                 (client.clone(), cred.clone(), bar.clone(), args.files);
-            tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-                weft_rpc::jobid::current(),
-                async move {
+            tasks.push(tokio::spawn(async move {
                     for i in 0..files {
                         let name = format!("f.{t}.{i}");
                         match phase {
@@ -453,8 +447,7 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
                         bar.inc(1);
                     }
                     anyhow::Ok(())
-                },
-            )));
+                }));
         }
         for t in tasks {
             t.await??;

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::mdt::AccessMode;
 use weft_proto::{Errno, Fid, WireError};
+use weft_rpc::RequestContext;
 
 mod attrs;
 mod hsm;

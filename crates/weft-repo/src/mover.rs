@@ -9,6 +9,7 @@
 //! The MDS is a trusted server: its writes spend no grant (an OST admits a write from a
 //! connection without grant while unpromised space covers it, as for any first write).
 
+use weft_rpc::RequestContext;
 use crate::store::RepoStore;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -276,7 +277,7 @@ impl Mover {
                     .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
                 let data = self.fetch(store, key, archive, a, b).await?;
                 self.io
-                    .write(&pieces, &data, false)
+                    .write(&RequestContext::new(), &pieces, &data, false)
                     .await
                     .map_err(WireError::from)?;
                 self.counters
@@ -293,7 +294,10 @@ impl Mover {
         futures::stream::iter(objects)
             .map(Ok::<_, WireError>)
             .try_for_each_concurrent(self.config.in_flight, |(ost, object)| async move {
-                self.io.sync(ost, object).await.map_err(WireError::from)
+                self.io
+                    .sync(&RequestContext::new(), ost, object)
+                    .await
+                    .map_err(WireError::from)
             })
             .await
     }

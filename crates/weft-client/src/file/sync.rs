@@ -17,9 +17,15 @@ impl File {
     /// Its requests go in the context the file was opened in (a FUSE `FLUSH` comes from
     /// whichever process closes a descriptor, possibly while it is in `execve`).
     pub async fn flush(&self) -> Result<(), ClientError> {
+        self.flush_in(self.client.context()).await
+    }
+
+    /// [`flush`](Self::flush) with its writes of buffered data in `ctx` (the size it
+    /// records in the context the file was opened in).
+    pub async fn flush_in(&self, ctx: &RequestContext) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
-        self.flush_locked(self.client.context(), &mut st).await?;
+        self.flush_locked(ctx, &mut st).await?;
         self.merge_size(&mut st).await
     }
 
