@@ -279,19 +279,19 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
         let (name, block, transfer) = (name(t), args.block, args.transfer);
         let base = if args.shared { u64::from(t) * block } else { 0 };
         tasks.push(tokio::spawn(async move {
-                let f = client
-                    .open_in(top.fid, name.as_bytes(), rw, layout, &cred)
-                    .await?;
-                let mut done = 0;
-                while done < block {
-                    let n = transfer.min(block - done) as usize;
-                    f.write_at(base + done, &buf[..n]).await?;
-                    done += n as u64;
-                    bar.inc(n as u64 >> 20);
-                }
-                f.close().await?;
-                anyhow::Ok(())
-            }));
+            let f = client
+                .open_in(top.fid, name.as_bytes(), rw, layout, &cred)
+                .await?;
+            let mut done = 0;
+            while done < block {
+                let n = transfer.min(block - done) as usize;
+                f.write_at(base + done, &buf[..n]).await?;
+                done += n as u64;
+                bar.inc(n as u64 >> 20);
+            }
+            f.close().await?;
+            anyhow::Ok(())
+        }));
     }
     for t in tasks {
         t.await??;
@@ -307,21 +307,21 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
         let (name, block, transfer) = (name(t), args.block, args.transfer);
         let base = if args.shared { u64::from(t) * block } else { 0 };
         tasks.push(tokio::spawn(async move {
-                let f = client
-                    .open_in(top.fid, name.as_bytes(), OpenOptions::read(), None, &cred)
-                    .await?;
-                let mut done = 0;
-                while done < block {
-                    let got = f.read_at(base + done, transfer.min(block - done)).await?;
-                    if got.is_empty() {
-                        bail!("short read at {}", base + done);
-                    }
-                    done += got.len() as u64;
-                    bar.inc(got.len() as u64 >> 20);
+            let f = client
+                .open_in(top.fid, name.as_bytes(), OpenOptions::read(), None, &cred)
+                .await?;
+            let mut done = 0;
+            while done < block {
+                let got = f.read_at(base + done, transfer.min(block - done)).await?;
+                if got.is_empty() {
+                    bail!("short read at {}", base + done);
                 }
-                f.close().await?;
-                anyhow::Ok(())
-            }));
+                done += got.len() as u64;
+                bar.inc(got.len() as u64 >> 20);
+            }
+            f.close().await?;
+            anyhow::Ok(())
+        }));
     }
     for t in tasks {
         t.await??;
@@ -415,39 +415,39 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
             let (client, cred, bar, files) =
                 (client.clone(), cred.clone(), bar.clone(), args.files);
             tasks.push(tokio::spawn(async move {
-                    for i in 0..files {
-                        let name = format!("f.{t}.{i}");
-                        match phase {
-                            MdPhase::Create => {
-                                let create = OpenOptions {
-                                    access: AccessMode::Write,
-                                    create: Some(0o644),
-                                    exclusive: true,
-                                    truncate: false,
-                                    append: false,
-                                };
-                                client
-                                    .open_in(dir, name.as_bytes(), create, None, &cred)
-                                    .await?
-                                    .close()
-                                    .await?;
-                            }
-                            MdPhase::Stat => {
-                                client.lookup(dir, name.as_bytes(), &cred).await?;
-                            }
-                            MdPhase::Read => {
-                                let f = client
-                                    .open_in(dir, name.as_bytes(), OpenOptions::read(), None, &cred)
-                                    .await?;
-                                f.read_at(0, 4096).await?;
-                                f.close().await?;
-                            }
-                            MdPhase::Remove => client.unlink(dir, name.as_bytes(), &cred).await?,
+                for i in 0..files {
+                    let name = format!("f.{t}.{i}");
+                    match phase {
+                        MdPhase::Create => {
+                            let create = OpenOptions {
+                                access: AccessMode::Write,
+                                create: Some(0o644),
+                                exclusive: true,
+                                truncate: false,
+                                append: false,
+                            };
+                            client
+                                .open_in(dir, name.as_bytes(), create, None, &cred)
+                                .await?
+                                .close()
+                                .await?;
                         }
-                        bar.inc(1);
+                        MdPhase::Stat => {
+                            client.lookup(dir, name.as_bytes(), &cred).await?;
+                        }
+                        MdPhase::Read => {
+                            let f = client
+                                .open_in(dir, name.as_bytes(), OpenOptions::read(), None, &cred)
+                                .await?;
+                            f.read_at(0, 4096).await?;
+                            f.close().await?;
+                        }
+                        MdPhase::Remove => client.unlink(dir, name.as_bytes(), &cred).await?,
                     }
-                    anyhow::Ok(())
-                }));
+                    bar.inc(1);
+                }
+                anyhow::Ok(())
+            }));
         }
         for t in tasks {
             t.await??;

@@ -123,11 +123,7 @@ impl IoEngine {
     /// Reserves space on every OST the pieces land on before their data is buffered, asking
     /// for more grant where needed. Fails with ENOSPC when an OST cannot promise the space,
     /// so a buffered write never meets ENOSPC only when it is flushed.
-    pub async fn reserve(
-        &self,
-        ctx: &RequestContext,
-        pieces: &[Piece],
-    ) -> Result<(), ClientError> {
+    pub async fn reserve(&self, ctx: &RequestContext, pieces: &[Piece]) -> Result<(), ClientError> {
         let mut need: HashMap<u32, u64> = HashMap::new();
         for p in pieces {
             *need.entry(p.ost).or_insert(0) += p.len;
@@ -320,11 +316,9 @@ impl IoEngine {
         offset: u64,
         len: u64,
     ) -> Result<ObjectAttr, ClientError> {
-        self.with_retry(
-            ctx,
-            ost,
-            |c| async move { c.punch_range(object, offset, len).await },
-        )
+        self.with_retry(ctx, ost, |c| async move {
+            c.punch_range(object, offset, len).await
+        })
         .await
     }
 
@@ -338,8 +332,12 @@ impl IoEngine {
         offset: u64,
         hole: bool,
     ) -> Result<Option<u64>, ClientError> {
-        self.with_retry(ctx, ost, |c| async move { c.seek(object, offset, hole).await })
-            .await
+        self.with_retry(
+            ctx,
+            ost,
+            |c| async move { c.seek(object, offset, hole).await },
+        )
+        .await
     }
 
     /// Makes an object durable.

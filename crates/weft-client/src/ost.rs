@@ -2,10 +2,10 @@
 
 use crate::error::ClientError;
 use bytes::Bytes;
+use std::sync::Arc;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
 use weft_proto::{Message, ObjectId, TargetId};
-use std::sync::Arc;
 use weft_rpc::{Reconnecting, RequestContext};
 
 /// How long [`OstClient::list_objects`] is resent over a broken connection (as reads to

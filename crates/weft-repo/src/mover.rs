@@ -9,7 +9,6 @@
 //! The MDS is a trusted server: its writes spend no grant (an OST admits a write from a
 //! connection without grant while unpromised space covers it, as for any first write).
 
-use weft_rpc::RequestContext;
 use crate::store::RepoStore;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -26,6 +25,7 @@ use weft_client::io::ObjectTargets;
 use weft_client::{ClientParams, Cluster};
 use weft_proto::hsm::{Repo, RepoSpec, RestoreChunk};
 use weft_proto::{Errno, ObjectId, WireError};
+use weft_rpc::RequestContext;
 
 /// Bytes one ranged GET asks for.
 pub const SUB_RANGE: u64 = 8 << 20;

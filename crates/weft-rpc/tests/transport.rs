@@ -618,7 +618,10 @@ async fn the_callers_context_reaches_the_handler() {
             .await
             .unwrap();
         assert_eq!(seen, r#"Some("train.7") 42 40"#, "{addr}");
-        let (seen, _): (String, _) = conn.call(&EchoRequest::Context, Bytes::new()).await.unwrap();
+        let (seen, _): (String, _) = conn
+            .call(&EchoRequest::Context, Bytes::new())
+            .await
+            .unwrap();
         assert_eq!(seen, "None 0 0", "{addr}");
     }
 }

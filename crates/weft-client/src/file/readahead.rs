@@ -95,7 +95,9 @@ impl File {
         offset: u64,
         len: u64,
     ) -> Result<Bytes, ClientError> {
-        self.read_parts_in(ctx, offset, len).await.map(Parts::concat)
+        self.read_parts_in(ctx, offset, len)
+            .await
+            .map(Parts::concat)
     }
 
     /// [`read_at`](Self::read_at) as the cache pages and RPC buffers that hold the range,

@@ -62,7 +62,11 @@ impl File {
         }
         let punches = ranges.iter().flat_map(|(&(ost, object), runs)| {
             runs.iter().map(move |&(at, n)| async move {
-                let attr = self.client.engine().punch_range(ctx, ost, object, at, n).await?;
+                let attr = self
+                    .client
+                    .engine()
+                    .punch_range(ctx, ost, object, at, n)
+                    .await?;
                 Ok::<_, ClientError>(((ost, object), attr.blocks))
             })
         });

@@ -15,9 +15,9 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use weft_rpc::RequestContext;
 use weft_proto::ObjectId;
 use weft_proto::ost::ObjectAttr;
+use weft_rpc::RequestContext;
 
 /// The object I/O of one OST, as the I/O engine uses it. Errors are the ones an
 /// [`OstClient`] returns: [`ClientError::Rpc`] with a transport error (resent by the
@@ -76,16 +76,11 @@ pub trait ObjectIo: Send + Sync {
 pub trait ObjectTargets: Send + Sync {
     /// OST `index`'s object I/O (an unknown index is
     /// [`ClientError::UnknownTarget`]), sending its requests in `ctx` (their job id).
-    fn target(&self, index: u32, ctx: &RequestContext)
-    -> Result<Arc<dyn ObjectIo>, ClientError>;
+    fn target(&self, index: u32, ctx: &RequestContext) -> Result<Arc<dyn ObjectIo>, ClientError>;
 }
 
 impl ObjectTargets for Cluster {
-    fn target(
-        &self,
-        index: u32,
-        ctx: &RequestContext,
-    ) -> Result<Arc<dyn ObjectIo>, ClientError> {
+    fn target(&self, index: u32, ctx: &RequestContext) -> Result<Arc<dyn ObjectIo>, ClientError> {
         Ok(self.ost(index)?.in_context(ctx))
     }
 }

@@ -89,7 +89,9 @@ impl Ops {
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         let f = self.file(fh)?;
         self.write_back_others(&f).await;
-        Ok(f.file.read_at_in(self.context(), offset, u64::from(size)).await?)
+        Ok(f.file
+            .read_at_in(self.context(), offset, u64::from(size))
+            .await?)
     }
 
     /// A write that extends what handle `fh` buffers, copied in on the reading thread
@@ -186,7 +188,10 @@ impl Ops {
     pub async fn seek(&self, fh: u64, offset: u64, hole: bool) -> FsResult<i64> {
         let f = self.file(fh)?;
         self.write_back_others(&f).await;
-        let found = f.file.seek_hole_or_data_in(self.context(), offset, hole).await?;
+        let found = f
+            .file
+            .seek_hole_or_data_in(self.context(), offset, hole)
+            .await?;
         found
             .and_then(|at| i64::try_from(at).ok())
             .ok_or(Failed::code(libc::ENXIO))
