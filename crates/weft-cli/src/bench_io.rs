@@ -135,7 +135,9 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     }
     let base = base.fid;
     let jobid: Arc<str> = format!("weft-bench.{}", std::process::id()).into();
-    let result = weft_rpc::jobid::with_jobid(Some(jobid), async {
+    // Every request of the run goes in a context naming its job (`*.job_stats`).
+    let client = client.for_job(Some(jobid));
+    let result = async {
         let mut result = BenchResult::default();
         if args.mode != "mdtest" {
             result.ior = Some(ior(&client, base, &args).await?);
@@ -144,7 +146,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             result.mdtest = Some(mdtest(&client, base, &args).await?);
         }
         anyhow::Ok(result)
-    })
+    }
     .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
@@ -276,23 +278,20 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
         );
         let (name, block, transfer) = (name(t), args.block, args.transfer);
         let base = if args.shared { u64::from(t) * block } else { 0 };
-        tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-            weft_rpc::jobid::current(),
-            async move {
-                let f = client
-                    .open_in(top.fid, name.as_bytes(), rw, layout, &cred)
-                    .await?;
-                let mut done = 0;
-                while done < block {
-                    let n = transfer.min(block - done) as usize;
-                    f.write_at(base + done, &buf[..n]).await?;
-                    done += n as u64;
-                    bar.inc(n as u64 >> 20);
-                }
-                f.close().await?;
-                anyhow::Ok(())
-            },
-        )));
+        tasks.push(tokio::spawn(async move {
+            let f = client
+                .open_in(top.fid, name.as_bytes(), rw, layout, &cred)
+                .await?;
+            let mut done = 0;
+            while done < block {
+                let n = transfer.min(block - done) as usize;
+                f.write_at(base + done, &buf[..n]).await?;
+                done += n as u64;
+                bar.inc(n as u64 >> 20);
+            }
+            f.close().await?;
+            anyhow::Ok(())
+        }));
     }
     for t in tasks {
         t.await??;
@@ -307,25 +306,22 @@ async fn ior(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<IorRes
         let (client, cred, bar) = (client.clone(), cred.clone(), bar.clone());
         let (name, block, transfer) = (name(t), args.block, args.transfer);
         let base = if args.shared { u64::from(t) * block } else { 0 };
-        tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-            weft_rpc::jobid::current(),
-            async move {
-                let f = client
-                    .open_in(top.fid, name.as_bytes(), OpenOptions::read(), None, &cred)
-                    .await?;
-                let mut done = 0;
-                while done < block {
-                    let got = f.read_at(base + done, transfer.min(block - done)).await?;
-                    if got.is_empty() {
-                        bail!("short read at {}", base + done);
-                    }
-                    done += got.len() as u64;
-                    bar.inc(got.len() as u64 >> 20);
+        tasks.push(tokio::spawn(async move {
+            let f = client
+                .open_in(top.fid, name.as_bytes(), OpenOptions::read(), None, &cred)
+                .await?;
+            let mut done = 0;
+            while done < block {
+                let got = f.read_at(base + done, transfer.min(block - done)).await?;
+                if got.is_empty() {
+                    bail!("short read at {}", base + done);
                 }
-                f.close().await?;
-                anyhow::Ok(())
-            },
-        )));
+                done += got.len() as u64;
+                bar.inc(got.len() as u64 >> 20);
+            }
+            f.close().await?;
+            anyhow::Ok(())
+        }));
     }
     for t in tasks {
         t.await??;
@@ -418,43 +414,40 @@ async fn mdtest(client: &Arc<Client>, base: Fid, args: &BenchArgs) -> Result<Mdt
             let dir = dir_fids[if args.shared_dir { 0 } else { t as usize }];
             let (client, cred, bar, files) =
                 (client.clone(), cred.clone(), bar.clone(), args.files);
-            tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-                weft_rpc::jobid::current(),
-                async move {
-                    for i in 0..files {
-                        let name = format!("f.{t}.{i}");
-                        match phase {
-                            MdPhase::Create => {
-                                let create = OpenOptions {
-                                    access: AccessMode::Write,
-                                    create: Some(0o644),
-                                    exclusive: true,
-                                    truncate: false,
-                                    append: false,
-                                };
-                                client
-                                    .open_in(dir, name.as_bytes(), create, None, &cred)
-                                    .await?
-                                    .close()
-                                    .await?;
-                            }
-                            MdPhase::Stat => {
-                                client.lookup(dir, name.as_bytes(), &cred).await?;
-                            }
-                            MdPhase::Read => {
-                                let f = client
-                                    .open_in(dir, name.as_bytes(), OpenOptions::read(), None, &cred)
-                                    .await?;
-                                f.read_at(0, 4096).await?;
-                                f.close().await?;
-                            }
-                            MdPhase::Remove => client.unlink(dir, name.as_bytes(), &cred).await?,
+            tasks.push(tokio::spawn(async move {
+                for i in 0..files {
+                    let name = format!("f.{t}.{i}");
+                    match phase {
+                        MdPhase::Create => {
+                            let create = OpenOptions {
+                                access: AccessMode::Write,
+                                create: Some(0o644),
+                                exclusive: true,
+                                truncate: false,
+                                append: false,
+                            };
+                            client
+                                .open_in(dir, name.as_bytes(), create, None, &cred)
+                                .await?
+                                .close()
+                                .await?;
                         }
-                        bar.inc(1);
+                        MdPhase::Stat => {
+                            client.lookup(dir, name.as_bytes(), &cred).await?;
+                        }
+                        MdPhase::Read => {
+                            let f = client
+                                .open_in(dir, name.as_bytes(), OpenOptions::read(), None, &cred)
+                                .await?;
+                            f.read_at(0, 4096).await?;
+                            f.close().await?;
+                        }
+                        MdPhase::Remove => client.unlink(dir, name.as_bytes(), &cred).await?,
                     }
-                    anyhow::Ok(())
-                },
-            )));
+                    bar.inc(1);
+                }
+                anyhow::Ok(())
+            }));
         }
         for t in tasks {
             t.await??;

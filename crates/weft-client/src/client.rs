@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::mdt::AccessMode;
 use weft_proto::{Errno, Fid, WireError};
+use weft_rpc::RequestContext;
 
 mod attrs;
 mod hsm;
@@ -113,23 +114,33 @@ async fn follow_stored_params(
 }
 
 /// A mounted file system, without the kernel.
+///
+/// Every request a `Client` sends goes in its [`RequestContext`] (job id, deadline), and so
+/// do those of the [`File`](crate::File)s opened through it, background write-back and
+/// read-ahead included. [`Client::mount`] gives a handle with the default context (no job);
+/// [`Client::in_context`] gives another handle on the same mount (same connections, caches
+/// and budgets) whose requests go in another context: the FUSE layer takes one per kernel
+/// request, for the job of the calling process. File methods with an `_in` suffix take the
+/// context of one call instead of the one the file was opened in.
 pub struct Client {
     cluster: Arc<Cluster>,
     params: Arc<ClientParams>,
     engine: Arc<IoEngine>,
-    cache: DataCache,
+    cache: Arc<DataCache>,
     /// Dirty-data budget in KiB (`max_dirty_mb`).
-    dirty: Budget,
+    dirty: Arc<Budget>,
     /// Read-ahead budget in KiB (`max_read_ahead_mb`).
-    readahead: Budget,
+    readahead: Arc<Budget>,
     /// Striped directories met so far.
-    stripes: crate::dirs::StripeCache,
+    stripes: Arc<crate::dirs::StripeCache>,
     /// Directory entries read ahead of lookups ([`crate::statahead`]).
-    pub(crate) statahead: crate::statahead::Statahead,
+    pub(crate) statahead: Arc<crate::statahead::Statahead>,
     /// The size of every open file, shared by its handles.
-    open_sizes: crate::file::OpenSizes,
+    open_sizes: Arc<crate::file::OpenSizes>,
     /// The persistent client cache, once added ([`crate::pcc`]).
-    pub(crate) pcc: parking_lot::RwLock<Option<Arc<crate::pcc::Pcc>>>,
+    pub(crate) pcc: Arc<parking_lot::RwLock<Option<Arc<crate::pcc::Pcc>>>>,
+    /// The context of this handle's requests.
+    ctx: RequestContext,
 }
 
 const KIB: u64 = 1024;
@@ -184,14 +195,44 @@ impl Client {
             cluster,
             params,
             engine,
-            cache,
-            dirty,
-            readahead,
+            cache: Arc::new(cache),
+            dirty: Arc::new(dirty),
+            readahead: Arc::new(readahead),
             stripes: Default::default(),
             statahead: Default::default(),
             open_sizes: Default::default(),
             pcc: Default::default(),
+            ctx: RequestContext::new(),
         })
+    }
+
+    /// A handle on the same mount whose requests (and those of files opened through it)
+    /// go in `ctx`.
+    pub fn in_context(&self, ctx: RequestContext) -> Arc<Self> {
+        Arc::new(Self {
+            cluster: self.cluster.clone(),
+            params: self.params.clone(),
+            engine: self.engine.clone(),
+            cache: self.cache.clone(),
+            dirty: self.dirty.clone(),
+            readahead: self.readahead.clone(),
+            stripes: self.stripes.clone(),
+            statahead: self.statahead.clone(),
+            open_sizes: self.open_sizes.clone(),
+            pcc: self.pcc.clone(),
+            ctx,
+        })
+    }
+
+    /// A handle on the same mount whose requests go in the same context as this one's,
+    /// for job `jobid` (see [`Client::in_context`]).
+    pub fn for_job(&self, jobid: Option<Arc<str>>) -> Arc<Self> {
+        self.in_context(self.ctx.clone().for_job(jobid))
+    }
+
+    /// The context this handle's requests go in.
+    pub fn context(&self) -> &RequestContext {
+        &self.ctx
     }
 
     /// Bytes written by applications and not yet sent to the OSTs (within `max_dirty_mb`).
@@ -280,8 +321,14 @@ impl Client {
             .ok()
     }
 
-    fn mdt(&self, fid: Fid) -> Result<Arc<MdtClient>, ClientError> {
-        self.cluster.mdt_of(fid)
+    /// The MDT of `fid`, sending in this handle's context.
+    pub(crate) fn mdt(&self, fid: Fid) -> Result<Arc<MdtClient>, ClientError> {
+        Ok(self.cluster.mdt_of(fid)?.in_context(&self.ctx))
+    }
+
+    /// MDT `index`, sending in this handle's context.
+    pub(crate) fn mdt_at(&self, index: u32) -> Result<Arc<MdtClient>, ClientError> {
+        Ok(self.cluster.mdt(index)?.in_context(&self.ctx))
     }
 
     pub(crate) fn stripe_cache(&self) -> &crate::dirs::StripeCache {

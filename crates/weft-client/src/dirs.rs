@@ -54,7 +54,7 @@ impl Client {
         if let Some(s) = self.stripe_cache().get(fid) {
             return Ok(Some(s));
         }
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         match mdt.call(MdtRequest::GetDirStripes { fid }).await? {
             MdtReply::DirStripes(Some(s)) => {
                 s.validate().map_err(ClientError::Invalid)?;
@@ -93,13 +93,13 @@ impl Client {
         Fut: Future<Output = Result<T, ClientError>>,
     {
         let dir = self.shard_for(parent, name);
-        match op(dir, self.cluster().mdt_of(dir)?).await {
+        match op(dir, self.mdt(dir)?).await {
             Err(e) if is_striped(&e) && dir == parent => {
                 if self.dir_stripes(parent).await?.is_none() {
                     return Err(e);
                 }
                 let dir = self.shard_for(parent, name);
-                op(dir, self.cluster().mdt_of(dir)?).await
+                op(dir, self.mdt(dir)?).await
             }
             r => r,
         }
@@ -125,7 +125,7 @@ impl Client {
         };
         let mut asks = Vec::new();
         for &shard in &stripes.shards {
-            let mdt = self.cluster().mdt_of(shard)?;
+            let mdt = self.mdt(shard)?;
             let (set, root) = (set.clone(), root.clone());
             asks.push(async move { mdt.setattr(shard, set, &root).await });
         }
@@ -143,7 +143,7 @@ impl Client {
         cred: &Credentials,
     ) -> Result<(), ClientError> {
         let set = |f: Fid, cred: Credentials| async move {
-            let mdt = self.cluster().mdt_of(f)?;
+            let mdt = self.mdt(f)?;
             match mdt
                 .call(MdtRequest::SetDirDefault {
                     fid: f,
@@ -174,7 +174,7 @@ impl Client {
 
     /// The default for new subdirectories of `fid`, if set.
     pub async fn dir_default(&self, fid: Fid) -> Result<Option<DirDefault>, ClientError> {
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         match mdt.call(MdtRequest::GetDirDefault { fid }).await? {
             MdtReply::DirDefault(d) => Ok(d),
             _ => Err(ClientError::UnexpectedReply {
@@ -208,7 +208,7 @@ impl Client {
     {
         let mut dirs = self.listed_dirs(fid).await?;
         if dirs.len() == 1 {
-            match page(dirs[0], self.cluster().mdt_of(dirs[0])?).await {
+            match page(dirs[0], self.mdt(dirs[0])?).await {
                 Err(e) if is_striped(&e) => match self.dir_stripes(fid).await? {
                     Some(s) => dirs = s.shards.clone(),
                     None => return Err(e),
@@ -218,7 +218,7 @@ impl Client {
         }
         let mut asks = Vec::with_capacity(dirs.len());
         for d in dirs {
-            let mdt = self.cluster().mdt_of(d)?;
+            let mdt = self.mdt(d)?;
             asks.push(page(d, mdt));
         }
         let pages = futures::future::try_join_all(asks).await?;

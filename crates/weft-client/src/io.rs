@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::ost::ObjectAttr;
+use weft_rpc::RequestContext;
 
 pub mod failing;
 pub mod fake;
@@ -94,7 +95,12 @@ impl IoEngine {
 
     /// Runs `op` against OST `ost`, resending while the failure is retryable and the retry
     /// window lasts.
-    async fn with_retry<T, F, Fut>(&self, ost: u32, op: F) -> Result<T, ClientError>
+    async fn with_retry<T, F, Fut>(
+        &self,
+        ctx: &RequestContext,
+        ost: u32,
+        op: F,
+    ) -> Result<T, ClientError>
     where
         F: Fn(Arc<dyn ObjectIo>) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
@@ -102,7 +108,7 @@ impl IoEngine {
         let start = Instant::now();
         let mut delay = Duration::from_millis(20);
         loop {
-            let client = self.targets.target(ost)?;
+            let client = self.targets.target(ost, ctx)?;
             match op(client).await {
                 Err(e) if retryable(&e) && start.elapsed() + delay < self.retry_for => {
                     tracing::debug!(ost, error = %e, "resending OST request");
@@ -117,7 +123,7 @@ impl IoEngine {
     /// Reserves space on every OST the pieces land on before their data is buffered, asking
     /// for more grant where needed. Fails with ENOSPC when an OST cannot promise the space,
     /// so a buffered write never meets ENOSPC only when it is flushed.
-    pub async fn reserve(&self, pieces: &[Piece]) -> Result<(), ClientError> {
+    pub async fn reserve(&self, ctx: &RequestContext, pieces: &[Piece]) -> Result<(), ClientError> {
         let mut need: HashMap<u32, u64> = HashMap::new();
         for p in pieces {
             *need.entry(p.ost).or_insert(0) += p.len;
@@ -128,7 +134,7 @@ impl IoEngine {
             if have < bytes {
                 let want = (bytes - have).max(GRANT_CHUNK);
                 let got = self
-                    .with_retry(ost, |c| async move { c.grant(want).await })
+                    .with_retry(ctx, ost, |c| async move { c.grant(want).await })
                     .await?;
                 grants.insert(ost, have + got);
             }
@@ -183,31 +189,38 @@ impl IoEngine {
 
     /// Reads the pieces (all OSTs at once) into one buffer of their total length; bytes an
     /// object does not have (holes, past its end) read as zeros.
-    pub async fn read(self: &Arc<Self>, pieces: &[Piece]) -> Result<Bytes, ClientError> {
-        Ok(self.read_parts(pieces).await?.concat())
+    pub async fn read(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        pieces: &[Piece],
+    ) -> Result<Bytes, ClientError> {
+        Ok(self.read_parts(ctx, pieces).await?.concat())
     }
 
     /// [`read`](Self::read), keeping each RPC's buffer as it came: cutting cache pages out
     /// of them costs no copy.
-    pub async fn read_parts(self: &Arc<Self>, pieces: &[Piece]) -> Result<Parts, ClientError> {
+    pub async fn read_parts(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        pieces: &[Piece],
+    ) -> Result<Parts, ClientError> {
         let rpcs = self.rpcs(pieces);
-        let jobid = weft_rpc::jobid::current();
         // Each RPC is its own task, so checksums and copies run on every core.
         let tasks: Vec<_> = rpcs
             .iter()
             .map(|&p| {
-                let (engine, jobid) = (self.clone(), jobid.clone());
-                tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
+                let (engine, ctx) = (self.clone(), ctx.clone());
+                tokio::spawn(async move {
                     let _permit = engine.permit(p.ost).await?;
                     let len = u32::try_from(p.len)
                         .map_err(|_| ClientError::Invalid("RPC too large".into()))?;
                     let (data, _) = engine
-                        .with_retry(p.ost, |c| async move {
+                        .with_retry(&ctx, p.ost, |c| async move {
                             c.read(p.object, p.object_offset, len).await
                         })
                         .await?;
                     Ok::<_, ClientError>(data)
-                }))
+                })
             })
             .collect();
         let parts: Vec<Result<Bytes, ClientError>> = futures::future::join_all(tasks)
@@ -235,13 +248,13 @@ impl IoEngine {
     /// OSTs at once. Returns each RPC's OST, object, and the object's attributes after it.
     pub async fn write(
         self: &Arc<Self>,
+        ctx: &RequestContext,
         pieces: &[Piece],
         data: &Bytes,
         sync: bool,
     ) -> Result<Vec<(u32, weft_proto::ObjectId, ObjectAttr)>, ClientError> {
         let rpcs = self.rpcs(pieces);
         let base = pieces.first().map_or(0, |p| p.file_offset);
-        let jobid = weft_rpc::jobid::current();
         let mut tasks = Vec::with_capacity(rpcs.len());
         for p in rpcs {
             // Pieces cover `data` contiguously from `base`: slice without copying.
@@ -252,20 +265,17 @@ impl IoEngine {
                 return Err(ClientError::Invalid("write pieces exceed the data".into()));
             }
             let chunk = data.slice(start..end);
-            let (engine, jobid) = (self.clone(), jobid.clone());
-            tasks.push(tokio::spawn(weft_rpc::jobid::with_jobid(
-                jobid,
-                async move {
-                    let _permit = engine.permit(p.ost).await?;
-                    let attr = engine
-                        .with_retry(p.ost, |c| {
-                            let chunk = chunk.clone();
-                            async move { c.write(p.object, p.object_offset, chunk, sync).await }
-                        })
-                        .await?;
-                    Ok((p.ost, p.object, attr))
-                },
-            )));
+            let (engine, ctx) = (self.clone(), ctx.clone());
+            tasks.push(tokio::spawn(async move {
+                let _permit = engine.permit(p.ost).await?;
+                let attr = engine
+                    .with_retry(&ctx, p.ost, |c| {
+                        let chunk = chunk.clone();
+                        async move { c.write(p.object, p.object_offset, chunk, sync).await }
+                    })
+                    .await?;
+                Ok((p.ost, p.object, attr))
+            }));
         }
         futures::future::join_all(tasks)
             .await
@@ -277,36 +287,38 @@ impl IoEngine {
     /// The attributes of an object (for glimpse), resent like data RPCs.
     pub async fn getattr(
         &self,
+        ctx: &RequestContext,
         ost: u32,
         object: weft_proto::ObjectId,
     ) -> Result<ObjectAttr, ClientError> {
-        self.with_retry(ost, |c| async move { c.getattr(object).await })
+        self.with_retry(ctx, ost, |c| async move { c.getattr(object).await })
             .await
     }
 
     /// Sets an object's size.
     pub async fn punch(
         &self,
+        ctx: &RequestContext,
         ost: u32,
         object: weft_proto::ObjectId,
         size: u64,
     ) -> Result<ObjectAttr, ClientError> {
-        self.with_retry(ost, |c| async move { c.punch(object, size).await })
+        self.with_retry(ctx, ost, |c| async move { c.punch(object, size).await })
             .await
     }
 
     /// Deallocates `[offset, offset + len)` of an object, keeping its size.
     pub async fn punch_range(
         &self,
+        ctx: &RequestContext,
         ost: u32,
         object: weft_proto::ObjectId,
         offset: u64,
         len: u64,
     ) -> Result<ObjectAttr, ClientError> {
-        self.with_retry(
-            ost,
-            |c| async move { c.punch_range(object, offset, len).await },
-        )
+        self.with_retry(ctx, ost, |c| async move {
+            c.punch_range(object, offset, len).await
+        })
         .await
     }
 
@@ -314,18 +326,28 @@ impl IoEngine {
     /// starts; `None`: no data there.
     pub async fn seek(
         &self,
+        ctx: &RequestContext,
         ost: u32,
         object: weft_proto::ObjectId,
         offset: u64,
         hole: bool,
     ) -> Result<Option<u64>, ClientError> {
-        self.with_retry(ost, |c| async move { c.seek(object, offset, hole).await })
-            .await
+        self.with_retry(
+            ctx,
+            ost,
+            |c| async move { c.seek(object, offset, hole).await },
+        )
+        .await
     }
 
     /// Makes an object durable.
-    pub async fn sync(&self, ost: u32, object: weft_proto::ObjectId) -> Result<(), ClientError> {
-        self.with_retry(ost, |c| async move { c.sync(Some(object)).await })
+    pub async fn sync(
+        &self,
+        ctx: &RequestContext,
+        ost: u32,
+        object: weft_proto::ObjectId,
+    ) -> Result<(), ClientError> {
+        self.with_retry(ctx, ost, |c| async move { c.sync(Some(object)).await })
             .await
     }
 }

@@ -45,7 +45,7 @@ impl Client {
     /// The layout of a file or the default layout of a directory.
     pub async fn layout_of(&self, fid: Fid) -> Result<LayoutOf, ClientError> {
         let attr = self.getattr(fid).await?;
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         match attr.kind {
             FileKind::Directory => Ok(LayoutOf::Dir(mdt.get_default_layout(fid).await?)),
             FileKind::Regular => Ok(LayoutOf::File(mdt.get_layout(fid).await?)),

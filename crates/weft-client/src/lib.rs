@@ -36,3 +36,5 @@ pub use mdt::{Found, MdtClient};
 pub use mgs::MgsClient;
 pub use ost::OstClient;
 pub use params::{ClientParams, Param};
+/// The context requests go in (job id, resend numbers, deadline); see [`Client::in_context`].
+pub use weft_rpc::RequestContext;

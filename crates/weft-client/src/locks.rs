@@ -42,7 +42,7 @@ impl Client {
     /// The first lock of another owner that would conflict with `lock` (`F_GETLK`), or
     /// `None` if it could be set now.
     pub async fn getlk(&self, fid: Fid, lock: FileLock) -> Result<Option<LockHolder>, ClientError> {
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         match mdt.call(MdtRequest::GetLock { fid, lock }).await? {
             MdtReply::Lock(h) => Ok(h),
             _ => Err(unexpected(&mdt, "getlk")),
@@ -52,7 +52,7 @@ impl Client {
     /// Sets, converts or releases a lock without waiting (`F_SETLK`): a conflict fails
     /// with EAGAIN.
     pub async fn setlk(&self, fid: Fid, lock: FileLock) -> Result<(), ClientError> {
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         match mdt
             .call(MdtRequest::SetLock {
                 fid,
@@ -81,7 +81,7 @@ impl Client {
         if lock.typ == LockType::Unlock {
             return self.setlk(fid, lock).await;
         }
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         let wait = NEXT_WAIT.fetch_add(1, Ordering::Relaxed);
         let req = MdtRequest::SetLock {
             fid,
@@ -180,7 +180,7 @@ impl Client {
         kind: LockKind,
         owner: u64,
     ) -> Result<(), ClientError> {
-        let mdt = self.cluster().mdt_of(fid)?;
+        let mdt = self.mdt(fid)?;
         match mdt
             .call(MdtRequest::ReleaseLocks { fid, kind, owner })
             .await?

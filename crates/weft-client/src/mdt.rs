@@ -12,7 +12,7 @@ use weft_proto::mdt::{
     SetAttr, StatFs, XattrMode,
 };
 use weft_proto::{Fid, Message, TargetId};
-use weft_rpc::Reconnecting;
+use weft_rpc::{Reconnecting, RequestContext};
 
 mod hsm;
 mod scope;
@@ -76,7 +76,7 @@ fn is_lock(req: &MdtRequest) -> bool {
     req.class() == weft_proto::mdt::RequestClass::Lock
 }
 
-/// Numbers of the requests that change state (see [`weft_rpc::resend`]).
+/// Numbers of the requests that change state (see [`weft_rpc::context`]).
 #[derive(Default)]
 struct Numbering {
     next: u64,
@@ -94,19 +94,27 @@ impl Drop for Answered<'_> {
 }
 
 /// A client of one metadata target.
+///
+/// Its requests go in its [`RequestContext`]: the cluster's handle sends the default one
+/// (no job), and [`MdtClient::in_context`] gives a handle on the same connection that sends
+/// another. Clones share the connection, numbering and statistics.
+#[derive(Clone)]
 pub struct MdtClient {
     index: u32,
-    conn: Reconnecting,
+    conn: Arc<Reconnecting>,
     /// Requests sent, by operation, with their wait times (Lustre's `mdc.*.stats`).
-    stats: weft_rpc::OpStatsTable,
-    numbering: parking_lot::Mutex<Numbering>,
+    stats: Arc<weft_rpc::OpStatsTable>,
+    numbering: Arc<parking_lot::Mutex<Numbering>>,
     /// Bumped when a request that may change the namespace or attributes is sent and
     /// again when it ends (shared by every MDT of the client): what was read before
     /// cannot be trusted past it (statahead). Keeps the attributes of the directories
     /// changes are made in.
     changes: Arc<Changes>,
     /// A request that changes state was sent since the last [`MdtClient::sync`].
-    unsynced: AtomicBool,
+    unsynced: Arc<AtomicBool>,
+    /// The context of this handle's requests (job id, deadline); [`MdtClient::call`] adds
+    /// the resend numbers.
+    ctx: RequestContext,
 }
 
 macro_rules! expect_reply {
@@ -128,12 +136,27 @@ impl MdtClient {
     pub fn new(index: u32, conn: Reconnecting, changes: Arc<Changes>) -> Self {
         Self {
             index,
-            conn,
-            stats: weft_rpc::OpStatsTable::default(),
-            numbering: parking_lot::Mutex::default(),
+            conn: Arc::new(conn),
+            stats: Arc::default(),
+            numbering: Arc::default(),
             changes,
-            unsynced: AtomicBool::new(false),
+            unsynced: Arc::new(AtomicBool::new(false)),
+            ctx: RequestContext::new(),
         }
+    }
+
+    /// A handle on the same connection (numbering, statistics) whose requests go in `ctx`
+    /// (for its job id and deadline; [`MdtClient::call`] numbers them).
+    pub fn in_context(&self, ctx: &RequestContext) -> Arc<Self> {
+        Arc::new(Self {
+            ctx: ctx.clone(),
+            ..self.clone()
+        })
+    }
+
+    /// The context this handle's requests go in.
+    pub fn context(&self) -> &RequestContext {
+        &self.ctx
     }
 
     /// A number for a request that changes state, and the number below which every
@@ -178,7 +201,7 @@ impl MdtClient {
                 .begin_entry(change_scope(&req), changed_entry(&req))
         });
         let r = if is_read(&req) || is_lock(&req) {
-            self.call_resending(&req, start).await
+            self.call_resending(&self.ctx, &req, start).await
         } else {
             self.unsynced.store(true, Ordering::Release);
             // Numbered even when the MDT is of this process (which records no reply, as
@@ -186,7 +209,8 @@ impl MdtClient {
             // the number when that comes back to finish it.
             let (seq, acked) = self.number();
             let _answered = Answered(&self.numbering, seq);
-            let r = weft_rpc::resend::with_seq(seq, acked, self.call_resending(&req, start)).await;
+            let ctx = self.ctx.clone().numbered(seq, acked);
+            let r = self.call_resending(&ctx, &req, start).await;
             // Again once done: a sync that ran while it was in flight may not cover it.
             self.unsynced.store(true, Ordering::Release);
             r
@@ -203,6 +227,7 @@ impl MdtClient {
 
     async fn call_resending(
         &self,
+        ctx: &RequestContext,
         req: &MdtRequest,
         start: std::time::Instant,
     ) -> Result<MdtReply, ClientError> {
@@ -226,7 +251,7 @@ impl MdtClient {
             // twice (see `Reconnecting::call_noting_in_process`).
             let (in_process, r) = self
                 .conn
-                .call_noting_in_process(req, Bytes::new(), timeout)
+                .call_noting_in_process(ctx, req, Bytes::new(), timeout)
                 .await;
             let r = r.map(|(r, _)| r);
             match r {

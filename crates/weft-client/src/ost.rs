@@ -2,21 +2,28 @@
 
 use crate::error::ClientError;
 use bytes::Bytes;
+use std::sync::Arc;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
 use weft_proto::{Message, ObjectId, TargetId};
-use weft_rpc::Reconnecting;
+use weft_rpc::{Reconnecting, RequestContext};
 
 /// How long [`OstClient::list_objects`] is resent over a broken connection (as reads to
 /// an MDT are, [`crate::mdt::RESEND_FOR`]): a listing changes nothing, so a resend is safe.
 pub const LIST_RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A client of one object storage target.
+///
+/// Its requests go in its [`RequestContext`] (their job id): the cluster's handle sends the
+/// default one (no job), and [`OstClient::in_context`] gives a handle on the same
+/// connection that sends another.
+#[derive(Clone)]
 pub struct OstClient {
     index: u32,
-    conn: Reconnecting,
+    conn: Arc<Reconnecting>,
     /// Requests sent, by operation, with wait times and bulk bytes (`osc.*.stats`).
-    stats: weft_rpc::OpStatsTable,
+    stats: Arc<weft_rpc::OpStatsTable>,
+    ctx: RequestContext,
 }
 
 impl OstClient {
@@ -24,9 +31,23 @@ impl OstClient {
     pub fn new(index: u32, conn: Reconnecting) -> Self {
         Self {
             index,
-            conn,
-            stats: weft_rpc::OpStatsTable::default(),
+            conn: Arc::new(conn),
+            stats: Arc::default(),
+            ctx: RequestContext::new(),
         }
+    }
+
+    /// A handle on the same connection (and statistics) whose requests go in `ctx`.
+    pub fn in_context(&self, ctx: &RequestContext) -> Arc<Self> {
+        Arc::new(Self {
+            ctx: ctx.clone(),
+            ..self.clone()
+        })
+    }
+
+    /// The context this handle's requests go in.
+    pub fn context(&self) -> &RequestContext {
+        &self.ctx
     }
 
     /// This client's requests to the OST by operation: counts, errors, wait times and bulk
@@ -48,7 +69,7 @@ impl OstClient {
     async fn call(&self, req: OstRequest, bulk: Bytes) -> Result<(OstReply, Bytes), ClientError> {
         let start = std::time::Instant::now();
         let sent = bulk.len() as u64;
-        let r = self.conn.call(&req, bulk).await;
+        let r = self.conn.call_in(&self.ctx, &req, bulk).await;
         let received = r.as_ref().map_or(0, |(_, b)| b.len() as u64);
         self.stats
             .record(req.op_name(), start.elapsed(), r.is_err(), sent + received);

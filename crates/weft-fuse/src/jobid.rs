@@ -161,7 +161,7 @@ impl JobIds {
             (None, "procname_uid") => self.expand(DEFAULT_JOBID_NAME, pid, uid, gid, None),
             (None, _) => self.expand(&self.name, pid, uid, gid, env.as_deref()),
         };
-        let id = weft_rpc::jobid::sanitize(&id);
+        let id = weft_rpc::sanitize_jobid(&id);
         ((!id.is_empty()).then_some(id), complete)
     }
 
@@ -238,7 +238,7 @@ mod tests {
             by_path.get(pid, 1000, 1000).as_deref(),
             std::env::var("PATH")
                 .ok()
-                .map(|p| weft_rpc::jobid::sanitize(&p))
+                .map(|p| weft_rpc::sanitize_jobid(&p))
                 .as_deref()
         );
         let fallback = JobIds::new("WEFT_NO_SUCH_VARIABLE_SET", DEFAULT_JOBID_NAME);

@@ -123,7 +123,7 @@ impl WriteOp {
 }
 
 /// Who sent a request: the client node, and its number for the request (see
-/// [`weft_rpc::resend`]).
+/// [`weft_rpc::RequestContext`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Origin {
     /// The client's node UUID (nil when unknown): a client that reconnects may use the

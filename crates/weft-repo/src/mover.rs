@@ -25,6 +25,7 @@ use weft_client::io::ObjectTargets;
 use weft_client::{ClientParams, Cluster};
 use weft_proto::hsm::{Repo, RepoSpec, RestoreChunk};
 use weft_proto::{Errno, ObjectId, WireError};
+use weft_rpc::RequestContext;
 
 /// Bytes one ranged GET asks for.
 pub const SUB_RANGE: u64 = 8 << 20;
@@ -276,7 +277,7 @@ impl Mover {
                     .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
                 let data = self.fetch(store, key, archive, a, b).await?;
                 self.io
-                    .write(&pieces, &data, false)
+                    .write(&RequestContext::new(), &pieces, &data, false)
                     .await
                     .map_err(WireError::from)?;
                 self.counters
@@ -293,7 +294,10 @@ impl Mover {
         futures::stream::iter(objects)
             .map(Ok::<_, WireError>)
             .try_for_each_concurrent(self.config.in_flight, |(ost, object)| async move {
-                self.io.sync(ost, object).await.map_err(WireError::from)
+                self.io
+                    .sync(&RequestContext::new(), ost, object)
+                    .await
+                    .map_err(WireError::from)
             })
             .await
     }

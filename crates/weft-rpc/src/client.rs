@@ -259,14 +259,14 @@ impl Connection {
         }
     }
 
-    /// Sends a request with bulk data and waits for the reply and its bulk.
+    /// Sends a request with bulk data in the default context ([`crate::RequestContext::new`]:
+    /// no job, not numbered) and waits for the reply and its bulk.
     pub async fn call<Req: Message, Rep: DeserializeOwned>(
         &self,
         req: &Req,
         bulk: Bytes,
     ) -> Result<(Rep, Bytes), RpcError> {
-        self.call_with_timeout(req, bulk, self.opts.request_timeout)
-            .await
+        self.call_in(&crate::RequestContext::new(), req, bulk).await
     }
 
     /// Like [`Connection::call`] with its own deadline instead of the connection's
@@ -279,23 +279,34 @@ impl Connection {
         bulk: Bytes,
         timeout: Duration,
     ) -> Result<(Rep, Bytes), RpcError> {
-        let (op, body) = conn::encode_request(req)?;
-        let frame = self.request(op, body, bulk, timeout).await?;
-        conn::decode_reply(frame)
+        self.call_with_timeout_in(&crate::RequestContext::new(), req, bulk, timeout)
+            .await
     }
 
-    /// Sends a request in context `ctx` (its job id and resend numbers, whatever the
-    /// calling task's scopes say) and waits for the reply until the connection's
-    /// `request_timeout` or `ctx`'s deadline, whichever comes first.
+    /// Sends a request in context `ctx` (its job id and resend numbers travel in the
+    /// request's header) and waits for the reply until the connection's `request_timeout`
+    /// or `ctx`'s deadline, whichever comes first.
     pub async fn call_in<Req: Message, Rep: DeserializeOwned>(
         &self,
         ctx: &crate::RequestContext,
         req: &Req,
         bulk: Bytes,
     ) -> Result<(Rep, Bytes), RpcError> {
-        let (op, body) = conn::encode_request_in(ctx, req)?;
         let timeout = ctx.timeout(self.opts.request_timeout);
-        let frame = self.request(op, body, bulk, timeout).await?;
+        self.call_with_timeout_in(ctx, req, bulk, timeout).await
+    }
+
+    /// [`Connection::call_in`] waiting for `timeout` (or until `ctx`'s deadline, if that
+    /// comes sooner).
+    pub async fn call_with_timeout_in<Req: Message, Rep: DeserializeOwned>(
+        &self,
+        ctx: &crate::RequestContext,
+        req: &Req,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> Result<(Rep, Bytes), RpcError> {
+        let (op, body) = conn::encode_request_in(ctx, req)?;
+        let frame = self.request(op, body, bulk, ctx.timeout(timeout)).await?;
         conn::decode_reply(frame)
     }
 
@@ -448,15 +459,14 @@ impl Reconnecting {
         Ok(c)
     }
 
-    /// Calls over the current connection; a connection failure drops it so the next call
-    /// reconnects.
+    /// Calls over the current connection in the default context (see
+    /// [`Connection::call`]); a connection failure drops it so the next call reconnects.
     pub async fn call<Req: Message, Rep: DeserializeOwned>(
         &self,
         req: &Req,
         bulk: Bytes,
     ) -> Result<(Rep, Bytes), RpcError> {
-        self.call_with_timeout(req, bulk, self.opts.request_timeout)
-            .await
+        self.call_in(&crate::RequestContext::new(), req, bulk).await
     }
 
     /// [`Reconnecting::call`] with its own deadline (see [`Connection::call_with_timeout`]).
@@ -485,13 +495,15 @@ impl Reconnecting {
         r
     }
 
-    /// [`Reconnecting::call_with_timeout`], except that a call to a server of this process
-    /// has no deadline: it cannot be lost on the way and runs to its end on the server even
-    /// if its caller stops waiting, so giving up on it would only leave the caller unsure
-    /// whether it happened. Also says whether the call went in-process: such a call is
-    /// never to be sent again (its server keeps no record to answer a resend with).
+    /// [`Reconnecting::call_in`] waiting for `timeout`, except that a call to a server of
+    /// this process has no deadline: it cannot be lost on the way and runs to its end on
+    /// the server even if its caller stops waiting, so giving up on it would only leave the
+    /// caller unsure whether it happened. Also says whether the call went in-process: such
+    /// a call is never to be sent again (its server keeps no record to answer a resend
+    /// with).
     pub async fn call_noting_in_process<Req: Message, Rep: DeserializeOwned>(
         &self,
+        ctx: &crate::RequestContext,
         req: &Req,
         bulk: Bytes,
         timeout: Duration,
@@ -501,8 +513,16 @@ impl Reconnecting {
             Err(e) => return (false, Err(e)),
         };
         let in_process = c.is_in_process();
-        let timeout = if in_process { Duration::MAX } else { timeout };
-        let r = c.call_with_timeout(req, bulk, timeout).await;
+        let (timeout, ctx) = if in_process {
+            let ctx = crate::RequestContext {
+                deadline: None,
+                ..ctx.clone()
+            };
+            (Duration::MAX, ctx)
+        } else {
+            (timeout, ctx.clone())
+        };
+        let r = c.call_with_timeout_in(&ctx, req, bulk, timeout).await;
         self.forget_if_broken(&c, &r).await;
         (in_process, r)
     }

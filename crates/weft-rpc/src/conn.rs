@@ -545,12 +545,6 @@ pub fn encode_callback<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> 
     Ok((msg.opcode(), weft_proto::encode(msg)?))
 }
 
-/// Encodes a request body: the [`weft_proto::RequestHeader`] of the calling task's scopes
-/// ([`crate::RequestContext::ambient`]), then the message.
-pub fn encode_request<M: Message>(msg: &M) -> Result<(u16, Vec<u8>), RpcError> {
-    encode_request_in(&crate::RequestContext::ambient(), msg)
-}
-
 /// Encodes a request body: the header carrying `ctx`, then the message.
 pub fn encode_request_in<M: Message>(
     ctx: &crate::RequestContext,

@@ -1,9 +1,21 @@
 //! The explicit context of one request: the job it is sent for, its resend numbers and
 //! the time by which its caller needs the answer. Callers that pass a
 //! [`RequestContext`] to [`crate::Connection::call_in`] / [`crate::Reconnecting::call_in`]
-//! need no task-local scope; handlers read it in [`crate::Handler::handle_in`]. The older
-//! task-local scopes ([`crate::jobid`], [`crate::resend`]) still work:
-//! [`RequestContext::ambient`] reads them, and the plain `call` entry points send that.
+//! carry it in the request's [`weft_proto::RequestHeader`]; handlers read it in
+//! [`crate::Handler::handle_in`]. Nothing about a request rides in task-local state: a
+//! caller that wants its requests counted for a job (or numbered for resends) passes the
+//! context along, including to work it spawns, and the plain `call` entry points send
+//! [`RequestContext::new`] (no job, not numbered).
+//!
+//! Job ids: callers choose them for a scope of work (the FUSE layer per kernel request from
+//! the calling process, a benchmark per run); servers keep statistics per job.
+//!
+//! Resend numbers: a client numbers the requests that change state and sends a resent
+//! request with the same number; the server records the reply of each numbered request it
+//! carries out (durably, with the change itself) and answers a resend from that record, so
+//! an operation whose reply was lost in a crash or a broken connection is neither done
+//! twice nor reported as failed (EEXIST for a mkdir that did happen). `acked` tells the
+//! server which records it may drop.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,18 +41,6 @@ impl RequestContext {
         Self::default()
     }
 
-    /// What the task-local scopes of the calling task say (job id and resend numbers; no
-    /// deadline): the context of the older entry points.
-    pub fn ambient() -> Self {
-        let (seq, acked) = crate::resend::current();
-        Self {
-            jobid: crate::jobid::current(),
-            seq,
-            acked,
-            deadline: None,
-        }
-    }
-
     /// The same context for job `jobid`.
     pub fn for_job(self, jobid: Option<Arc<str>>) -> Self {
         Self { jobid, ..self }
@@ -57,6 +57,11 @@ impl RequestContext {
             deadline: Some(deadline),
             ..self
         }
+    }
+
+    /// The job id, if any.
+    pub fn jobid(&self) -> Option<&str> {
+        self.jobid.as_deref()
     }
 
     /// The context a server reads from a request's header (no deadline: the client keeps
@@ -88,25 +93,40 @@ impl RequestContext {
     }
 }
 
+/// A job id as servers keep it: cut to [`weft_proto::JOBID_MAX`] bytes on a character
+/// boundary, control characters replaced.
+pub fn sanitize_jobid(jobid: &str) -> String {
+    let mut out = String::new();
+    for c in jobid.chars() {
+        if out.len() + c.len_utf8() > weft_proto::JOBID_MAX {
+            break;
+        }
+        out.push(if c.is_control() { '_' } else { c });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn the_ambient_context_is_what_the_scopes_say_and_travels_in_the_header() {
-        assert_eq!(RequestContext::ambient(), RequestContext::new());
-        let ctx = crate::jobid::with_jobid(
-            Some("j.1".into()),
-            crate::resend::with_seq(7, 5, async { RequestContext::ambient() }),
-        )
-        .await;
-        assert_eq!(
-            ctx,
-            RequestContext::new()
-                .for_job(Some("j.1".into()))
-                .numbered(7, 5)
-        );
+    #[test]
+    fn the_context_travels_in_the_header() {
+        let ctx = RequestContext::new()
+            .for_job(Some("j.1".into()))
+            .numbered(7, 5);
+        assert_eq!(ctx.jobid(), Some("j.1"));
         assert_eq!(RequestContext::from_header(&ctx.header()), ctx);
+        assert_eq!(
+            RequestContext::from_header(&RequestContext::new().header()),
+            RequestContext::new()
+        );
+    }
+
+    #[test]
+    fn long_and_odd_job_ids_are_tamed() {
+        assert_eq!(sanitize_jobid("a\nb"), "a_b");
+        assert_eq!(sanitize_jobid(&"é".repeat(100)).len(), 64);
     }
 
     #[test]

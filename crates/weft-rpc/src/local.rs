@@ -174,21 +174,14 @@ impl LocalLink {
         if self.is_closed() {
             return Err(RpcError::Closed);
         }
-        // The server's work runs outside the caller's job id and resend numbers, as it does
-        // in its own task behind a socket (a request it sends on is its own).
-        let work = crate::jobid::with_jobid(
-            None,
-            crate::resend::with_seq(
-                0,
-                0,
-                crate::server::answer_raw(
-                    self.service.clone(),
-                    self.peer.clone(),
-                    opcode,
-                    Bytes::from(body),
-                    page_aligned(bulk),
-                ),
-            ),
+        // The server's work knows the caller's context only from the request's header, as
+        // behind a socket (a request it sends on is its own).
+        let work = crate::server::answer_raw(
+            self.service.clone(),
+            self.peer.clone(),
+            opcode,
+            Bytes::from(body),
+            page_aligned(bulk),
         );
         let (body, bulk) = tokio::time::timeout(timeout, RunToEnd(Some(Box::pin(work))))
             .await

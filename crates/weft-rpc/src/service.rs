@@ -75,8 +75,8 @@ pub trait Handler: Send + Sync + 'static {
     ) -> impl Future<Output = WireResult<(Self::Reply, Bytes)>> + Send;
 
     /// Handles one request in its context (job id and resend numbers from the request's
-    /// header). The default calls [`Handler::handle`], which may read the same numbers
-    /// from the task-local scopes the service sets around it ([`crate::resend::current`]).
+    /// header): what the service calls. The default calls [`Handler::handle`], for handlers
+    /// that need no context.
     fn handle_in(
         &self,
         ctx: &crate::RequestContext,
@@ -235,10 +235,7 @@ impl<H: Handler> Service for TypedService<H> {
                             let ctx = crate::RequestContext::from_header(&header);
                             jobid = header.jobid;
                             let handled = self.handler.handle_in(&ctx, &peer, msg, request.bulk);
-                            (
-                                name,
-                                crate::resend::with_seq(header.seq, header.acked, handled).await,
-                            )
+                            (name, handled.await)
                         }
                     }
                 }

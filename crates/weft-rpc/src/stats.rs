@@ -133,7 +133,7 @@ impl JobStatsTable {
         bulk_bytes: u64,
     ) {
         let now = std::time::Instant::now();
-        let key = crate::jobid::sanitize(jobid);
+        let key = crate::sanitize_jobid(jobid);
         let mut jobs = self.jobs.lock();
         if !jobs.contains_key(&key) {
             jobs.retain(|_, j| now.duration_since(j.last_seen) < job_idle());

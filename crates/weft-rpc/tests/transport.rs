@@ -16,8 +16,8 @@ use weft_proto::{
 };
 use weft_rpc::service::Peer;
 use weft_rpc::{
-    CallbackHandler, ClientOptions, Connection, Handler, Router, RpcError, Server, ServerOptions,
-    TcpTransport, TypedService,
+    CallbackHandler, ClientOptions, Connection, Handler, RequestContext, Router, RpcError, Server,
+    ServerOptions, TcpTransport, TypedService,
 };
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -26,6 +26,8 @@ enum EchoRequest {
     Reverse,
     Sleep(u64),
     Notify(u32),
+    /// Answered with the request's context as the handler sees it.
+    Context,
 }
 
 impl Message for EchoRequest {
@@ -35,6 +37,7 @@ impl Message for EchoRequest {
             EchoRequest::Reverse => 901,
             EchoRequest::Sleep(_) => 902,
             EchoRequest::Notify(_) => 903,
+            EchoRequest::Context => 904,
         }
     }
     fn op_name(&self) -> &'static str {
@@ -43,6 +46,7 @@ impl Message for EchoRequest {
             EchoRequest::Reverse => "reverse",
             EchoRequest::Sleep(_) => "sleep",
             EchoRequest::Notify(_) => "notify",
+            EchoRequest::Context => "context",
         }
     }
 }
@@ -52,6 +56,22 @@ struct Echo;
 impl Handler for Echo {
     type Request = EchoRequest;
     type Reply = String;
+
+    async fn handle_in(
+        &self,
+        ctx: &RequestContext,
+        peer: &Peer,
+        request: EchoRequest,
+        bulk: Bytes,
+    ) -> WireResult<(String, Bytes)> {
+        match request {
+            EchoRequest::Context => Ok((
+                format!("{:?} {} {}", ctx.jobid(), ctx.seq, ctx.acked),
+                Bytes::new(),
+            )),
+            request => self.handle(peer, request, bulk).await,
+        }
+    }
 
     async fn handle(
         &self,
@@ -73,6 +93,7 @@ impl Handler for Echo {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Ok((format!("slept {ms}"), Bytes::new()))
             }
+            EchoRequest::Context => Err(WireError::new(Errno::Inval, "context without context")),
             EchoRequest::Notify(n) => {
                 for i in 0..n {
                     peer.callbacks
@@ -578,4 +599,29 @@ async fn the_in_process_path_is_taken_only_through_the_list_given_to_both_ends()
         assert_eq!(echo(&conn, "s").await, "s");
     }
     assert_eq!(echo(&direct, "d").await, "d");
+}
+
+/// The job id and resend numbers a caller passes to `call_in` reach the handler through
+/// the request's header, over a socket and in-process alike, with no task-local state;
+/// the plain `call` sends none.
+#[tokio::test]
+async fn the_callers_context_reaches_the_handler() {
+    let (_sock_server, sock_addr) = start().await;
+    let (_local_server, local_addr) = start_in_process().await;
+    let ctx = RequestContext::new()
+        .for_job(Some("train.7".into()))
+        .numbered(42, 40);
+    for addr in [&sock_addr, &local_addr] {
+        let conn = connect(addr, None).await;
+        let (seen, _): (String, _) = conn
+            .call_in(&ctx, &EchoRequest::Context, Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(seen, r#"Some("train.7") 42 40"#, "{addr}");
+        let (seen, _): (String, _) = conn
+            .call(&EchoRequest::Context, Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(seen, "None 0 0", "{addr}");
+    }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_proto::mdt::Credentials;
 use weft_proto::{Fid, ObjectId};
+use weft_rpc::RequestContext;
 use weft_testkit::TestCluster;
 
 async fn get(addr: &str, path: &str) -> (String, String) {
@@ -190,33 +191,32 @@ async fn job_statistics_attribute_requests_to_their_job() {
     let client = tc.client().await.unwrap();
     let mdt = client.mdt(0).unwrap();
     let cred = Credentials::root();
-    weft_rpc::jobid::with_jobid(Some("train.7".into()), async {
-        for i in 0..5 {
-            mdt.mkdir(Fid::ROOT, format!("j{i}").as_bytes(), 0o755, &cred)
-                .await
-                .unwrap();
-        }
-    })
-    .await;
-    weft_rpc::jobid::with_jobid(Some("eval.3".into()), async {
-        for i in 0..2 {
-            mdt.lookup(Fid::ROOT, format!("j{i}").as_bytes(), &cred)
-                .await
-                .unwrap();
-        }
-        let obj = ObjectId {
-            fid: Fid::ROOT,
-            component: 9,
-            stripe: 0,
-        };
-        client
-            .ost(0)
-            .unwrap()
-            .write(obj, 0, Bytes::from(vec![1u8; 4096]), false)
+    let train = RequestContext::new().for_job(Some("train.7".into()));
+    let eval = RequestContext::new().for_job(Some("eval.3".into()));
+    for i in 0..5 {
+        mdt.in_context(&train)
+            .mkdir(Fid::ROOT, format!("j{i}").as_bytes(), 0o755, &cred)
             .await
             .unwrap();
-    })
-    .await;
+    }
+    let mdt = mdt.in_context(&eval);
+    for i in 0..2 {
+        mdt.lookup(Fid::ROOT, format!("j{i}").as_bytes(), &cred)
+            .await
+            .unwrap();
+    }
+    let obj = ObjectId {
+        fid: Fid::ROOT,
+        component: 9,
+        stripe: 0,
+    };
+    client
+        .ost(0)
+        .unwrap()
+        .in_context(&eval)
+        .write(obj, 0, Bytes::from(vec![1u8; 4096]), false)
+        .await
+        .unwrap();
 
     let mds = scrape(&tc.metrics_addrs[1]).await;
     assert_eq!(

@@ -67,7 +67,9 @@ impl Client {
         for c in &layout.components {
             for (i, &ost) in c.osts.iter().enumerate() {
                 let obj = c.object(attr.fid, i as u32);
-                asks.push(async move { (c, i as u32, self.engine.getattr(ost, obj).await) });
+                asks.push(
+                    async move { (c, i as u32, self.engine.getattr(&self.ctx, ost, obj).await) },
+                );
             }
         }
         for (c, stripe, r) in futures::future::join_all(asks).await {
@@ -132,7 +134,7 @@ impl Client {
             for (i, &ost) in c.osts.iter().enumerate() {
                 let obj = c.object(fid, i as u32);
                 let osize = layout::object_size_for(c, i as u32, size);
-                punches.push(self.engine.punch(ost, obj, osize));
+                punches.push(self.engine.punch(&self.ctx, ost, obj, osize));
             }
         }
         for r in futures::future::join_all(punches).await {
@@ -201,14 +203,19 @@ impl Client {
             ..Default::default()
         };
         for t in config.targets_of(weft_proto::TargetKind::Ost) {
-            let s = self.cluster.ost(t.id.index)?.statfs().await?;
+            let s = self
+                .cluster
+                .ost(t.id.index)?
+                .in_context(&self.ctx)
+                .statfs()
+                .await?;
             let scale = |b: u64| b.saturating_mul(u64::from(s.bsize)) / 4096;
             out.blocks += scale(s.blocks);
             out.bfree += scale(s.bfree);
             out.bavail += scale(s.bavail);
         }
         for t in config.targets_of(weft_proto::TargetKind::Mdt) {
-            let s = self.cluster.mdt(t.id.index)?.statfs().await?;
+            let s = self.mdt_at(t.id.index)?.statfs().await?;
             out.files += s.files;
             out.ffree += s.ffree;
         }

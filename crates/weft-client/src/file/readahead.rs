@@ -15,6 +15,7 @@ use std::sync::Arc;
 use weft_proto::layout::Layout;
 use weft_proto::mdt::AccessMode;
 use weft_proto::{Errno, Fid};
+use weft_rpc::RequestContext;
 
 /// Read-ahead state of one open file.
 #[derive(Debug, Default)]
@@ -61,7 +62,12 @@ impl File {
     /// Reads `[offset, offset + len)` from the OSTs. Extents of components that are not
     /// instantiated read as zeros, after checking once that no other client has
     /// instantiated them since this handle learnt the layout.
-    async fn read_range(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
+    async fn read_range(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        len: u64,
+    ) -> Result<Parts, ClientError> {
         // A released file's range is restored first (which may instantiate components:
         // the hole check below then fetches the layout).
         self.restore_for_read(offset, len).await?;
@@ -73,18 +79,41 @@ impl File {
         {
             layout = fresh;
         }
-        read_layout_range(&self.client, &layout, self.fid, offset, len).await
+        read_layout_range(&self.client, ctx, &layout, self.fid, offset, len).await
     }
 
     /// Reads up to `len` bytes at `offset`; fewer at the end of the file.
     pub async fn read_at(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
-        self.read_parts(offset, len).await.map(Parts::concat)
+        self.read_at_in(self.client.context(), offset, len).await
+    }
+
+    /// [`read_at`](Self::read_at) with its OST reads (and the read-ahead it starts) in
+    /// `ctx`.
+    pub async fn read_at_in(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ClientError> {
+        self.read_parts_in(ctx, offset, len)
+            .await
+            .map(Parts::concat)
     }
 
     /// [`read_at`](Self::read_at) as the cache pages and RPC buffers that hold the range,
     /// without joining them: a caller that copies the data into memory of its own (the
     /// Python package's `readinto`) copies each byte once.
     pub async fn read_parts(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
+        self.read_parts_in(self.client.context(), offset, len).await
+    }
+
+    /// [`read_parts`](Self::read_parts) in `ctx` (see [`read_at_in`](Self::read_at_in)).
+    pub async fn read_parts_in(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        len: u64,
+    ) -> Result<Parts, ClientError> {
         if self.access == AccessMode::Write {
             return Err(errno(Errno::BadF, "file not open for reading"));
         }
@@ -100,7 +129,7 @@ impl File {
         }
         if !st.dirty.is_empty() || st.flushing.is_some() {
             // Read your own writes: put them on the OSTs first.
-            let r = self.flush_locked(&mut st).await;
+            let r = self.flush_locked(ctx, &mut st).await;
             if let Err(e) = r {
                 st.error = e.remote().cloned();
                 return Err(e);
@@ -143,30 +172,30 @@ impl File {
         let stride = st.ra.stride;
         drop(st);
         if strided {
-            let data = self.read_cached(offset, end, size, generation).await?;
+            let data = self.read_cached(ctx, offset, end, size, generation).await?;
             let record = end - offset;
             let ahead = STRIDE_AHEAD.min(ra_max / record.max(1)).max(1);
             for k in 1..=ahead {
                 let a = offset.saturating_add(stride.saturating_mul(k));
                 let b = a.saturating_add(record).min(size);
                 if a < b {
-                    self.prefetch(a, b, size, generation);
+                    self.prefetch(ctx, a, b, size, generation);
                 }
             }
             return Ok(data);
         }
         if window == 0 {
-            return self.read_range(offset, end - offset).await;
+            return self.read_range(ctx, offset, end - offset).await;
         }
         // Sequential: through the cache, then keep the window ahead full.
-        let data = self.read_cached(offset, end, size, generation).await?;
+        let data = self.read_cached(ctx, offset, end, size, generation).await?;
         let mut st = self.state.lock().await;
         let ahead_end = self.readahead_stop(st.ra.last_end.max(end).saturating_add(window), size);
         let from = st.ra.prefetched_to.max(end);
         if from < ahead_end {
             st.ra.prefetched_to = ahead_end;
             drop(st);
-            self.prefetch(from, ahead_end, size, generation);
+            self.prefetch(ctx, from, ahead_end, size, generation);
         }
         Ok(data)
     }
@@ -179,12 +208,29 @@ impl File {
     /// a slice of it, not a copy. The FUSE mount calls this on the thread that read the
     /// request.
     pub fn try_read_cached(&self, offset: u64, len: u64) -> Option<Bytes> {
-        self.try_read_cached_parts(offset, len).map(Parts::concat)
+        self.try_read_cached_in(self.client.context(), offset, len)
+    }
+
+    /// [`try_read_cached`](Self::try_read_cached) with the read-ahead it starts in `ctx`.
+    pub fn try_read_cached_in(&self, ctx: &RequestContext, offset: u64, len: u64) -> Option<Bytes> {
+        self.try_read_cached_parts_in(ctx, offset, len)
+            .map(Parts::concat)
     }
 
     /// [`try_read_cached`](Self::try_read_cached) as the cache pages that hold the range,
     /// not joined (see [`read_parts`](Self::read_parts)).
     pub fn try_read_cached_parts(&self, offset: u64, len: u64) -> Option<Parts> {
+        self.try_read_cached_parts_in(self.client.context(), offset, len)
+    }
+
+    /// [`try_read_cached_parts`](Self::try_read_cached_parts) with the read-ahead it starts
+    /// in `ctx`.
+    pub fn try_read_cached_parts_in(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        len: u64,
+    ) -> Option<Parts> {
         if self.access == AccessMode::Write {
             return None;
         }
@@ -227,7 +273,7 @@ impl File {
             st.ra.prefetched_to = ahead_end;
             let generation = cache.generation(self.fid);
             drop(st);
-            self.prefetch(from, ahead_end, size, generation);
+            self.prefetch(ctx, from, ahead_end, size, generation);
         }
         Some(data)
     }
@@ -236,6 +282,7 @@ impl File {
     /// are cached if the file's cache generation is still `generation`.
     async fn read_cached(
         &self,
+        ctx: &RequestContext,
         offset: u64,
         end: u64,
         size: u64,
@@ -264,7 +311,7 @@ impl File {
             let start = lo * CACHE_PAGE;
             let stop = ((hi + 1) * CACHE_PAGE).min(size);
             let _fetching = cache.begin_fetch(self.fid, lo, hi);
-            let fetched = self.read_range(start, stop - start).await?;
+            let fetched = self.read_range(ctx, start, stop - start).await?;
             for i in lo..=hi {
                 let a = (i - lo) * CACHE_PAGE;
                 let b = (a + CACHE_PAGE).min(fetched.len());
@@ -297,8 +344,9 @@ impl File {
 
     /// Fetches `[start, end)` into the cache in the background, within the client's
     /// read-ahead budget; pages already cached are skipped, and nothing is fetched when the
-    /// budget is spent, or when a write dropped the file's pages since `generation`.
-    fn prefetch(&self, start: u64, end: u64, size: u64, generation: u64) {
+    /// budget is spent, or when a write dropped the file's pages since `generation`. The
+    /// fetches go in `ctx`, the context of the read that asked for them.
+    fn prefetch(&self, ctx: &RequestContext, start: u64, end: u64, size: u64, generation: u64) {
         let Some(layout) = self.layout() else {
             return;
         };
@@ -316,7 +364,6 @@ impl File {
                 _ => runs.push((i, i)),
             }
         }
-        let jobid = weft_rpc::jobid::current();
         let restorer = self.restorer();
         for (lo, hi) in runs {
             let a = lo * CACHE_PAGE;
@@ -328,9 +375,9 @@ impl File {
                 return;
             };
             let fetching = self.client.cache().begin_fetch(fid, lo, hi);
-            let (client, mut layout, jobid) = (self.client.clone(), layout.clone(), jobid.clone());
+            let (client, mut layout, ctx) = (self.client.clone(), layout.clone(), ctx.clone());
             let restorer = restorer.clone();
-            tokio::spawn(weft_rpc::jobid::with_jobid(jobid, async move {
+            tokio::spawn(async move {
                 // A released file: restore the range first, then read with the layout
                 // the restore instantiated.
                 if let Some((mdt, released)) = &restorer {
@@ -347,7 +394,7 @@ impl File {
                         }
                     }
                 }
-                if let Ok(data) = read_layout_range(&client, &layout, fid, a, b - a).await {
+                if let Ok(data) = read_layout_range(&client, &ctx, &layout, fid, a, b - a).await {
                     for i in lo..=hi {
                         let x = (i - lo) * CACHE_PAGE;
                         let y = (x + CACHE_PAGE).min(data.len());
@@ -358,7 +405,7 @@ impl File {
                 }
                 drop(fetching);
                 drop(permit);
-            }));
+            });
         }
     }
 }
@@ -395,6 +442,7 @@ fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Parts {
 /// from the OSTs at once, extents of uninstantiated components as zeros.
 async fn read_layout_range(
     client: &Client,
+    ctx: &RequestContext,
     layout: &Layout,
     fid: Fid,
     offset: u64,
@@ -403,7 +451,7 @@ async fn read_layout_range(
     let spans = layout::map_sparse(layout, fid, offset, len).map_err(map_err)?;
     let reads = spans.iter().map(|span| async move {
         match span {
-            layout::Span::Data(pieces) => client.engine().read_parts(pieces).await,
+            layout::Span::Data(pieces) => client.engine().read_parts(ctx, pieces).await,
             layout::Span::Hole(n) => {
                 let mut zeros = Parts::default();
                 zeros.push(Bytes::from(vec![0u8; *n as usize]));

@@ -12,18 +12,29 @@ use crate::error::ClientError;
 use crate::layout;
 use std::collections::BTreeMap;
 use weft_proto::{Errno, ObjectId};
+use weft_rpc::RequestContext;
 
 impl File {
     /// Deallocates `[offset, offset + len)` (cut at the file's size), keeping the size: the
     /// range reads as zeros and the space its objects held there is free on the OSTs.
     /// Buffered writes go out first; the change is durable at the next fsync.
     pub async fn punch(&self, offset: u64, len: u64) -> Result<(), ClientError> {
+        self.punch_in(self.client.context(), offset, len).await
+    }
+
+    /// [`punch`](Self::punch) with its OST requests in `ctx`.
+    pub async fn punch_in(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
         if self.local().is_some() {
             return Err(errno(Errno::NotSup, "punching a file in the PCC"));
         }
-        self.flush_locked(&mut st).await?;
+        self.flush_locked(ctx, &mut st).await?;
         let end = offset
             .checked_add(len)
             .ok_or_else(|| errno(Errno::FBig, "punch past the largest offset"))?
@@ -51,7 +62,11 @@ impl File {
         }
         let punches = ranges.iter().flat_map(|(&(ost, object), runs)| {
             runs.iter().map(move |&(at, n)| async move {
-                let attr = self.client.engine().punch_range(ost, object, at, n).await?;
+                let attr = self
+                    .client
+                    .engine()
+                    .punch_range(ctx, ost, object, at, n)
+                    .await?;
                 Ok::<_, ClientError>(((ost, object), attr.blocks))
             })
         });
@@ -78,9 +93,21 @@ impl File {
         offset: u64,
         hole: bool,
     ) -> Result<Option<u64>, ClientError> {
+        self.seek_hole_or_data_in(self.client.context(), offset, hole)
+            .await
+    }
+
+    /// [`seek_hole_or_data`](Self::seek_hole_or_data) with the writes of buffered data in
+    /// `ctx`.
+    pub async fn seek_hole_or_data_in(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        hole: bool,
+    ) -> Result<Option<u64>, ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
-        self.flush_locked(&mut st).await?;
+        self.flush_locked(ctx, &mut st).await?;
         let size = self.size.get();
         drop(st);
         if offset >= size {
@@ -117,7 +144,7 @@ impl File {
                 let found = self
                     .client
                     .engine()
-                    .seek(ost, comp.object(self.fid, stripe), at, hole)
+                    .seek(ctx, ost, comp.object(self.fid, stripe), at, hole)
                     .await?;
                 Ok::<_, ClientError>(found.map(|o| layout::file_offset_of(comp, stripe, o)))
             });

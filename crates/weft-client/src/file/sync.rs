@@ -5,6 +5,7 @@
 use super::{File, State};
 use crate::error::ClientError;
 use crate::pcc::local::Kind;
+use weft_rpc::RequestContext;
 
 impl File {
     /// Writes buffered data to the OSTs and records the size (and the new data version) on
@@ -12,10 +13,19 @@ impl File {
     /// what `close(2)` needs: the next open on any client sees the bytes and the size
     /// (close-to-open), and write errors reach the closer, without fsync's cost. Returns
     /// the first write error since the last report.
+    ///
+    /// Its requests go in the context the file was opened in (a FUSE `FLUSH` comes from
+    /// whichever process closes a descriptor, possibly while it is in `execve`).
     pub async fn flush(&self) -> Result<(), ClientError> {
+        self.flush_in(self.client.context()).await
+    }
+
+    /// [`flush`](Self::flush) with its writes of buffered data in `ctx` (the size it
+    /// records in the context the file was opened in).
+    pub async fn flush_in(&self, ctx: &RequestContext) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
-        self.flush_locked(&mut st).await?;
+        self.flush_locked(ctx, &mut st).await?;
         self.merge_size(&mut st).await
     }
 
@@ -50,12 +60,17 @@ impl File {
     /// MDT: a truncate made through another handle (or by path) must cut them, so it comes
     /// first. A write error stays for this handle's next write, fsync or close.
     pub async fn write_back(&self) {
+        self.write_back_in(self.client.context()).await
+    }
+
+    /// [`write_back`](Self::write_back) with its writes in `ctx`.
+    pub async fn write_back_in(&self, ctx: &RequestContext) {
         let mut st = self.state.lock().await;
         if st.closed {
             return;
         }
         self.settle(&mut st).await;
-        self.start_flush(&mut st);
+        self.start_flush(ctx, &mut st);
         self.settle(&mut st).await;
     }
 
@@ -71,17 +86,23 @@ impl File {
     /// Writes buffered data, makes it durable on the OSTs, records the size on the MDT
     /// and makes that (and this client's other metadata changes) durable there.
     pub async fn fsync(&self) -> Result<(), ClientError> {
+        self.fsync_in(self.client.context()).await
+    }
+
+    /// [`fsync`](Self::fsync) with its OST requests in `ctx` (the MDT's in the context the
+    /// file was opened in).
+    pub async fn fsync_in(&self, ctx: &RequestContext) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
         if let Some(local) = self.local().filter(|l| l.kind == Kind::ReadWrite) {
             // Durable on the local disk: a crash before the copy-back loses nothing.
             return local.sync().await;
         }
-        self.flush_locked(&mut st).await?;
+        self.flush_locked(ctx, &mut st).await?;
         let touched = std::mem::take(&mut st.touched);
         let syncs = touched
             .iter()
-            .map(|&(ost, obj)| self.client.engine().sync(ost, obj));
+            .map(|&(ost, obj)| self.client.engine().sync(ctx, ost, obj));
         for r in futures::future::join_all(syncs).await {
             r?;
         }
@@ -92,6 +113,12 @@ impl File {
     /// Sets the file's size: drops buffered data past it, punches every object to its share
     /// of the new size, and records the size on the MDT.
     pub async fn truncate(&self, size: u64) -> Result<(), ClientError> {
+        self.truncate_in(self.client.context(), size).await
+    }
+
+    /// [`truncate`](Self::truncate) with the writes of buffered data in `ctx` (the other
+    /// requests in the context the file was opened in).
+    pub async fn truncate_in(&self, ctx: &RequestContext, size: u64) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
         if let Some(local) = self.local().filter(|l| l.kind == Kind::ReadWrite) {
@@ -99,7 +126,7 @@ impl File {
             self.size.set(size);
             return Ok(());
         }
-        self.flush_locked(&mut st).await?;
+        self.flush_locked(ctx, &mut st).await?;
         // What was written before the truncate gets its data version now; the truncate
         // itself sets size, times and version on the MDT.
         self.merge_size(&mut st).await?;
@@ -123,10 +150,11 @@ impl File {
 
     /// Writes what is buffered and closes the handle, merging the size into the MDT. The
     /// first write error since the last fsync is returned (after the handle is closed).
+    /// Its requests go in the context the file was opened in.
     pub async fn close(&self) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
         self.check_open(&st)?;
-        let flushed = self.flush_locked(&mut st).await;
+        let flushed = self.flush_locked(self.client.context(), &mut st).await;
         st.closed = true;
         if let Some(local) = self.local.write().take()
             && local.kind == Kind::ReadWrite

@@ -15,6 +15,7 @@ use futures::FutureExt;
 use tokio::task::JoinHandle;
 use weft_proto::mdt::AccessMode;
 use weft_proto::{Errno, ObjectId, WireError};
+use weft_rpc::RequestContext;
 
 /// What a background flush ends with: the objects it wrote with their allocated blocks,
 /// or its error.
@@ -53,8 +54,9 @@ impl File {
         }
     }
 
-    /// Takes the dirty extents and writes them, all OSTs at once, returning the budget.
-    pub(super) fn start_flush(&self, st: &mut State) {
+    /// Takes the dirty extents and writes them, all OSTs at once, returning the budget. The
+    /// writes go in `ctx`, the context of the call that starts the flush.
+    pub(super) fn start_flush(&self, ctx: &RequestContext, st: &mut State) {
         if st.dirty.is_empty() {
             return;
         }
@@ -72,33 +74,33 @@ impl File {
                 }
             }
         }
-        let client = self.client.clone();
-        let jobid = weft_rpc::jobid::current();
-        st.flushing = Some(tokio::spawn(weft_rpc::jobid::with_jobid(
-            jobid,
-            async move {
-                let result = async {
-                    let mut touched = Vec::new();
-                    let writes = layout_pieces
-                        .iter()
-                        .map(|(pieces, data)| client.engine().write(pieces, data, false));
-                    for r in futures::future::join_all(writes).await {
-                        touched.extend(r?.into_iter().map(|(ost, obj, a)| ((ost, obj), a.blocks)));
-                    }
-                    Ok(touched)
+        let (client, ctx) = (self.client.clone(), ctx.clone());
+        st.flushing = Some(tokio::spawn(async move {
+            let result = async {
+                let mut touched = Vec::new();
+                let writes = layout_pieces
+                    .iter()
+                    .map(|(pieces, data)| client.engine().write(&ctx, pieces, data, false));
+                for r in futures::future::join_all(writes).await {
+                    touched.extend(r?.into_iter().map(|(ost, obj, a)| ((ost, obj), a.blocks)));
                 }
-                .await;
-                client.release_dirty(bytes);
-                result
-            },
-        )));
+                Ok(touched)
+            }
+            .await;
+            client.release_dirty(bytes);
+            result
+        }));
     }
 
     /// Writes every dirty byte and waits for it; returns the first write error since the
     /// last report.
-    pub(super) async fn flush_locked(&self, st: &mut State) -> Result<(), ClientError> {
+    pub(super) async fn flush_locked(
+        &self,
+        ctx: &RequestContext,
+        st: &mut State,
+    ) -> Result<(), ClientError> {
         self.settle(st).await;
-        self.start_flush(st);
+        self.start_flush(ctx, st);
         self.settle(st).await;
         match st.error.take() {
             Some(e) => Err(ClientError::Remote(e)),
@@ -110,22 +112,39 @@ impl File {
     /// the offset written at. Data is buffered; errors may surface at fsync or close. A
     /// write larger than a quarter of the dirty budget is buffered a part at a time.
     pub async fn write_at(&self, offset: u64, data: &[u8]) -> Result<u64, ClientError> {
+        self.write_at_in(self.client.context(), offset, data).await
+    }
+
+    /// [`write_at`](Self::write_at) with its OST requests (grants, and the flushes it
+    /// starts, which run on in the background) in `ctx`.
+    pub async fn write_at_in(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64, ClientError> {
         let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE) as usize;
         if data.len() <= part {
-            return self.write_part(offset, data, self.append).await;
+            return self.write_part(ctx, offset, data, self.append).await;
         }
         let mut parts = data.chunks(part);
         let first = parts.next().unwrap_or_default();
-        let start = self.write_part(offset, first, self.append).await?;
+        let start = self.write_part(ctx, offset, first, self.append).await?;
         let mut at = start + first.len() as u64;
         for p in parts {
-            self.write_part(at, p, false).await?;
+            self.write_part(ctx, at, p, false).await?;
             at += p.len() as u64;
         }
         Ok(start)
     }
 
-    async fn write_part(&self, offset: u64, data: &[u8], append: bool) -> Result<u64, ClientError> {
+    async fn write_part(
+        &self,
+        ctx: &RequestContext,
+        offset: u64,
+        data: &[u8],
+        append: bool,
+    ) -> Result<u64, ClientError> {
         if self.access == AccessMode::Read {
             return Err(errno(Errno::BadF, "file not open for writing"));
         }
@@ -150,7 +169,7 @@ impl File {
         // Fail now, not at flush: the range must map to objects (no uninstantiated
         // component) and the OSTs must promise the space (grants).
         let pieces = self.pieces_for_write(offset, len).await?;
-        self.client.engine().reserve(&pieces).await?;
+        self.client.engine().reserve(ctx, &pieces).await?;
         // Overlapping an extent already dirty: write that out first (keeps extents disjoint).
         let overlaps = st
             .dirty
@@ -162,7 +181,7 @@ impl File {
             .last_key_value()
             .is_some_and(|(o, d)| o + d.len() as u64 == offset);
         if overlaps && !appends {
-            self.flush_locked(&mut st).await?;
+            self.flush_locked(ctx, &mut st).await?;
         }
         // Take the budget before buffering, in pieces no larger than a tenth of it.
         self.client.acquire_dirty(len).await?;
@@ -170,7 +189,7 @@ impl File {
         if st.dirty_bytes >= self.flush_threshold() {
             // Double buffering: wait for the previous flush, start this one, keep writing.
             self.settle(&mut st).await;
-            self.start_flush(&mut st);
+            self.start_flush(ctx, &mut st);
         }
         Ok(offset)
     }
@@ -183,6 +202,12 @@ impl File {
     /// `write_at` does, so it must run inside the client's runtime. The FUSE mount calls
     /// this on the thread that read the request, saving a copy and a thread switch.
     pub fn try_write_buffered(&self, offset: u64, data: &[u8]) -> bool {
+        self.try_write_buffered_in(self.client.context(), offset, data)
+    }
+
+    /// [`try_write_buffered`](Self::try_write_buffered) with the flush it may start in
+    /// `ctx`.
+    pub fn try_write_buffered_in(&self, ctx: &RequestContext, offset: u64, data: &[u8]) -> bool {
         let len = data.len() as u64;
         let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE);
         if self.access == AccessMode::Read || self.append || len == 0 || len > part {
@@ -227,7 +252,7 @@ impl File {
             if let Some(done) = st.flushing.take().and_then(|f| f.now_or_never()) {
                 self.absorb(&mut st, done);
             }
-            self.start_flush(&mut st);
+            self.start_flush(ctx, &mut st);
         }
         true
     }

@@ -156,9 +156,13 @@ impl FailingObjects {
 }
 
 impl ObjectTargets for FailingObjects {
-    fn target(&self, index: u32) -> Result<Arc<dyn ObjectIo>, ClientError> {
+    fn target(
+        &self,
+        index: u32,
+        ctx: &weft_rpc::RequestContext,
+    ) -> Result<Arc<dyn ObjectIo>, ClientError> {
         Ok(Arc::new(FailingOst {
-            inner: self.inner.target(index)?,
+            inner: self.inner.target(index, ctx)?,
             rules: self.rules.clone(),
             index,
         }))

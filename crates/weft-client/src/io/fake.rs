@@ -114,7 +114,11 @@ impl MemObjects {
 }
 
 impl ObjectTargets for MemObjects {
-    fn target(&self, index: u32) -> Result<Arc<dyn ObjectIo>, ClientError> {
+    fn target(
+        &self,
+        index: u32,
+        _ctx: &weft_rpc::RequestContext,
+    ) -> Result<Arc<dyn ObjectIo>, ClientError> {
         Ok(Arc::new(MemOst {
             store: self.store.clone(),
             index,

@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use weft_proto::ObjectId;
 use weft_proto::ost::ObjectAttr;
+use weft_rpc::RequestContext;
 
 /// The object I/O of one OST, as the I/O engine uses it. Errors are the ones an
 /// [`OstClient`] returns: [`ClientError::Rpc`] with a transport error (resent by the
@@ -74,13 +75,13 @@ pub trait ObjectIo: Send + Sync {
 /// Finds the object I/O of OST `index`.
 pub trait ObjectTargets: Send + Sync {
     /// OST `index`'s object I/O (an unknown index is
-    /// [`ClientError::UnknownTarget`]).
-    fn target(&self, index: u32) -> Result<Arc<dyn ObjectIo>, ClientError>;
+    /// [`ClientError::UnknownTarget`]), sending its requests in `ctx` (their job id).
+    fn target(&self, index: u32, ctx: &RequestContext) -> Result<Arc<dyn ObjectIo>, ClientError>;
 }
 
 impl ObjectTargets for Cluster {
-    fn target(&self, index: u32) -> Result<Arc<dyn ObjectIo>, ClientError> {
-        Ok(self.ost(index)?)
+    fn target(&self, index: u32, ctx: &RequestContext) -> Result<Arc<dyn ObjectIo>, ClientError> {
+        Ok(self.ost(index)?.in_context(ctx))
     }
 }
 

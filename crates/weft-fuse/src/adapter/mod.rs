@@ -98,7 +98,8 @@ impl WeftFs {
     /// Runs `work` (on this thread until it first waits, then on the runtime); `done`
     /// replies with its result.
     ///
-    /// Every request the work sends carries the job id of the calling process.
+    /// The work gets the operations of this request ([`Ops::for_job`]): every request it
+    /// sends carries the job id of the calling process.
     fn spawn<T, F, R, D>(&self, req: &Request, work: impl FnOnce(Arc<Ops>) -> F, reply: R, done: D)
     where
         F: Future<Output = FsResult<T>> + Send + 'static,
@@ -141,14 +142,14 @@ impl WeftFs {
         R: ErrorReply + Send + 'static,
         D: FnOnce(R, T, &Ops) + Send + 'static,
     {
-        let ops = self.ops.clone();
+        let ops = self.ops.for_job(jobid);
         let fut = work(ops.clone());
-        self.run_here_first(weft_rpc::jobid::with_jobid(jobid, async move {
+        self.run_here_first(async move {
             match fut.await {
                 Ok(v) => done(reply, v, &ops),
                 Err(e) => reply.fail(e),
             }
-        }));
+        });
     }
 
     /// Runs `task` on this thread until it first has to wait, then as a runtime task.

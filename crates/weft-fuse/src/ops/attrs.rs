@@ -109,7 +109,7 @@ impl Ops {
             // Writes of this mount not yet recorded on the MDT would stamp the times at
             // their flush, after (and over) the times set here (`cp -p`, `touch -d`).
             for f in self.files.writers_of(ino) {
-                f.file.flush().await?;
+                f.file.flush_in(self.context()).await?;
             }
         }
         let mut truncated = false;
@@ -129,11 +129,11 @@ impl Ops {
                 .filter(|f| !handle.as_ref().is_some_and(|h| Arc::ptr_eq(h, f)))
                 .collect();
             for f in others.iter().filter(|f| f.writable) {
-                f.file.write_back().await;
+                f.file.write_back_in(self.context()).await;
             }
             if let Some(f) = &handle {
                 // An open writable handle (ftruncate): the kernel checked the access.
-                f.file.truncate(size).await?;
+                f.file.truncate_in(self.context(), size).await?;
             } else {
                 self.client
                     .setattr(

@@ -81,14 +81,17 @@ impl Ops {
         if self.files.others_wrote(&f) {
             return None;
         }
-        weft_rpc::jobid::sync_scope(jobid(), || f.file.try_read_cached(offset, u64::from(size)))
+        let ctx = self.context().clone().for_job(jobid());
+        f.file.try_read_cached_in(&ctx, offset, u64::from(size))
     }
 
     /// Reads `size` bytes of `fh` at `offset`.
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         let f = self.file(fh)?;
         self.write_back_others(&f).await;
-        Ok(f.file.read_at(offset, u64::from(size)).await?)
+        Ok(f.file
+            .read_at_in(self.context(), offset, u64::from(size))
+            .await?)
     }
 
     /// A write that extends what handle `fh` buffers, copied in on the reading thread
@@ -103,7 +106,8 @@ impl Ops {
     ) -> Option<u32> {
         let f = self.files.get(fh)?;
         let len = u32::try_from(data.len()).ok()?;
-        if weft_rpc::jobid::sync_scope(jobid(), || f.file.try_write_buffered(offset, data)) {
+        let ctx = self.context().clone().for_job(jobid());
+        if f.file.try_write_buffered_in(&ctx, offset, data) {
             f.note_write();
             Some(len)
         } else {
@@ -115,7 +119,7 @@ impl Ops {
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let f = self.file(fh)?;
         let len = u32::try_from(data.len()).map_err(|_| Failed::code(libc::EINVAL))?;
-        f.file.write_at(offset, data).await?;
+        f.file.write_at_in(self.context(), offset, data).await?;
         f.note_write();
         Ok(len)
     }
@@ -152,7 +156,7 @@ impl Ops {
         }
         let f = self.file(fh)?;
         if f.writable {
-            f.file.flush().await?;
+            f.file.flush_in(self.context()).await?;
         }
         Ok(())
     }
@@ -171,11 +175,11 @@ impl Ops {
         match kind? {
             Falloc::Grow => {}
             Falloc::KeepSize => return Ok(()),
-            Falloc::Punch => return Ok(f.file.punch(offset, length).await?),
-            Falloc::ZeroGrow => f.file.punch(offset, length).await?,
+            Falloc::Punch => return Ok(f.file.punch_in(self.context(), offset, length).await?),
+            Falloc::ZeroGrow => f.file.punch_in(self.context(), offset, length).await?,
         }
         if end > f.file.size().await {
-            f.file.truncate(end).await?;
+            f.file.truncate_in(self.context(), end).await?;
         }
         Ok(())
     }
@@ -184,7 +188,10 @@ impl Ops {
     pub async fn seek(&self, fh: u64, offset: u64, hole: bool) -> FsResult<i64> {
         let f = self.file(fh)?;
         self.write_back_others(&f).await;
-        let found = f.file.seek_hole_or_data(offset, hole).await?;
+        let found = f
+            .file
+            .seek_hole_or_data_in(self.context(), offset, hole)
+            .await?;
         found
             .and_then(|at| i64::try_from(at).ok())
             .ok_or(Failed::code(libc::ENXIO))

@@ -21,7 +21,7 @@ impl Ops {
     fn register(&self, ino: u64, file: File, access: AccessMode) -> u64 {
         let fh = self.handle_ids.next();
         let writable = access != AccessMode::Read;
-        let jobid = weft_rpc::jobid::current();
+        let jobid = self.context().jobid.clone();
         self.files
             .insert(fh, OpenFile::new(ino, file, writable, jobid));
         fh
@@ -150,6 +150,6 @@ impl Ops {
 
     /// Makes what was written through `fh` durable.
     pub async fn fsync(&self, fh: u64) -> FsResult<()> {
-        Ok(self.file(fh)?.file.fsync().await?)
+        Ok(self.file(fh)?.file.fsync_in(self.context()).await?)
     }
 }

@@ -58,17 +58,22 @@ pub struct Entry {
 }
 
 /// State shared by every request of one mount, and the operations on it.
+///
+/// The requests an `Ops` sends go in the context of its client handle: the mount's `Ops`
+/// sends the default one, and [`Ops::for_job`] gives the operations of one kernel request,
+/// sharing every table, whose requests (and the files they open, and the background
+/// write-back and read-ahead they start) carry the calling process's job id.
 pub struct Ops {
     pub(crate) client: Arc<Client>,
-    pub(crate) opts: MountOptions,
-    pub(crate) inodes: InodeTable,
-    creds: CredCache,
-    handle_ids: HandleIds,
-    files: HandleTable<OpenFile>,
-    dirs: HandleTable<DirStream>,
-    locks: LockOwners,
-    jobids: JobIds,
-    no_caps: NoCaps,
+    pub(crate) opts: Arc<MountOptions>,
+    pub(crate) inodes: Arc<InodeTable>,
+    creds: Arc<CredCache>,
+    handle_ids: Arc<HandleIds>,
+    files: Arc<HandleTable<OpenFile>>,
+    dirs: Arc<HandleTable<DirStream>>,
+    locks: Arc<LockOwners>,
+    jobids: Arc<JobIds>,
+    no_caps: Arc<NoCaps>,
     kernel: Arc<dyn KernelCache>,
 }
 
@@ -109,17 +114,40 @@ impl Ops {
         let no_caps = NoCaps::new(opts.attr_timeout);
         Self {
             client,
-            opts,
-            inodes: InodeTable::new(),
-            creds: CredCache::new(),
-            handle_ids: HandleIds::default(),
-            files: HandleTable::default(),
-            dirs: HandleTable::default(),
-            locks: LockOwners::default(),
-            jobids,
-            no_caps,
+            opts: Arc::new(opts),
+            inodes: Arc::new(InodeTable::new()),
+            creds: Arc::new(CredCache::new()),
+            handle_ids: Arc::default(),
+            files: Arc::default(),
+            dirs: Arc::default(),
+            locks: Arc::default(),
+            jobids: Arc::new(jobids),
+            no_caps: Arc::new(no_caps),
             kernel,
         }
+    }
+
+    /// The operations of one request for job `jobid`: the same mount (tables, caches,
+    /// client), with every request they send in a context carrying `jobid`.
+    pub fn for_job(&self, jobid: Option<Arc<str>>) -> Arc<Self> {
+        Arc::new(Self {
+            client: self.client.for_job(jobid),
+            opts: self.opts.clone(),
+            inodes: self.inodes.clone(),
+            creds: self.creds.clone(),
+            handle_ids: self.handle_ids.clone(),
+            files: self.files.clone(),
+            dirs: self.dirs.clone(),
+            locks: self.locks.clone(),
+            jobids: self.jobids.clone(),
+            no_caps: self.no_caps.clone(),
+            kernel: self.kernel.clone(),
+        })
+    }
+
+    /// The context the requests of these operations go in.
+    pub fn context(&self) -> &weft_rpc::RequestContext {
+        self.client.context()
     }
 
     /// The mount's options.
@@ -191,7 +219,7 @@ impl Ops {
     async fn write_back_others(&self, f: &Arc<OpenFile>) {
         for w in self.files.writers_of(f.ino) {
             if !Arc::ptr_eq(&w, f) && w.take_wrote() {
-                w.file.write_back().await;
+                w.file.write_back_in(self.context()).await;
             }
         }
     }

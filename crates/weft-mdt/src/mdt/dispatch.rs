@@ -14,7 +14,7 @@ impl Mdt {
 
     /// Like [`Mdt::execute`] for a request from a known client: a numbered change's reply
     /// is recorded with it and a resend of the same number answered from that record (see
-    /// [`weft_rpc::resend`]); handles the client opened on a connection that broke are
+    /// [`weft_rpc::RequestContext`]); handles the client opened on a connection that broke are
     /// its own again.
     pub async fn execute_from(
         &self,
