@@ -1,6 +1,7 @@
 //! Creating inodes: files (with their layout, and opened when asked), directories and
 //! symlinks.
 
+use super::open::OpenAs;
 use super::*;
 
 /// A file to create: the fields of [`weft_proto::mdt::MdtRequest::Create`].
@@ -22,6 +23,16 @@ pub(crate) struct NewFile<'a> {
     pub open: Option<OpenFlags>,
     /// The caller.
     pub cred: &'a Credentials,
+}
+
+/// A directory to create: the fields of [`weft_proto::mdt::MdtRequest::Mkdir`] but the
+/// caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewDir<'a> {
+    /// Its name, in the directory to create it in.
+    pub at: EntryAt<'a>,
+    /// Permission bits.
+    pub mode: u32,
 }
 
 impl Engine {
@@ -110,9 +121,18 @@ impl Engine {
                 return Err(fail(Errno::IsDir, "entry is a directory"));
             }
             let handle = match open {
-                Some(flags) => {
-                    Some(self.open_inode(tx, fx, conn, de.fid, &mut ino, flags, cred, true)?)
-                }
+                Some(flags) => Some(self.open_inode(
+                    tx,
+                    fx,
+                    conn,
+                    de.fid,
+                    &mut ino,
+                    &OpenAs {
+                        flags,
+                        cred,
+                        check_access: true,
+                    },
+                )?),
                 None => None,
             };
             return Ok(self.created_reply(Created {
@@ -158,7 +178,14 @@ impl Engine {
         self.put_inode(tx, fx, parent, &dir)?;
         self.meta.files += 1;
         let handle = match open {
-            Some(flags) => Some(self.open_inode(tx, fx, conn, fid, &mut ino, flags, cred, false)?),
+            Some(flags) => {
+                let how = OpenAs {
+                    flags,
+                    cred,
+                    check_access: false,
+                };
+                Some(self.open_inode(tx, fx, conn, fid, &mut ino, &how)?)
+            }
             None => None,
         };
         Ok(self.created_reply(Created {
@@ -174,11 +201,13 @@ impl Engine {
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
+        new: &NewDir<'_>,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let NewDir {
+            at: EntryAt { parent, name },
+            mode,
+        } = *new;
         let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if name_taken(tx, parent, name)? {

@@ -4,24 +4,43 @@
 
 use super::*;
 
+/// A directory inode a coordinator asks for: the fields of
+/// [`weft_proto::mdt::MdtRequest::CreateRemoteDir`] but its operation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RemoteDir<'a> {
+    /// The directory (on the coordinator) that names it, its "..".
+    pub parent: Fid,
+    /// Permission bits, decided by the coordinator.
+    pub mode: u32,
+    /// The owner.
+    pub uid: u32,
+    /// The group.
+    pub gid: u32,
+    /// The default layout of files made in it.
+    pub default_layout: Option<&'a LayoutTemplate>,
+    /// Its default for new subdirectories.
+    pub dir_default: Option<&'a DirDefault>,
+}
+
 impl Engine {
     /// The other side of a remote mkdir: creates the directory inode for the coordinator's
     /// operation, or answers the one created for it before.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create_remote_dir(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        from: u32,
-        op: u64,
-        parent: Fid,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        default_layout: Option<&LayoutTemplate>,
-        dir_default: Option<&DirDefault>,
+        rop: &RemoteOp,
+        new: &RemoteDir<'_>,
     ) -> Result<MdtReply, Fail> {
-        let key = remote_op_key(from, op);
+        let RemoteDir {
+            parent,
+            mode,
+            uid,
+            gid,
+            default_layout,
+            dir_default,
+        } = *new;
+        let key = rop.key();
         if let Some(v) = tx.remote_ops.get(key.as_slice())? {
             let fid = fid_of(v.value())?;
             let ino = crate::namespace::load(&tx.inodes, fid)?;
