@@ -335,9 +335,9 @@ impl Engine {
         Ok(MdtReply::Ok)
     }
 
-    /// The destination half of a rename from another MDT: `name` in `parent` now names
-    /// `fid`, replacing a non-directory that was there (whose inode must be here). Answers
-    /// `Entry` and changes nothing when `name` names `fid` already.
+    /// The destination half of a rename from another MDT: the name `e.at` now names
+    /// `e.fid`, replacing a non-directory that was there (whose inode must be here).
+    /// Answers `Entry` and changes nothing when the name names `e.fid` already.
     pub(crate) fn insert_entry(
         &mut self,
         tx: &mut Tx<'_>,
