@@ -14,44 +14,12 @@ use weft_proto::mdt::{
 use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::Reconnecting;
 
+pub use weft_proto::mdt::NewFile;
+
 mod hsm;
 mod scope;
 
 use scope::{change_scope, changed_entry, may_change_attrs};
-
-/// A non-directory to create: the fields of [`MdtRequest::Create`] but the caller.
-#[derive(Debug, Clone, Copy)]
-pub struct NewFile<'a> {
-    /// The directory to create it in.
-    pub parent: Fid,
-    /// Its name.
-    pub name: &'a [u8],
-    /// Type and permission bits.
-    pub mode: u32,
-    /// Device number (device nodes).
-    pub rdev: u64,
-    /// `O_EXCL`: an existing name fails with EEXIST instead of being opened.
-    pub exclusive: bool,
-    /// The layout asked for, instead of the directory's default.
-    pub layout: Option<&'a LayoutTemplate>,
-    /// Open it too, with these flags.
-    pub open: Option<OpenFlags>,
-}
-
-impl<'a> NewFile<'a> {
-    /// A new name only (`O_EXCL`): no device number, the directory's layout, not opened.
-    pub fn exclusive(parent: Fid, name: &'a [u8], mode: u32) -> Self {
-        NewFile {
-            parent,
-            name,
-            mode,
-            rdev: 0,
-            exclusive: true,
-            layout: None,
-            open: None,
-        }
-    }
-}
 
 /// What a create returns: the new inode, its layout and, if asked, an open handle.
 #[derive(Debug, Clone)]
@@ -420,16 +388,7 @@ impl MdtClient {
         new: &NewFile<'_>,
         cred: &Credentials,
     ) -> Result<Created, ClientError> {
-        let req = MdtRequest::Create {
-            parent: new.parent,
-            name: new.name.to_vec(),
-            mode: new.mode,
-            rdev: new.rdev,
-            exclusive: new.exclusive,
-            layout: new.layout.cloned(),
-            open: new.open,
-            cred: cred.clone(),
-        };
+        let req = new.request(cred);
         expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle, created, .. } => Created { attr, layout, handle, created })
     }
 

@@ -45,7 +45,7 @@ use crate::commit::{Origin, Outcome, WriteOp};
 use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, fail};
 use crate::mdt::Mdt;
-use crate::namespace::{Caller, EntryAt, Renaming, load_dir};
+use crate::namespace::{Caller, Renaming, load_dir};
 use crate::perm::{self, MAY_EXEC, MAY_WRITE};
 use crate::remote::{IntentKind, RenameSource, new_op_id};
 use crate::store::{self, Inode};
@@ -216,19 +216,9 @@ impl Engine {
         who: &Caller<'_>,
         dm: Option<&DirMove>,
     ) -> Result<MdtReply, Fail> {
-        let Renaming {
-            src:
-                EntryAt {
-                    parent: src_parent,
-                    name: src_name,
-                },
-            dst:
-                EntryAt {
-                    parent: dst_parent,
-                    name: dst_name,
-                },
-            flags,
-        } = *r;
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
         let RenameSource { de: sde, dir: sdir } = src;
         let Caller { cred, origin } = *who;
         let noreplace = flags.noreplace;

@@ -5,10 +5,11 @@
 use super::*;
 use crate::hsm::{ArchivedCopy, FlagChange, ImportInto};
 use crate::layouts::LayoutSwap;
-use crate::namespace::{Caller, EntryAt, HandleSizes, NewDir, NewFile, NewXattr, Renaming};
+use crate::namespace::{Caller, EntryAt, HandleSizes, NewDir, NewXattr, Renaming};
 use crate::remote::{RemoteDir, RemoteOp};
 use crate::remote_links::IncomingEntry;
 use weft_proto::Fid;
+use weft_proto::mdt::NewFile;
 
 /// The open handle a request names, if any.
 fn handle_of(req: &MdtRequest) -> Option<u64> {
@@ -162,9 +163,8 @@ fn apply_req(
                 exclusive: *exclusive,
                 layout: layout.as_ref(),
                 open: *open,
-                cred,
             };
-            engine.create(tx, fx, conn, &new)
+            engine.create(tx, fx, conn, &new, cred)
         }
         MdtRequest::Mkdir {
             parent,

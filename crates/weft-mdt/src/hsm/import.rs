@@ -8,14 +8,14 @@ use super::{get_archive, put_archive, same_object};
 use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, fail};
 use crate::names::check_name;
-use crate::namespace::{NewFile, load_dir};
+use crate::namespace::load_dir;
 use crate::store::{self, Inode};
 use std::sync::atomic::Ordering;
 use weft_proto::hsm::{
     HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, HSM_NOARCHIVE, HSM_NORELEASE, HSM_RELEASED, ImportEntry,
     ImportKind, ImportOutcome,
 };
-use weft_proto::mdt::{Credentials, FileKind, MdtReply};
+use weft_proto::mdt::{Credentials, FileKind, MdtReply, NewFile};
 use weft_proto::{Errno, Fid, SYMLINK_MAX, Timestamp};
 
 /// The file type bits of a regular file.
@@ -121,9 +121,8 @@ impl Engine {
                     exclusive: true,
                     layout: e.layout.as_ref(),
                     open: None,
-                    cred,
                 };
-                match self.create(tx, fx, conn, &new)? {
+                match self.create(tx, fx, conn, &new, cred)? {
                     MdtReply::Created { attr, .. } => attr.fid,
                     _ => return Err(fail(Errno::Io, "create answered something else")),
                 }

@@ -4,27 +4,6 @@
 use super::open::OpenAs;
 use super::*;
 
-/// A file to create: the fields of [`weft_proto::mdt::MdtRequest::Create`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NewFile<'a> {
-    /// The directory to create it in.
-    pub parent: Fid,
-    /// Its name.
-    pub name: &'a [u8],
-    /// Type and permission bits.
-    pub mode: u32,
-    /// Device number (device nodes).
-    pub rdev: u64,
-    /// `O_EXCL`: an existing name fails with EEXIST instead of being opened.
-    pub exclusive: bool,
-    /// The layout asked for, instead of the directory's default.
-    pub layout: Option<&'a LayoutTemplate>,
-    /// Open it too, with these flags.
-    pub open: Option<OpenFlags>,
-    /// The caller.
-    pub cred: &'a Credentials,
-}
-
 /// A directory to create: the fields of [`weft_proto::mdt::MdtRequest::Mkdir`] but the
 /// caller.
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +58,7 @@ impl Engine {
         fx: &mut Effects,
         conn: u64,
         new: &NewFile<'_>,
+        cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
         let NewFile {
             parent,
@@ -88,7 +68,6 @@ impl Engine {
             exclusive,
             layout,
             open,
-            cred,
         } = *new;
         let kind = if mode & 0o170000 == 0 {
             FileKind::Regular

@@ -18,7 +18,7 @@ use crate::placement;
 use crate::store::{self, Dirent, Inode, Readable};
 use redb::ReadableTable;
 use weft_proto::mdt::{
-    AccessMode, Credentials, FileKind, MdtReply, OpenFlags, RenameFlags, SetAttr, TimeSet,
+    AccessMode, Credentials, FileKind, MdtReply, NewFile, OpenFlags, RenameFlags, SetAttr, TimeSet,
     XattrMode,
 };
 use weft_proto::{
@@ -33,7 +33,7 @@ mod open;
 mod rename;
 mod xattr;
 
-pub(crate) use create::{NewDir, NewFile};
+pub(crate) use create::NewDir;
 pub(crate) use open::HandleSizes;
 pub(crate) use open::check_open;
 pub(crate) use rename::Renaming;

@@ -24,19 +24,9 @@ impl Engine {
         who: &Caller<'_>,
         dm: Option<&crate::dir_moves::DirMove>,
     ) -> Result<MdtReply, Fail> {
-        let Renaming {
-            src:
-                EntryAt {
-                    parent: src_parent,
-                    name: src_name,
-                },
-            dst:
-                EntryAt {
-                    parent: dst_parent,
-                    name: dst_name,
-                },
-            flags,
-        } = *r;
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
         let Caller { cred, origin } = *who;
         if flags.exchange && flags.noreplace {
             return Err(fail(Errno::Inval, "RENAME_EXCHANGE with RENAME_NOREPLACE"));

@@ -261,19 +261,9 @@ impl Engine {
         who: &Caller<'_>,
         dm: Option<&crate::dir_moves::DirMove>,
     ) -> Result<MdtReply, Fail> {
-        let Renaming {
-            src:
-                EntryAt {
-                    parent: src_parent,
-                    name: src_name,
-                },
-            dst:
-                EntryAt {
-                    parent: dst_parent,
-                    name: dst_name,
-                },
-            flags,
-        } = *r;
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
         let cred = who.cred;
         let xdev = |why: &str| fail(Errno::XDev, why.to_string());
         let same_dir = src_parent == dst_parent;

@@ -32,21 +32,13 @@ impl Engine {
         rop: &RemoteOp,
         new: &RemoteDir<'_>,
     ) -> Result<MdtReply, Fail> {
-        let RemoteDir {
-            parent,
-            mode,
-            uid,
-            gid,
-            default_layout,
-            dir_default,
-        } = *new;
         let key = rop.key();
         if let Some(v) = tx.remote_ops.get(key.as_slice())? {
             let fid = fid_of(v.value())?;
             let ino = crate::namespace::load(&tx.inodes, fid)?;
             return Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))));
         }
-        if let Some(t) = default_layout {
+        if let Some(t) = new.default_layout {
             t.validate()
                 .map_err(|e| fail(Errno::Inval, e.to_string()))?;
         }
@@ -55,15 +47,21 @@ impl Engine {
         }
         // Mutations start here.
         let fid = self.alloc_fid()?;
-        let mut ino = Inode::new(FileKind::Directory, mode, uid, gid, Timestamp::now());
+        let mut ino = Inode::new(
+            FileKind::Directory,
+            new.mode,
+            new.uid,
+            new.gid,
+            Timestamp::now(),
+        );
         ino.nlink = 2;
         ino.size = DIR_SIZE;
         ino.blocks = DIR_SIZE / 512;
-        ino.parent = parent;
-        ino.default_layout = default_layout.cloned();
+        ino.parent = new.parent;
+        ino.default_layout = new.default_layout.cloned();
         self.put_inode(tx, fx, fid, &ino)?;
-        if dir_default.is_some() {
-            self.put_dir_default(tx, fx, fid, dir_default)?;
+        if new.dir_default.is_some() {
+            self.put_dir_default(tx, fx, fid, new.dir_default)?;
         }
         tx.remote_ops
             .insert(key.as_slice(), fid.to_bytes().as_slice())?;
