@@ -100,18 +100,14 @@ impl Engine {
                 return Err(fail(Errno::IsDir, "entry is a directory"));
             }
             let handle = match open {
-                Some(flags) => Some(self.open_inode(
-                    tx,
-                    fx,
-                    conn,
-                    de.fid,
-                    &mut ino,
-                    &OpenAs {
+                Some(flags) => {
+                    let how = OpenAs {
                         flags,
                         cred,
                         check_access: true,
-                    },
-                )?),
+                    };
+                    Some(self.open_inode(tx, fx, conn, de.fid, &mut ino, &how)?)
+                }
                 None => None,
             };
             return Ok(self.created_reply(Created {
