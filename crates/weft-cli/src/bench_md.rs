@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
-use weft_client::{Cluster, MdtClient};
+use weft_client::{Cluster, MdtClient, NewFile};
 use weft_proto::Fid;
 use weft_proto::mdt::Credentials;
 
@@ -129,10 +129,14 @@ async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
             };
             for lane in 0..lanes {
                 let (mdt, cred) = (mdt.clone(), cred.clone());
-                let (files, depth) = (args.files, args.depth);
-                let client = c as u32;
+                let share = LaneShare {
+                    client: c as u32,
+                    lane,
+                    depth: args.depth,
+                    files: args.files,
+                };
                 tasks.push(tokio::spawn(async move {
-                    lane_work(mdt, dir, cred, phase, client, lane, depth, files).await
+                    lane_work(mdt, dir, cred, phase, &share).await
                 }));
             }
         }
@@ -160,19 +164,35 @@ async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
     })
 }
 
-/// One in-flight lane of one client: handles files `lane, lane + depth, ...` (or lists the
+/// The files one in-flight lane of one client handles: `lane, lane + depth, ...` below
+/// `files`, named after `client`.
+#[derive(Debug, Clone, Copy)]
+struct LaneShare {
+    /// The client (its names start with `c{client}-`).
+    client: u32,
+    /// The lane's first file.
+    lane: u32,
+    /// Lanes per client: the step between the lane's files.
+    depth: u32,
+    /// Files per client.
+    files: u32,
+}
+
+/// One in-flight lane of one client: handles the files of `share` (or lists the
 /// directory). Returns the number of operations (entries, for readdir) done.
-#[allow(clippy::too_many_arguments)]
 async fn lane_work(
     mdt: Arc<MdtClient>,
     dir: Fid,
     cred: Credentials,
     phase: Phase,
-    client: u32,
-    lane: u32,
-    depth: u32,
-    files: u32,
+    share: &LaneShare,
 ) -> Result<u64> {
+    let LaneShare {
+        client,
+        lane,
+        depth,
+        files,
+    } = *share;
     if let Phase::Readdir = phase {
         return Ok(mdt.readdir_all(dir, &cred).await?.len() as u64);
     }
@@ -182,8 +202,8 @@ async fn lane_work(
         let name = format!("c{client}-f{i}");
         match phase {
             Phase::Create => {
-                mdt.create(dir, name.as_bytes(), 0o100644, 0, true, None, None, &cred)
-                    .await?;
+                let new = NewFile::exclusive(dir, name.as_bytes(), 0o100644);
+                mdt.create(&new, &cred).await?;
             }
             Phase::Stat => {
                 mdt.lookup(dir, name.as_bytes(), &cred).await?;

@@ -32,7 +32,7 @@ pub use cluster::{Cluster, ClusterOptions};
 pub use error::ClientError;
 pub use file::File;
 pub use layouts::{LayoutOf, Migrated};
-pub use mdt::{Found, MdtClient};
+pub use mdt::{Found, MdtClient, NewFile};
 pub use mgs::MgsClient;
 pub use ost::OstClient;
 pub use params::{ClientParams, Param};

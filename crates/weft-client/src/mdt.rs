@@ -14,6 +14,8 @@ use weft_proto::mdt::{
 use weft_proto::{Fid, Message, TargetId};
 use weft_rpc::{Reconnecting, RequestContext};
 
+pub use weft_proto::mdt::NewFile;
+
 mod hsm;
 mod scope;
 
@@ -405,29 +407,13 @@ impl MdtClient {
         expect_reply!(self, req, "setattr", MdtReply::Attr(a) => a)
     }
 
-    /// Creates a non-directory inode (`mode` includes the type bits).
-    #[allow(clippy::too_many_arguments)]
+    /// Creates a non-directory inode (`new.mode` includes the type bits).
     pub async fn create(
         &self,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
-        rdev: u64,
-        exclusive: bool,
-        layout: Option<LayoutTemplate>,
-        open: Option<OpenFlags>,
+        new: &NewFile<'_>,
         cred: &Credentials,
     ) -> Result<Created, ClientError> {
-        let req = MdtRequest::Create {
-            parent,
-            name: name.to_vec(),
-            mode,
-            rdev,
-            exclusive,
-            layout,
-            open,
-            cred: cred.clone(),
-        };
+        let req = new.request(cred);
         expect_reply!(self, req, "create", MdtReply::Created { attr, layout, handle, created, .. } => Created { attr, layout, handle, created })
     }
 

@@ -45,10 +45,10 @@ use crate::commit::{Origin, Outcome, WriteOp};
 use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, fail};
 use crate::mdt::Mdt;
-use crate::namespace::load_dir;
+use crate::namespace::{Caller, Renaming, load_dir};
 use crate::perm::{self, MAY_EXEC, MAY_WRITE};
-use crate::remote::{IntentKind, new_op_id};
-use crate::store::{self, Dirent, Inode};
+use crate::remote::{IntentKind, RenameSource, new_op_id};
+use crate::store::{self, Inode};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use weft_proto::mdt::{Attr, Credentials, FileKind, MdtReply, MdtRequest, RenameLockAction};
@@ -207,20 +207,21 @@ impl Engine {
     /// A rename moving a directory whose inode is on another MDT between two directories
     /// of this MDT: the entries and link counts change here, and an intent sets the
     /// directory's ".." on its MDT.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn move_remote_dir_here(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        (src_parent, src_name): (Fid, &[u8]),
-        (dst_parent, dst_name): (Fid, &[u8]),
-        sde: Dirent,
-        sdir: Inode,
-        noreplace: bool,
-        cred: &Credentials,
-        origin: &Origin,
+        r: &Renaming<'_>,
+        src: RenameSource,
+        who: &Caller<'_>,
         dm: Option<&DirMove>,
     ) -> Result<MdtReply, Fail> {
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
+        let RenameSource { de: sde, dir: sdir } = src;
+        let Caller { cred, origin } = *who;
+        let noreplace = flags.noreplace;
         let dm = self.dir_move(dm, sde.fid, dst_parent)?;
         let ddir = load_dir(&tx.inodes, &tx.dir_stripes, dst_parent, cred)?;
         let victim = self.replaced_dir(tx, dst_parent, dst_name, sde.fid, noreplace)?;
@@ -261,7 +262,7 @@ impl Engine {
             fid: sde.fid,
             old_parent: src_parent,
         };
-        self.start_intent_as(tx, fx, dm.op, dst_parent, dst_name, kind, origin)
+        self.start_intent_as(tx, fx, dm.op, &r.dst, kind, origin)
     }
 
     /// The directory a directory moved into (`dst_parent`, `name`) replaces, if any: only

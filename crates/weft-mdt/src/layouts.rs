@@ -17,6 +17,20 @@ use weft_proto::layout::TemplateComponent;
 use weft_proto::mdt::{AccessMode, Credentials, FileKind, MdtReply};
 use weft_proto::{Errno, Fid, Layout, Timestamp};
 
+/// A layout swap of `weft migrate`: the fields of
+/// [`weft_proto::mdt::MdtRequest::SwapLayouts`] but the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LayoutSwap {
+    /// The file migrated.
+    pub fid: Fid,
+    /// The volatile (unlinked) copy its data was copied into.
+    pub volatile: Fid,
+    /// The caller's handle of the volatile copy, open for writing.
+    pub handle: u64,
+    /// The file's data version when the copy started.
+    pub data_version: u64,
+}
+
 impl Engine {
     /// Chooses OSTs for every uninstantiated component overlapping `[start, end)` of the
     /// file open as `handle` on `conn`.
@@ -96,19 +110,21 @@ impl Engine {
         Ok(true)
     }
 
-    /// Swaps the layouts of `fid` and the volatile copy `volatile` (open as `handle`).
-    #[allow(clippy::too_many_arguments)]
+    /// Swaps the layouts of a file and its volatile copy (`swap`).
     pub(crate) fn swap_layouts(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         conn: u64,
-        fid: Fid,
-        volatile: Fid,
-        handle: u64,
-        data_version: u64,
+        swap: &LayoutSwap,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let LayoutSwap {
+            fid,
+            volatile,
+            handle,
+            data_version,
+        } = *swap;
         let h = self
             .handles()
             .get(conn, handle)

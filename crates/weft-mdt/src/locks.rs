@@ -64,6 +64,16 @@ struct Waiter {
     reply: oneshot::Sender<WireResult<()>>,
 }
 
+/// A lock to grant one owner: its type, byte range and the process asking (a request's,
+/// or a waiter's when it is woken).
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    typ: LockType,
+    start: u64,
+    end: u64,
+    pid: u32,
+}
+
 #[derive(Debug, Default)]
 struct FileLocks {
     locks: RangeLocks,
@@ -327,7 +337,13 @@ impl LockTable {
             .next()
             .is_some();
         if !conflict {
-            let r = self.grant(g, key, owner, lock.typ, lock.start, lock.end, lock.pid);
+            let want = Wanted {
+                typ: lock.typ,
+                start: lock.start,
+                end: lock.end,
+                pid: lock.pid,
+            };
+            let r = self.grant(g, key, owner, &want);
             match r {
                 // A downgrade or a conversion may let waiters in.
                 Ok(()) => self.wake(g, key),
@@ -386,21 +402,17 @@ impl LockTable {
     }
 
     /// Grants a lock known not to conflict, within the connection's limit.
-    #[allow(clippy::too_many_arguments)]
-    fn grant(
-        &self,
-        g: &mut Inner,
-        key: Key,
-        owner: Owner,
-        typ: LockType,
-        start: u64,
-        end: u64,
-        pid: u32,
-    ) -> WireResult<()> {
+    fn grant(&self, g: &mut Inner, key: Key, owner: Owner, want: &Wanted) -> WireResult<()> {
         let Some(f) = g.files.get(&key) else {
             return Err(err(Errno::Io, "lock table entry vanished"));
         };
         let before = f.locks.count_of(owner);
+        let Wanted {
+            typ,
+            start,
+            end,
+            pid,
+        } = *want;
         let mine = f.locks.applied(owner, typ, start, end, pid);
         let after = mine.len();
         if after > before && !self.fits(g, owner.conn, after - before) {
@@ -452,7 +464,13 @@ impl LockTable {
     }
 
     fn grant_waiter(&self, g: &mut Inner, key: Key, w: &Waiter) -> WireResult<()> {
-        self.grant(g, key, w.owner, w.mode.lock_type(), w.start, w.end, w.pid)
+        let want = Wanted {
+            typ: w.mode.lock_type(),
+            start: w.start,
+            end: w.end,
+            pid: w.pid,
+        };
+        self.grant(g, key, w.owner, &want)
     }
 
     /// Forgets a waiter's accounting (it left the queue).

@@ -33,7 +33,7 @@ use crate::error::{Fail, fail};
 use crate::failpoints;
 use crate::mdt::Mdt;
 use crate::names::check_name;
-use crate::namespace::load_dir;
+use crate::namespace::{Caller, EntryAt, load_dir};
 use crate::remote::{IntentKind, pending};
 use crate::store::{self, Dirent};
 use redb::ReadableTable;
@@ -99,17 +99,16 @@ impl Engine {
     }
 
     /// Step 1 of a migration: the checks, and the intent on the name.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_migrate(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         mdt: u32,
-        cred: &Credentials,
-        origin: &Origin,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
+        let EntryAt { parent, name } = *at;
+        let Caller { cred, origin } = *who;
         Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
         if cred.uid != 0 {
             return Err(fail(Errno::Perm, "only root migrates directories"));
@@ -136,7 +135,7 @@ impl Engine {
             mdt,
             new: None,
         };
-        self.start_intent(tx, fx, parent, name, kind, origin)
+        self.start_intent(tx, fx, at, kind, origin)
     }
 
     /// The directory's MDT: freezes (or thaws) it for a migration.

@@ -111,18 +111,14 @@ pub(crate) fn run(
             let stripes = r
                 .open_table(store::DIR_STRIPES)
                 .map_err(crate::error::StoreError::from)?;
-            readdir(
-                &inodes,
-                &dirents,
-                &stripes,
-                handles,
-                *fid,
-                *cookie,
-                *max_entries,
-                *plus,
-                cred,
-            )
-            .map(|(entries, eof)| MdtReply::Entries { entries, eof })
+            let want = PageOf {
+                fid: *fid,
+                cookie: *cookie,
+                max_entries: *max_entries,
+                plus: *plus,
+            };
+            readdir(&inodes, &dirents, &stripes, handles, &want, cred)
+                .map(|(entries, eof)| MdtReply::Entries { entries, eof })
         }
         MdtRequest::ScanDir {
             fid,
@@ -138,9 +134,13 @@ pub(crate) fn run(
             let stripes = r
                 .open_table(store::DIR_STRIPES)
                 .map_err(crate::error::StoreError::from)?;
-            let (page, eof) = readdir(
-                &inodes, &dirents, &stripes, handles, *fid, *cookie, max, true, cred,
-            )?;
+            let want = PageOf {
+                fid: *fid,
+                cookie: *cookie,
+                max_entries: max,
+                plus: true,
+            };
+            let (page, eof) = readdir(&inodes, &dirents, &stripes, handles, &want, cred)?;
             let mut entries = Vec::with_capacity(page.len());
             for entry in page {
                 let layout = store::get_inode(&inodes, entry.fid)?.and_then(|i| i.layout);
@@ -214,23 +214,39 @@ fn listxattr(xattrs: &impl Readable, fid: Fid, cred: &Credentials) -> Result<Mdt
     Ok(MdtReply::XattrNames(names))
 }
 
-/// One page of a directory, in hash order after `cookie`.
+/// A page of a directory a reader asks for: the fields of
+/// [`MdtRequest::ReadDir`] but the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageOf {
+    /// The directory.
+    pub fid: Fid,
+    /// Where the page starts: 0, or the last cookie of the page before.
+    pub cookie: u64,
+    /// At most this many entries.
+    pub max_entries: u32,
+    /// With each entry's attributes.
+    pub plus: bool,
+}
+
+/// One page of a directory, in hash order after `want.cookie`.
 ///
 /// A page never ends in the middle of a group of names with equal hashes (the cookie is the
 /// hash, so the next page resumes after the whole group): a trailing partial group is left
 /// for the next page, and a single group larger than a page is returned whole.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn readdir(
     inodes: &impl Readable,
     dirents: &impl Readable,
     stripes: &impl Readable,
     handles: &Mutex<Handles>,
-    fid: Fid,
-    cookie: u64,
-    max_entries: u32,
-    plus: bool,
+    want: &PageOf,
     cred: &Credentials,
 ) -> Result<(Vec<DirEntry>, bool), Fail> {
+    let PageOf {
+        fid,
+        cookie,
+        max_entries,
+        plus,
+    } = *want;
     let dir = load(inodes, fid)?;
     if !dir.is_dir() {
         return Err(fail(Errno::NotDir, "not a directory"));

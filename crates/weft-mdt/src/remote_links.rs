@@ -16,13 +16,29 @@ use crate::dir_moves::DirMove;
 use crate::engine::{Effects, Engine, LINK_MAX, Tx};
 use crate::error::{Fail, fail};
 use crate::names::check_name;
-use crate::namespace::load_dir;
+use crate::namespace::{Caller, EntryAt, Renaming, load_dir};
 use crate::perm::{self, MAY_EXEC, MAY_WRITE};
-use crate::remote::{Intent, IntentKind, new_op_id, pending, remote_op_key};
+use crate::remote::{Intent, IntentKind, RemoteOp, new_op_id, pending, remote_op_key};
 use crate::store::{self, Dirent, Inode};
 use redb::ReadableTable;
 use weft_proto::mdt::{Credentials, FileKind, MdtReply};
 use weft_proto::{Errno, Fid, Timestamp};
+
+/// A name another MDT gives an inode, the destination half of its rename: the fields of
+/// [`MdtRequest::InsertEntry`] but the operation and the caller.
+///
+/// [`MdtRequest::InsertEntry`]: weft_proto::mdt::MdtRequest::InsertEntry
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IncomingEntry<'a> {
+    /// The name, in a directory of this MDT.
+    pub at: EntryAt<'a>,
+    /// The inode it names.
+    pub fid: Fid,
+    /// That inode's type.
+    pub kind: FileKind,
+    /// `RENAME_NOREPLACE`: an existing name fails with EEXIST.
+    pub noreplace: bool,
+}
 
 impl Engine {
     /// Whether `fid` lives on another MDT, by the FID location database.
@@ -38,31 +54,28 @@ impl Engine {
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         kind: IntentKind,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        self.start_intent_as(tx, fx, new_op_id(), parent, name, kind, origin)
+        self.start_intent_as(tx, fx, new_op_id(), at, kind, origin)
     }
 
     /// [`Engine::start_intent`] with the operation id `op` (a directory move's, which
     /// holds the rename lock under that id).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_intent_as(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         op: u64,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         kind: IntentKind,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
         let intent = Intent {
             op,
-            parent,
-            name: name.to_vec(),
+            parent: at.parent,
+            name: at.name.to_vec(),
             kind,
             client: origin.client,
             seq: origin.seq,
@@ -92,40 +105,40 @@ impl Engine {
 
     /// Step 1 of removing a name whose (non-directory) inode is on another MDT, from
     /// [`Engine::unlink`].
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_remote_unlink(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         de: &Dirent,
         dir: &Inode,
-        cred: &Credentials,
-        origin: &Origin,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
-        Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
+        let Caller { cred, origin } = *who;
+        Self::existing_intent(tx, at.parent, at.name, origin, Errno::Busy)?;
         perm::check(dir, cred, MAY_WRITE | MAY_EXEC)?;
         let kind = IntentKind::Unlink {
             fid: de.fid,
             sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
             cred: cred.clone(),
         };
-        self.start_intent(tx, fx, parent, name, kind, origin)
+        self.start_intent(tx, fx, at, kind, origin)
     }
 
     /// Step 1 of a hard link to an inode of another MDT, from [`Engine::link`].
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_remote_link(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         fid: Fid,
-        new_parent: Fid,
-        new_name: &[u8],
-        cred: &Credentials,
-        origin: &Origin,
+        to: &EntryAt<'_>,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
+        let EntryAt {
+            parent: new_parent,
+            name: new_name,
+        } = *to;
+        let Caller { cred, origin } = *who;
         Self::existing_intent(tx, new_parent, new_name, origin, Errno::Exist)?;
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, new_parent, cred)?;
         check_name(new_name)?;
@@ -133,32 +146,23 @@ impl Engine {
             return Err(fail(Errno::Exist, "entry exists"));
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
-        self.start_intent(
-            tx,
-            fx,
-            new_parent,
-            new_name,
-            IntentKind::Link { fid },
-            origin,
-        )
+        self.start_intent(tx, fx, to, IntentKind::Link { fid }, origin)
     }
 
     /// Step 1 of renaming a non-directory into a directory of another MDT, from
     /// [`Engine::rename`]: this MDT holds the source name.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_remote_rename(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        src_parent: Fid,
-        src_name: &[u8],
-        dst_parent: Fid,
-        dst_name: &[u8],
-        flags: weft_proto::mdt::RenameFlags,
-        cred: &Credentials,
-        origin: &Origin,
+        r: &Renaming<'_>,
+        who: &Caller<'_>,
         dm: Option<&DirMove>,
     ) -> Result<MdtReply, Fail> {
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
+        let Caller { cred, origin } = *who;
         let xdev = |why: &str| fail(Errno::XDev, why.to_string());
         Self::existing_intent(tx, src_parent, src_name, origin, Errno::Busy)?;
         let sdir = load_dir(&tx.inodes, &tx.dir_stripes, src_parent, cred)?;
@@ -195,7 +199,7 @@ impl Engine {
             noreplace: flags.noreplace,
             cred: cred.clone(),
         };
-        self.start_intent_as(tx, fx, op, src_parent, src_name, kind, origin)
+        self.start_intent_as(tx, fx, op, &r.src, kind, origin)
     }
 
     /// A rename here gave `name` to another inode; the non-directory `fid` of another MDT
@@ -204,19 +208,11 @@ impl Engine {
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         fid: Fid,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        self.start_intent(
-            tx,
-            fx,
-            parent,
-            name,
-            IntentKind::LinkDropped { fid },
-            origin,
-        )
+        self.start_intent(tx, fx, at, IntentKind::LinkDropped { fid }, origin)
     }
 
     /// Step 3 for a name removed (unlink done on the inode's MDT, or a rename's new name
@@ -254,24 +250,13 @@ impl Engine {
         touch_dir(self, tx, fx, parent)
     }
 
-    fn op_done(tx: &Tx<'_>, from: u32, op: u64) -> Result<bool, Fail> {
-        Ok(tx
-            .remote_ops
-            .get(remote_op_key(from, op).as_slice())?
-            .is_some())
+    fn op_done(tx: &Tx<'_>, rop: &RemoteOp) -> Result<bool, Fail> {
+        Ok(tx.remote_ops.get(rop.key().as_slice())?.is_some())
     }
 
-    fn mark_done(
-        tx: &mut Tx<'_>,
-        fx: &mut Effects,
-        from: u32,
-        op: u64,
-        fid: Fid,
-    ) -> Result<(), Fail> {
-        tx.remote_ops.insert(
-            remote_op_key(from, op).as_slice(),
-            fid.to_bytes().as_slice(),
-        )?;
+    fn mark_done(tx: &mut Tx<'_>, fx: &mut Effects, rop: &RemoteOp, fid: Fid) -> Result<(), Fail> {
+        tx.remote_ops
+            .insert(rop.key().as_slice(), fid.to_bytes().as_slice())?;
         fx.wrote = true;
         Ok(())
     }
@@ -281,13 +266,12 @@ impl Engine {
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        from: u32,
-        op: u64,
+        rop: &RemoteOp,
         fid: Fid,
     ) -> Result<MdtReply, Fail> {
         let mut ino = store::get_inode(&tx.inodes, fid)?
             .ok_or_else(|| fail(Errno::NoEnt, format!("no inode {fid}")))?;
-        if Self::op_done(tx, from, op)? {
+        if Self::op_done(tx, rop)? {
             return Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))));
         }
         if ino.is_dir() {
@@ -306,23 +290,21 @@ impl Engine {
         ino.nlink += 1;
         ino.ctime = Timestamp::now();
         self.put_inode(tx, fx, fid, &ino)?;
-        Self::mark_done(tx, fx, from, op, fid)?;
+        Self::mark_done(tx, fx, rop, fid)?;
         Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))))
     }
 
     /// The other side of removing a name (on another MDT) of a non-directory.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn drop_link(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        from: u32,
-        op: u64,
+        rop: &RemoteOp,
         fid: Fid,
         sticky_owner: Option<u32>,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
-        if Self::op_done(tx, from, op)? {
+        if Self::op_done(tx, rop)? {
             return Ok(MdtReply::Ok);
         }
         let ino = store::get_inode(&tx.inodes, fid)?
@@ -339,28 +321,28 @@ impl Engine {
         }
         // Mutations start here.
         self.drop_one_link(tx, fx, fid, ino)?;
-        Self::mark_done(tx, fx, from, op, fid)?;
+        Self::mark_done(tx, fx, rop, fid)?;
         Ok(MdtReply::Ok)
     }
 
-    /// The destination half of a rename from another MDT: `name` in `parent` now names
-    /// `fid`, replacing a non-directory that was there (whose inode must be here). Answers
-    /// `Entry` and changes nothing when `name` names `fid` already.
-    #[allow(clippy::too_many_arguments)]
+    /// The destination half of a rename from another MDT: the name `e.at` now names
+    /// `e.fid`, replacing a non-directory that was there (whose inode must be here).
+    /// Answers `Entry` and changes nothing when the name names `e.fid` already.
     pub(crate) fn insert_entry(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        from: u32,
-        op: u64,
-        parent: Fid,
-        name: &[u8],
-        fid: Fid,
-        kind: FileKind,
-        noreplace: bool,
+        rop: &RemoteOp,
+        e: &IncomingEntry<'_>,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
-        if Self::op_done(tx, from, op)? {
+        let IncomingEntry {
+            at: EntryAt { parent, name },
+            fid,
+            kind,
+            noreplace,
+        } = *e;
+        if Self::op_done(tx, rop)? {
             return Ok(MdtReply::Ok);
         }
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
@@ -373,8 +355,7 @@ impl Engine {
         }
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
         if kind == FileKind::Directory {
-            return self
-                .insert_dir_entry(tx, fx, from, op, parent, dir, name, fid, noreplace, cred);
+            return self.insert_dir_entry(tx, fx, rop, e, dir, cred);
         }
         // The name's present inode: here (loses its link now), or on another MDT (loses
         // it through an intent of this MDT, after this transaction).
@@ -418,9 +399,9 @@ impl Engine {
             None => {}
         }
         self.insert_entry_of(tx, fx, parent, name, fid, kind)?;
-        Self::mark_done(tx, fx, from, op, fid)?;
+        Self::mark_done(tx, fx, rop, fid)?;
         if let Some(victim) = remote_victim {
-            return self.defer_link_drop(tx, fx, parent, name, victim, &Origin::default());
+            return self.defer_link_drop(tx, fx, &e.at, victim, &Origin::default());
         }
         Ok(MdtReply::Ok)
     }
@@ -428,20 +409,21 @@ impl Engine {
     /// [`Engine::insert_entry`] of a directory moved here from another MDT (under the
     /// rename lock, which its coordinator holds): the name, a link of the new parent, the
     /// directory's ".." if its inode is here; an empty directory there is replaced.
-    #[allow(clippy::too_many_arguments)]
     fn insert_dir_entry(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        from: u32,
-        op: u64,
-        parent: Fid,
+        rop: &RemoteOp,
+        e: &IncomingEntry<'_>,
         mut dir: Inode,
-        name: &[u8],
-        fid: Fid,
-        noreplace: bool,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let IncomingEntry {
+            at: EntryAt { parent, name },
+            fid,
+            noreplace,
+            ..
+        } = *e;
         let victim = self.replaced_dir(tx, parent, name, fid, noreplace)?;
         if let Some((_, v)) = &victim {
             perm::check_sticky(&dir, v, cred)?;
@@ -465,7 +447,7 @@ impl Engine {
         }
         self.put_inode(tx, fx, parent, &dir)?;
         self.insert_entry_of(tx, fx, parent, name, fid, FileKind::Directory)?;
-        Self::mark_done(tx, fx, from, op, fid)?;
+        Self::mark_done(tx, fx, rop, fid)?;
         Ok(MdtReply::Ok)
     }
 

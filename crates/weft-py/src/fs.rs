@@ -350,6 +350,8 @@ impl Fs {
     /// Opens `path`: the flags of `open(2)` as booleans; `mode` for a created file
     /// (the process's umask applied).
     #[pyo3(signature = (path, read, write, create = false, exclusive = false, truncate = false, append = false, mode = 0o666))]
+    // pyo3 maps each Python argument to one Rust parameter: grouping them in a struct would
+    // change the Python signature (keyword arguments with defaults) that callers use.
     #[allow(clippy::too_many_arguments)]
     fn open(
         slf: Bound<'_, Self>,

@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use weft_client::{Cluster, ClusterOptions};
+use weft_client::{Cluster, ClusterOptions, NewFile};
 use weft_proto::TargetId;
 use weft_proto::mgs::TargetState;
 
@@ -655,7 +655,14 @@ impl TestCluster {
         }
         let all = weft_proto::LayoutTemplate::raid0(-1, 0, -1);
         let created = mdt
-            .create(dir.fid, file, 0o100600, 0, false, Some(all), None, &root)
+            .create(
+                &NewFile {
+                    exclusive: false,
+                    layout: Some(&all),
+                    ..NewFile::exclusive(dir.fid, file, 0o100600)
+                },
+                &root,
+            )
             .await;
         let _ = mdt.unlink(dir.fid, file, &root).await;
         let removed = mdt0.rmdir(weft_proto::Fid::ROOT, name, &root).await;
@@ -722,13 +729,11 @@ impl TestCluster {
         let all = weft_proto::LayoutTemplate::raid0(-1, 0, -1);
         let created = mdt
             .create(
-                weft_proto::Fid::ROOT,
-                probe,
-                0o100600,
-                0,
-                false,
-                Some(all),
-                None,
+                &NewFile {
+                    exclusive: false,
+                    layout: Some(&all),
+                    ..NewFile::exclusive(weft_proto::Fid::ROOT, probe, 0o100600)
+                },
                 &root,
             )
             .await;

@@ -346,7 +346,6 @@ fn emit(args: &GetStripeArgs, s: Shown, out: &mut Vec<Shown>) {
 }
 
 /// The entries of a directory (recursively with `-r`), layouts read in bulk.
-#[allow(clippy::too_many_arguments)]
 async fn list_dir(
     client: &Client,
     p: &FsPath,

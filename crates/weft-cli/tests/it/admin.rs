@@ -4,6 +4,7 @@
 use crate::bin;
 use crate::support::weft;
 
+use weft_client::NewFile;
 use weft_proto::layout::{EOF, LayoutTemplate, TemplateComponent};
 use weft_proto::mdt::Credentials;
 use weft_proto::{Fid, TargetId};
@@ -63,13 +64,10 @@ async fn pools_are_managed_from_the_cli_and_restrict_placement() {
     for _ in 0..100 {
         match mdt
             .create(
-                Fid::ROOT,
-                b"pooled",
-                0o100644,
-                0,
-                true,
-                Some(template.clone()),
-                None,
+                &NewFile {
+                    layout: Some(&template),
+                    ..NewFile::exclusive(Fid::ROOT, b"pooled", 0o100644)
+                },
                 &cred,
             )
             .await

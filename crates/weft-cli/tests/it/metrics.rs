@@ -5,6 +5,7 @@ use crate::bin;
 use bytes::Bytes;
 use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weft_client::NewFile;
 use weft_proto::mdt::Credentials;
 use weft_proto::{Fid, ObjectId};
 use weft_rpc::RequestContext;
@@ -50,13 +51,7 @@ async fn every_server_exposes_parseable_metrics_that_count_its_work() {
     let dir = mdt.mkdir(Fid::ROOT, b"m", 0o755, &cred).await.unwrap();
     for i in 0..25 {
         mdt.create(
-            dir.fid,
-            format!("f{i}").as_bytes(),
-            0o100644,
-            0,
-            true,
-            None,
-            None,
+            &NewFile::exclusive(dir.fid, format!("f{i}").as_bytes(), 0o100644),
             &cred,
         )
         .await

@@ -2,7 +2,7 @@
 //! processes on loopback.
 
 use crate::bin;
-use weft_client::{Cluster, MdtClient};
+use weft_client::{Cluster, MdtClient, NewFile};
 use weft_proto::mdt::{
     AccessMode, Credentials, FileKind, OpenFlags, RenameFlags, SetAttr, TimeSet, XattrMode,
 };
@@ -46,7 +46,7 @@ async fn every_metadata_operation_works_across_processes() {
     assert_eq!(dir.kind, FileKind::Directory);
     assert_eq!(dir.nlink, 2);
     let created = mdt
-        .create(dir.fid, b"a.bin", 0o100644, 0, true, None, None, &cred)
+        .create(&NewFile::exclusive(dir.fid, b"a.bin", 0o100644), &cred)
         .await
         .unwrap();
     assert_eq!(created.attr.kind, FileKind::Regular);
@@ -55,7 +55,7 @@ async fn every_metadata_operation_works_across_processes() {
     assert!(!layout.components[0].osts.is_empty());
     assert_eq!(
         errno(
-            mdt.create(dir.fid, b"a.bin", 0o100644, 0, true, None, None, &cred)
+            mdt.create(&NewFile::exclusive(dir.fid, b"a.bin", 0o100644), &cred)
                 .await
         ),
         Errno::Exist
@@ -157,7 +157,7 @@ async fn every_metadata_operation_works_across_processes() {
 
     // mknod (FIFO)
     let fifo = mdt
-        .create(dir.fid, b"pipe", 0o010644, 0, true, None, None, &cred)
+        .create(&NewFile::exclusive(dir.fid, b"pipe", 0o010644), &cred)
         .await
         .unwrap();
     assert_eq!(fifo.attr.kind, FileKind::Fifo);
@@ -187,7 +187,7 @@ async fn every_metadata_operation_works_across_processes() {
     .unwrap();
     assert_eq!(mdt.lookup(sub.fid, b"b.bin", &cred).await.unwrap().fid, fid);
     let other = mdt
-        .create(dir.fid, b"other", 0o100644, 0, true, None, None, &cred)
+        .create(&NewFile::exclusive(dir.fid, b"other", 0o100644), &cred)
         .await
         .unwrap();
     let noreplace = RenameFlags {
@@ -299,7 +299,7 @@ async fn every_metadata_operation_works_across_processes() {
     // permissions: a user cannot create in root's 0755 directory
     assert_eq!(
         errno(
-            mdt.create(dir.fid, b"nope", 0o100644, 0, true, None, None, &user(1000))
+            mdt.create(&NewFile::exclusive(dir.fid, b"nope", 0o100644), &user(1000))
                 .await
         ),
         Errno::Access
@@ -322,13 +322,7 @@ async fn readdir_pages_a_large_directory_with_stable_cookies() {
         tasks.push(tokio::spawn(async move {
             for i in (lane..n).step_by(8) {
                 mdt.create(
-                    dir.fid,
-                    format!("file-{i:05}").as_bytes(),
-                    0o100644,
-                    0,
-                    true,
-                    None,
-                    None,
+                    &NewFile::exclusive(dir.fid, format!("file-{i:05}").as_bytes(), 0o100644),
                     &cred,
                 )
                 .await
@@ -379,13 +373,10 @@ async fn an_unlinked_open_file_stays_until_its_last_close() {
     let cred = root();
     let c = mdt
         .create(
-            Fid::ROOT,
-            b"tmpfile",
-            0o100644,
-            0,
-            true,
-            None,
-            Some(RW),
+            &NewFile {
+                open: Some(RW),
+                ..NewFile::exclusive(Fid::ROOT, b"tmpfile", 0o100644)
+            },
             &cred,
         )
         .await

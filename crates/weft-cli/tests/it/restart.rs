@@ -4,6 +4,7 @@
 use crate::bin;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
+use weft_client::NewFile;
 use weft_proto::mdt::{Credentials, XattrMode};
 use weft_proto::{Errno, Fid, ObjectId, TargetId};
 use weft_testkit::TestCluster;
@@ -22,13 +23,7 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
     for i in 0..200 {
         fids.push(
             mdt.create(
-                dir.fid,
-                format!("f{i}").as_bytes(),
-                0o100640,
-                0,
-                true,
-                None,
-                None,
+                &NewFile::exclusive(dir.fid, format!("f{i}").as_bytes(), 0o100640),
                 &cred,
             )
             .await
@@ -115,7 +110,7 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
     assert!(config.target(TargetId::ost(1)).is_some());
     // New FIDs after the restart never collide with old ones.
     let newer = mdt
-        .create(dir.fid, b"after", 0o100644, 0, true, None, None, &cred)
+        .create(&NewFile::exclusive(dir.fid, b"after", 0o100644), &cred)
         .await
         .unwrap();
     assert!(!fids.contains(&newer.attr.fid));
@@ -144,13 +139,7 @@ async fn changes_answered_before_they_were_durable_survive_an_mds_kill() {
         let name = format!("f{i}");
         let c = mdt
             .create(
-                dir.fid,
-                name.as_bytes(),
-                0o100644,
-                0,
-                true,
-                None,
-                None,
+                &NewFile::exclusive(dir.fid, name.as_bytes(), 0o100644),
                 &cred,
             )
             .await
@@ -200,7 +189,7 @@ async fn changes_answered_before_they_were_durable_survive_an_mds_kill() {
     assert!(tc.mds.log().contains("replayed the redo log"));
     // New FIDs never meet the ones handed out before the kill.
     let after = mdt
-        .create(dir.fid, b"after", 0o100644, 0, true, None, None, &cred)
+        .create(&NewFile::exclusive(dir.fid, b"after", 0o100644), &cred)
         .await
         .unwrap();
     assert!(!fids.contains(&after.attr.fid));
@@ -215,13 +204,10 @@ async fn objects_of_unlinked_files_are_destroyed_even_when_the_ost_was_down() {
     let template = weft_proto::LayoutTemplate::raid0(-1, 1 << 20, -1);
     let c = mdt
         .create(
-            Fid::ROOT,
-            b"victim",
-            0o100644,
-            0,
-            true,
-            Some(template),
-            None,
+            &NewFile {
+                layout: Some(&template),
+                ..NewFile::exclusive(Fid::ROOT, b"victim", 0o100644)
+            },
             &cred,
         )
         .await

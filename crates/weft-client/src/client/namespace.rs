@@ -3,6 +3,7 @@
 
 use super::Client;
 use crate::error::ClientError;
+use crate::mdt::NewFile;
 use weft_proto::mdt::{Attr, Credentials, DirEntry, DirHash, RenameFlags};
 use weft_proto::{Errno, Fid};
 
@@ -88,8 +89,11 @@ impl Client {
     ) -> Result<Attr, ClientError> {
         let created = self
             .in_shard(parent, name, |dir, mdt| async move {
-                mdt.create(dir, name, mode, rdev, true, None, None, cred)
-                    .await
+                let new = NewFile {
+                    rdev,
+                    ..NewFile::exclusive(dir, name, mode)
+                };
+                mdt.create(&new, cred).await
             })
             .await?;
         Ok(created.attr)

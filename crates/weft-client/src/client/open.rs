@@ -4,7 +4,7 @@
 use super::{Client, OpenOptions};
 use crate::error::ClientError;
 use crate::file::File;
-use crate::mdt::MdtClient;
+use crate::mdt::{MdtClient, NewFile};
 use std::sync::Arc;
 use weft_proto::layout::{Layout, LayoutTemplate};
 use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind, OpenFlags};
@@ -75,20 +75,17 @@ impl Client {
         let mode = (mode & 0o7777) | FileKind::Regular.mode_bits();
         let created = self
             .in_shard(parent, name, |dir, mdt| {
-                let layout = layout.clone();
+                let new = NewFile {
+                    parent: dir,
+                    name,
+                    mode,
+                    rdev: 0,
+                    exclusive: opts.exclusive,
+                    layout: layout.as_ref(),
+                    open: Some(flags),
+                };
                 async move {
-                    let c = mdt
-                        .create(
-                            dir,
-                            name,
-                            mode,
-                            0,
-                            opts.exclusive,
-                            layout,
-                            Some(flags),
-                            cred,
-                        )
-                        .await?;
+                    let c = mdt.create(&new, cred).await?;
                     Ok((c, mdt))
                 }
             })

@@ -3,7 +3,13 @@
 //! answered from their recorded replies.
 
 use super::*;
-use crate::namespace::NewFile;
+use crate::hsm::{ArchivedCopy, FlagChange, ImportInto};
+use crate::layouts::LayoutSwap;
+use crate::namespace::{Caller, EntryAt, HandleSizes, NewDir, NewXattr, Renaming};
+use crate::remote::{RemoteDir, RemoteOp};
+use crate::remote_links::IncomingEntry;
+use weft_proto::Fid;
+use weft_proto::mdt::NewFile;
 
 /// The open handle a request names, if any.
 fn handle_of(req: &MdtRequest) -> Option<u64> {
@@ -101,6 +107,22 @@ fn apply_numbered(
     r
 }
 
+/// The name `name` in `parent`, as a request gives it.
+fn at<'a>(parent: &Fid, name: &'a [u8]) -> EntryAt<'a> {
+    EntryAt {
+        parent: *parent,
+        name,
+    }
+}
+
+/// The directory a mkdir request makes.
+fn new_dir<'a>(parent: &Fid, name: &'a [u8], mode: &u32) -> NewDir<'a> {
+    NewDir {
+        at: at(parent, name),
+        mode: *mode,
+    }
+}
+
 fn apply_req(
     engine: &mut Engine,
     tx: &mut Tx<'_>,
@@ -116,6 +138,11 @@ fn apply_req(
     }
     // A directory being migrated to another MDT does not change (the client waits).
     Engine::check_unfrozen(tx, req)?;
+    let by = |cred| Caller { cred, origin };
+    let rop = |from: &u32, op: &u64| RemoteOp {
+        from: *from,
+        op: *op,
+    };
     match req {
         MdtRequest::SetAttr { fid, set, cred } => engine.setattr(tx, fx, *fid, set, cred),
         MdtRequest::Create {
@@ -136,16 +163,15 @@ fn apply_req(
                 exclusive: *exclusive,
                 layout: layout.as_ref(),
                 open: *open,
-                cred,
             };
-            engine.create(tx, fx, conn, &new)
+            engine.create(tx, fx, conn, &new, cred)
         }
         MdtRequest::Mkdir {
             parent,
             name,
             mode,
             cred,
-        } => engine.mkdir_inheriting(tx, fx, *parent, name, *mode, cred, origin),
+        } => engine.mkdir_inheriting(tx, fx, &new_dir(parent, name, mode), &by(cred)),
         MdtRequest::Symlink {
             parent,
             name,
@@ -157,12 +183,12 @@ fn apply_req(
             new_parent,
             new_name,
             cred,
-        } => engine.link(tx, fx, *fid, *new_parent, new_name, cred, origin),
+        } => engine.link(tx, fx, *fid, &at(new_parent, new_name), &by(cred)),
         MdtRequest::Unlink { parent, name, cred } => {
-            engine.unlink(tx, fx, *parent, name, cred, false, origin)
+            engine.unlink(tx, fx, &at(parent, name), false, &by(cred))
         }
         MdtRequest::Rmdir { parent, name, cred } => {
-            engine.unlink(tx, fx, *parent, name, cred, true, origin)
+            engine.unlink(tx, fx, &at(parent, name), true, &by(cred))
         }
         MdtRequest::MkdirOn {
             parent,
@@ -170,7 +196,7 @@ fn apply_req(
             mode,
             mdt,
             cred,
-        } => engine.prepare_mkdir_on(tx, fx, *parent, name, *mode, *mdt, cred, origin),
+        } => engine.prepare_mkdir_on(tx, fx, &new_dir(parent, name, mode), *mdt, &by(cred)),
         MdtRequest::MkdirStriped {
             parent,
             name,
@@ -178,18 +204,23 @@ fn apply_req(
             count,
             hash,
             cred,
-        } => {
-            engine.prepare_mkdir_striped(tx, fx, *parent, name, *mode, *count, *hash, cred, origin)
-        }
+        } => engine.prepare_mkdir_striped(
+            tx,
+            fx,
+            &new_dir(parent, name, mode),
+            *count,
+            *hash,
+            &by(cred),
+        ),
         MdtRequest::SealDir { fid, seal } => engine.seal_dir(tx, fx, *fid, *seal),
-        MdtRequest::AddLink { from, op, fid } => engine.add_link(tx, fx, *from, *op, *fid),
+        MdtRequest::AddLink { from, op, fid } => engine.add_link(tx, fx, &rop(from, op), *fid),
         MdtRequest::DropLink {
             from,
             op,
             fid,
             sticky_owner,
             cred,
-        } => engine.drop_link(tx, fx, *from, *op, *fid, *sticky_owner, cred),
+        } => engine.drop_link(tx, fx, &rop(from, op), *fid, *sticky_owner, cred),
         MdtRequest::InsertEntry {
             from,
             op,
@@ -199,16 +230,22 @@ fn apply_req(
             kind,
             noreplace,
             cred,
-        } => engine.insert_entry(
-            tx, fx, *from, *op, *parent, name, *fid, *kind, *noreplace, cred,
-        ),
+        } => {
+            let entry = IncomingEntry {
+                at: at(parent, name),
+                fid: *fid,
+                kind: *kind,
+                noreplace: *noreplace,
+            };
+            engine.insert_entry(tx, fx, &rop(from, op), &entry, cred)
+        }
         MdtRequest::ForgetOps { from, ops } => engine.forget_ops(tx, fx, *from, ops),
         MdtRequest::MigrateDir {
             parent,
             name,
             mdt,
             cred,
-        } => engine.prepare_migrate(tx, fx, *parent, name, *mdt, cred, origin),
+        } => engine.prepare_migrate(tx, fx, &at(parent, name), *mdt, &by(cred)),
         MdtRequest::FreezeDir {
             fid,
             from,
@@ -241,18 +278,17 @@ fn apply_req(
             gid,
             default_layout,
             dir_default,
-        } => engine.create_remote_dir(
-            tx,
-            fx,
-            *from,
-            *op,
-            *parent,
-            *mode,
-            *uid,
-            *gid,
-            default_layout.as_ref(),
-            dir_default.as_ref(),
-        ),
+        } => {
+            let dir = RemoteDir {
+                parent: *parent,
+                mode: *mode,
+                uid: *uid,
+                gid: *gid,
+                default_layout: default_layout.as_ref(),
+                dir_default: dir_default.as_ref(),
+            };
+            engine.create_remote_dir(tx, fx, &rop(from, op), &dir)
+        }
         MdtRequest::RemoveRemoteDir {
             fid,
             parent,
@@ -266,25 +302,28 @@ fn apply_req(
             dst_name,
             flags,
             cred,
-        } => engine.rename(
-            tx,
-            fx,
-            *src_parent,
-            src_name,
-            *dst_parent,
-            dst_name,
-            *flags,
-            cred,
-            origin,
-            dm,
-        ),
+        } => {
+            let r = Renaming {
+                src: at(src_parent, src_name),
+                dst: at(dst_parent, dst_name),
+                flags: *flags,
+            };
+            engine.rename(tx, fx, &r, &by(cred), dm)
+        }
         MdtRequest::SetXattr {
             fid,
             name,
             value,
             mode,
             cred,
-        } => engine.setxattr(tx, fx, *fid, name, value, *mode, cred),
+        } => {
+            let x = NewXattr {
+                name,
+                value,
+                mode: *mode,
+            };
+            engine.setxattr(tx, fx, *fid, &x, cred)
+        }
         MdtRequest::RemoveXattr { fid, name, cred } => engine.removexattr(tx, fx, *fid, name, cred),
         MdtRequest::Open { fid, flags, cred } => engine.open(tx, fx, conn, *fid, *flags, cred),
         MdtRequest::Close {
@@ -292,18 +331,30 @@ fn apply_req(
             size,
             blocks,
             modified,
-        } => engine.close(tx, fx, conn, *handle, *size, *blocks, *modified),
+        }
+        | MdtRequest::SizeMerge {
+            handle,
+            size,
+            blocks,
+            modified,
+        } => {
+            let seen = HandleSizes {
+                handle: *handle,
+                size: *size,
+                blocks: *blocks,
+                modified: *modified,
+            };
+            if matches!(req, MdtRequest::Close { .. }) {
+                engine.close(tx, fx, conn, &seen)
+            } else {
+                engine.size_merge(tx, fx, conn, &seen)
+            }
+        }
         MdtRequest::SetLayout {
             fid,
             template,
             cred,
         } => engine.setlayout(tx, fx, *fid, template.as_ref(), cred),
-        MdtRequest::SizeMerge {
-            handle,
-            size,
-            blocks,
-            modified,
-        } => engine.size_merge(tx, fx, conn, *handle, *size, *blocks, *modified),
         MdtRequest::Instantiate { handle, start, end } => {
             engine.instantiate(tx, fx, conn, *handle, *start, *end)
         }
@@ -313,13 +364,28 @@ fn apply_req(
             handle,
             data_version,
             cred,
-        } => engine.swap_layouts(tx, fx, conn, *fid, *volatile, *handle, *data_version, cred),
+        } => {
+            let swap = LayoutSwap {
+                fid: *fid,
+                volatile: *volatile,
+                handle: *handle,
+                data_version: *data_version,
+            };
+            engine.swap_layouts(tx, fx, conn, &swap, cred)
+        }
         MdtRequest::ImportEntries {
             parent,
             repo,
             entries,
             cred,
-        } => engine.import_entries(tx, fx, conn, *parent, *repo, entries, cred),
+        } => {
+            let into = ImportInto {
+                parent: *parent,
+                repo: *repo,
+                cred,
+            };
+            engine.import_entries(tx, fx, conn, &into, entries)
+        }
         MdtRequest::HsmRelease {
             fid,
             data_version,
@@ -331,14 +397,28 @@ fn apply_req(
             clear,
             archive_id,
             cred,
-        } => engine.hsm_set_flags(tx, fx, *fid, *set, *clear, *archive_id, cred),
+        } => {
+            let change = FlagChange {
+                set: *set,
+                clear: *clear,
+                archive_id: *archive_id,
+            };
+            engine.hsm_set_flags(tx, fx, *fid, &change, cred)
+        }
         MdtRequest::HsmArchived {
             fid,
             repo,
             data_version,
             archive,
             cred,
-        } => engine.hsm_archived(tx, fx, *fid, *repo, *data_version, archive, cred),
+        } => {
+            let copy = ArchivedCopy {
+                repo: *repo,
+                data_version: *data_version,
+                archive,
+            };
+            engine.hsm_archived(tx, fx, *fid, &copy, cred)
+        }
         MdtRequest::HsmPccRw {
             fid,
             owner,

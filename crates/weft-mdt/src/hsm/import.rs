@@ -8,35 +8,45 @@ use super::{get_archive, put_archive, same_object};
 use crate::engine::{Effects, Engine, Tx};
 use crate::error::{Fail, fail};
 use crate::names::check_name;
-use crate::namespace::{NewFile, load_dir};
+use crate::namespace::load_dir;
 use crate::store::{self, Inode};
 use std::sync::atomic::Ordering;
 use weft_proto::hsm::{
     HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, HSM_NOARCHIVE, HSM_NORELEASE, HSM_RELEASED, ImportEntry,
     ImportKind, ImportOutcome,
 };
-use weft_proto::mdt::{Credentials, FileKind, MdtReply};
+use weft_proto::mdt::{Credentials, FileKind, MdtReply, NewFile};
 use weft_proto::{Errno, Fid, SYMLINK_MAX, Timestamp};
 
 /// The file type bits of a regular file.
 const S_IFREG: u32 = 0o100000;
+
+/// Where an import puts its entries, and who asks: the fields of
+/// [`weft_proto::mdt::MdtRequest::ImportEntries`] but the entries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ImportInto<'a> {
+    /// The directory the entries are made in.
+    pub parent: Fid,
+    /// The repository their objects are in.
+    pub repo: u32,
+    /// The caller (root).
+    pub cred: &'a Credentials,
+}
 
 impl Engine {
     /// `ImportEntries` (see [`weft_proto::mdt::MdtRequest::ImportEntries`]). Root only
     /// (EPERM); more than [`super::IMPORT_MAX`] entries or repository 0: EINVAL for the
     /// whole request. Each entry then has its own outcome; one refused entry
     /// (`Failed(errno)`) changes nothing of its own and does not stop the others.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn import_entries(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         conn: u64,
-        parent: Fid,
-        repo: u32,
+        into: &ImportInto<'_>,
         entries: &[ImportEntry],
-        cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let ImportInto { repo, cred, .. } = *into;
         if cred.uid != 0 {
             return Err(fail(Errno::Perm, "only root imports from a repository"));
         }
@@ -52,7 +62,7 @@ impl Engine {
         self.reserve_fids(entries.len() as u64)?;
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
-            let outcome = match self.import_one(tx, fx, conn, parent, repo, e, cred) {
+            let outcome = match self.import_one(tx, fx, conn, into, e) {
                 Ok(o) => o,
                 Err(Fail::Wire(w)) => ImportOutcome::Failed(w.errno.code()),
                 Err(other) => return Err(other),
@@ -85,17 +95,15 @@ impl Engine {
         Err(Fail::NeedSeq)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn import_one(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         conn: u64,
-        parent: Fid,
-        repo: u32,
+        into: &ImportInto<'_>,
         e: &ImportEntry,
-        cred: &Credentials,
     ) -> Result<ImportOutcome, Fail> {
+        let ImportInto { parent, repo, cred } = *into;
         // The checks a create makes, in its order, before the name is looked at.
         load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(&e.name)?;
@@ -113,9 +121,8 @@ impl Engine {
                     exclusive: true,
                     layout: e.layout.as_ref(),
                     open: None,
-                    cred,
                 };
-                match self.create(tx, fx, conn, &new)? {
+                match self.create(tx, fx, conn, &new, cred)? {
                     MdtReply::Created { attr, .. } => attr.fid,
                     _ => return Err(fail(Errno::Io, "create answered something else")),
                 }

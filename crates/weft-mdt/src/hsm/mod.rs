@@ -29,8 +29,10 @@ mod pcc;
 mod restore;
 mod state;
 
+pub(crate) use import::ImportInto;
 pub(crate) use restore::Coordinator;
 pub use restore::HsmConfig;
+pub(crate) use state::{ArchivedCopy, FlagChange};
 
 /// Most entries one `ImportEntries` may carry (they are applied in one transaction).
 pub const IMPORT_MAX: usize = 4096;

@@ -19,6 +19,30 @@ use weft_proto::{Errno, Fid};
 /// an owner setting EXISTS or ARCHIVED could have data released that no archive holds.
 pub const HSM_USER_MASK: u32 = HSM_NORELEASE | HSM_NOARCHIVE | HSM_DIRTY;
 
+/// A change of a file's HSM flags: the fields of
+/// [`weft_proto::mdt::MdtRequest::HsmSetFlags`] but the file and the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FlagChange {
+    /// Flags to set.
+    pub set: u32,
+    /// Flags to clear.
+    pub clear: u32,
+    /// A new archive id (root only).
+    pub archive_id: Option<u32>,
+}
+
+/// An archive copy of a file that was recorded: the fields of
+/// [`weft_proto::mdt::MdtRequest::HsmArchived`] but the file and the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ArchivedCopy<'a> {
+    /// The repository holding the copy.
+    pub repo: u32,
+    /// The file's data version the copy was made of.
+    pub data_version: u64,
+    /// Where the copy is in the repository.
+    pub archive: &'a ArchiveRef,
+}
+
 /// Flags that mean nothing without an archive copy (Lustre refuses them without EXISTS).
 const NEED_EXISTS: u32 = HSM_DIRTY | HSM_ARCHIVED | HSM_LOST | HSM_RELEASED;
 
@@ -101,17 +125,19 @@ impl Engine {
     /// `HsmSetFlags`: owner or root; only [`HSM_SETTABLE`] flags (EINVAL); an owner not
     /// root only [`HSM_USER_MASK`] flags and no archive id (EPERM); flags needing EXISTS
     /// without it afterwards: EINVAL. Regular files and symlinks only (EINVAL).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn hsm_set_flags(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         fid: Fid,
-        set: u32,
-        clear: u32,
-        archive_id: Option<u32>,
+        change: &FlagChange,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let FlagChange {
+            set,
+            clear,
+            archive_id,
+        } = *change;
         let mut ino = load(&tx.inodes, fid)?;
         if !perm::owner_or_root(&ino, cred) {
             return Err(fail(Errno::Perm, "only the owner changes HSM flags"));
@@ -155,17 +181,19 @@ impl Engine {
     /// `HsmArchived`: root only; EBUSY when the data version moved (the file keeps its
     /// state, DIRTY included); else EXISTS and ARCHIVED set, DIRTY and LOST cleared, the
     /// archive id and record stored. Regular files only (EINVAL).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn hsm_archived(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         fid: Fid,
-        repo: u32,
-        data_version: u64,
-        archive: &ArchiveRef,
+        copy: &ArchivedCopy<'_>,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let ArchivedCopy {
+            repo,
+            data_version,
+            archive,
+        } = *copy;
         if cred.uid != 0 {
             return Err(fail(Errno::Perm, "only root records an archive copy"));
         }

@@ -1,27 +1,17 @@
 //! Creating inodes: files (with their layout, and opened when asked), directories and
 //! symlinks.
 
+use super::open::OpenAs;
 use super::*;
 
-/// A file to create: the fields of [`weft_proto::mdt::MdtRequest::Create`].
+/// A directory to create: the fields of [`weft_proto::mdt::MdtRequest::Mkdir`] but the
+/// caller.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct NewFile<'a> {
-    /// The directory to create it in.
-    pub parent: Fid,
-    /// Its name.
-    pub name: &'a [u8],
-    /// Type and permission bits.
+pub(crate) struct NewDir<'a> {
+    /// Its name, in the directory to create it in.
+    pub at: EntryAt<'a>,
+    /// Permission bits.
     pub mode: u32,
-    /// Device number (device nodes).
-    pub rdev: u64,
-    /// `O_EXCL`: an existing name fails with EEXIST instead of being opened.
-    pub exclusive: bool,
-    /// The layout asked for, instead of the directory's default.
-    pub layout: Option<&'a LayoutTemplate>,
-    /// Open it too, with these flags.
-    pub open: Option<OpenFlags>,
-    /// The caller.
-    pub cred: &'a Credentials,
 }
 
 impl Engine {
@@ -68,6 +58,7 @@ impl Engine {
         fx: &mut Effects,
         conn: u64,
         new: &NewFile<'_>,
+        cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
         let NewFile {
             parent,
@@ -77,7 +68,6 @@ impl Engine {
             exclusive,
             layout,
             open,
-            cred,
         } = *new;
         let kind = if mode & 0o170000 == 0 {
             FileKind::Regular
@@ -111,7 +101,12 @@ impl Engine {
             }
             let handle = match open {
                 Some(flags) => {
-                    Some(self.open_inode(tx, fx, conn, de.fid, &mut ino, flags, cred, true)?)
+                    let how = OpenAs {
+                        flags,
+                        cred,
+                        check_access: true,
+                    };
+                    Some(self.open_inode(tx, fx, conn, de.fid, &mut ino, &how)?)
                 }
                 None => None,
             };
@@ -158,7 +153,14 @@ impl Engine {
         self.put_inode(tx, fx, parent, &dir)?;
         self.meta.files += 1;
         let handle = match open {
-            Some(flags) => Some(self.open_inode(tx, fx, conn, fid, &mut ino, flags, cred, false)?),
+            Some(flags) => {
+                let how = OpenAs {
+                    flags,
+                    cred,
+                    check_access: false,
+                };
+                Some(self.open_inode(tx, fx, conn, fid, &mut ino, &how)?)
+            }
             None => None,
         };
         Ok(self.created_reply(Created {
@@ -174,11 +176,13 @@ impl Engine {
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
+        new: &NewDir<'_>,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let NewDir {
+            at: EntryAt { parent, name },
+            mode,
+        } = *new;
         let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         if name_taken(tx, parent, name)? {

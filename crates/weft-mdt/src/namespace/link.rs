@@ -3,20 +3,23 @@
 use super::*;
 
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
+    /// A new name `to` for `fid`.
     pub(crate) fn link(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         fid: Fid,
-        new_parent: Fid,
-        new_name: &[u8],
-        cred: &Credentials,
-        origin: &crate::commit::Origin,
+        to: &EntryAt<'_>,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
+        let EntryAt {
+            parent: new_parent,
+            name: new_name,
+        } = *to;
+        let cred = who.cred;
         let Some(mut ino) = store::get_inode(&tx.inodes, fid)? else {
             if self.is_foreign(fid) {
-                return self.prepare_remote_link(tx, fx, fid, new_parent, new_name, cred, origin);
+                return self.prepare_remote_link(tx, fx, fid, to, who);
             }
             return Err(fail(Errno::NoEnt, format!("no inode {fid}")));
         };
@@ -57,17 +60,17 @@ impl Engine {
         Ok(self.attr_reply(fid, &ino))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Removes the name `at` (a directory's when `rmdir`).
     pub(crate) fn unlink(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
-        cred: &Credentials,
+        at: &EntryAt<'_>,
         rmdir: bool,
-        origin: &crate::commit::Origin,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
+        let EntryAt { parent, name } = *at;
+        let Caller { cred, origin } = *who;
         let mut dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
         check_name(name)?;
         let de = store::get_dirent(&tx.dirents, parent, name)?
@@ -84,13 +87,11 @@ impl Engine {
             // The inode is on another MDT: only directories are (remote directories).
             return match (rmdir, de.kind) {
                 (true, FileKind::Directory) => {
-                    self.prepare_remote_rmdir(tx, fx, parent, name, &de, &dir, cred, origin)
+                    self.prepare_remote_rmdir(tx, fx, at, &de, &dir, who)
                 }
                 (true, _) => Err(fail(Errno::NotDir, "not a directory")),
                 (false, FileKind::Directory) => Err(fail(Errno::IsDir, "is a directory")),
-                (false, _) => {
-                    self.prepare_remote_unlink(tx, fx, parent, name, &de, &dir, cred, origin)
-                }
+                (false, _) => self.prepare_remote_unlink(tx, fx, at, &de, &dir, who),
             };
         };
         perm::check(&dir, cred, MAY_WRITE | MAY_EXEC)?;
@@ -100,7 +101,7 @@ impl Engine {
                 return Err(fail(Errno::NotDir, "not a directory"));
             }
             if let Some(stripes) = store::get_stripes(&tx.dir_stripes, de.fid)? {
-                return self.prepare_rmdir_striped(tx, fx, parent, name, de.fid, stripes, origin);
+                return self.prepare_rmdir_striped(tx, fx, at, de.fid, stripes, origin);
             }
             if !store::dir_is_empty(&tx.dirents, de.fid)?
                 || crate::remote::any_in(&tx.intents, de.fid)?

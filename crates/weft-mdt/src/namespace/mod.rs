@@ -18,7 +18,7 @@ use crate::placement;
 use crate::store::{self, Dirent, Inode, Readable};
 use redb::ReadableTable;
 use weft_proto::mdt::{
-    AccessMode, Credentials, FileKind, MdtReply, OpenFlags, RenameFlags, SetAttr, TimeSet,
+    AccessMode, Credentials, FileKind, MdtReply, NewFile, OpenFlags, RenameFlags, SetAttr, TimeSet,
     XattrMode,
 };
 use weft_proto::{
@@ -33,14 +33,36 @@ mod open;
 mod rename;
 mod xattr;
 
-pub(crate) use create::NewFile;
+pub(crate) use create::NewDir;
+pub(crate) use open::HandleSizes;
 pub(crate) use open::check_open;
+pub(crate) use rename::Renaming;
+pub(crate) use xattr::NewXattr;
 pub(crate) use xattr::{xattr_ns, xattr_permission};
 
 /// The size a directory reports (as ext4's one-block directories).
 pub const DIR_SIZE: u64 = 4096;
 /// Longest list of extended attribute names (Linux's `XATTR_LIST_MAX`).
 pub const XATTR_LIST_MAX: usize = 65536;
+
+/// Where an entry is (or is to be): a name in a directory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EntryAt<'a> {
+    /// The directory holding the name.
+    pub parent: Fid,
+    /// The name.
+    pub name: &'a [u8],
+}
+
+/// Who asks for a change of the namespace: the caller's credentials, and the client
+/// request it came in (which a cross-MDT operation already on the name may answer).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    /// The caller's identity, for permission checks.
+    pub cred: &'a Credentials,
+    /// The client request.
+    pub origin: &'a crate::commit::Origin,
+}
 
 /// Loads an inode named by FID; a FID that does not exist is a stale handle.
 pub(crate) fn load(inodes: &impl Readable, fid: Fid) -> Result<Inode, Fail> {

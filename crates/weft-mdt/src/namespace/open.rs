@@ -4,9 +4,46 @@
 use super::attr::kill_suid;
 use super::*;
 
+/// How a handle is opened: its flags, by whom, and whether the caller's access is checked
+/// (not for a file the same request created).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OpenAs<'a> {
+    /// The open flags.
+    pub flags: OpenFlags,
+    /// The caller.
+    pub cred: &'a Credentials,
+    /// Check the caller's permissions.
+    pub check_access: bool,
+}
+
+/// A handle and what its client saw of the file: the fields of
+/// [`weft_proto::mdt::MdtRequest::Close`] and [`weft_proto::mdt::MdtRequest::SizeMerge`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandleSizes {
+    /// The open handle.
+    pub handle: u64,
+    /// The size the client saw, if it knows one.
+    pub size: Option<u64>,
+    /// The blocks the client saw, if it knows them.
+    pub blocks: Option<u64>,
+    /// Whether it wrote through the handle.
+    pub modified: bool,
+}
+
+impl HandleSizes {
+    /// A handle closed with nothing seen (its connection went away).
+    fn nothing_seen(handle: u64) -> Self {
+        HandleSizes {
+            handle,
+            size: None,
+            blocks: None,
+            modified: false,
+        }
+    }
+}
+
 impl Engine {
     /// Registers a handle after checking access; truncates for `O_TRUNC`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn open_inode(
         &mut self,
         tx: &mut Tx<'_>,
@@ -14,10 +51,13 @@ impl Engine {
         conn: u64,
         fid: Fid,
         ino: &mut Inode,
-        flags: OpenFlags,
-        cred: &Credentials,
-        check_access: bool,
+        how: &OpenAs<'_>,
     ) -> Result<u64, Fail> {
+        let OpenAs {
+            flags,
+            cred,
+            check_access,
+        } = *how;
         check_open(ino, flags, cred, check_access)?;
         // Mutations start here.
         if flags.truncate && ino.kind == FileKind::Regular && ino.size != 0 {
@@ -57,7 +97,12 @@ impl Engine {
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
         let mut ino = load(&tx.inodes, fid)?;
-        let handle = self.open_inode(tx, fx, conn, fid, &mut ino, flags, cred, true)?;
+        let how = OpenAs {
+            flags,
+            cred,
+            check_access: true,
+        };
+        let handle = self.open_inode(tx, fx, conn, fid, &mut ino, &how)?;
         let attr = ino.attr(fid, self.handles().count(fid));
         Ok(MdtReply::Opened {
             handle,
@@ -66,17 +111,15 @@ impl Engine {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Closes a handle of connection `conn`, merging what its client saw.
     pub(crate) fn close(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         conn: u64,
-        handle: u64,
-        size: Option<u64>,
-        blocks: Option<u64>,
-        modified: bool,
+        seen: &HandleSizes,
     ) -> Result<MdtReply, Fail> {
+        let handle = seen.handle;
         let h = self
             .handles()
             .close(conn, handle)
@@ -88,7 +131,7 @@ impl Engine {
         let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
             return Ok(MdtReply::Ok);
         };
-        let changed = merge_size(&mut ino, size, blocks, modified);
+        let changed = merge_size(&mut ino, seen);
         if ino.nlink == 0 && self.handles().count(h.fid) == 0 {
             self.destroy_inode(tx, fx, h.fid, &ino)?;
         } else if changed {
@@ -98,25 +141,21 @@ impl Engine {
     }
 
     /// Merges what a writer observed into the inode of an open handle, keeping it open.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn size_merge(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         conn: u64,
-        handle: u64,
-        size: Option<u64>,
-        blocks: Option<u64>,
-        modified: bool,
+        seen: &HandleSizes,
     ) -> Result<MdtReply, Fail> {
         let h = self
             .handles()
-            .get(conn, handle)
+            .get(conn, seen.handle)
             .ok_or_else(|| fail(Errno::BadF, "no such handle"))?;
         let Some(mut ino) = store::get_inode(&tx.inodes, h.fid)? else {
             return Ok(MdtReply::Ok);
         };
-        if merge_size(&mut ino, size, blocks, modified) {
+        if merge_size(&mut ino, seen) {
             self.put_inode(tx, fx, h.fid, &ino)?;
         }
         Ok(MdtReply::Ok)
@@ -135,7 +174,7 @@ impl Engine {
         const EXPIRED: u64 = 0;
         let ids = self.handles().unpark_expired(client, upto, EXPIRED);
         for id in ids {
-            match self.close(tx, fx, EXPIRED, id, None, None, false) {
+            match self.close(tx, fx, EXPIRED, &HandleSizes::nothing_seen(id)) {
                 Ok(_) | Err(Fail::Wire(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -152,7 +191,7 @@ impl Engine {
     ) -> Result<MdtReply, Fail> {
         let ids = self.handles().of_conn(conn);
         for id in ids {
-            match self.close(tx, fx, conn, id, None, None, false) {
+            match self.close(tx, fx, conn, &HandleSizes::nothing_seen(id)) {
                 Ok(_) | Err(Fail::Wire(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -163,12 +202,13 @@ impl Engine {
 
 /// Max-merges a writer's size and blocks into an inode and, if it wrote, bumps the times
 /// and the data version. Returns whether the inode changed.
-pub(super) fn merge_size(
-    ino: &mut Inode,
-    size: Option<u64>,
-    blocks: Option<u64>,
-    modified: bool,
-) -> bool {
+pub(super) fn merge_size(ino: &mut Inode, seen: &HandleSizes) -> bool {
+    let HandleSizes {
+        size,
+        blocks,
+        modified,
+        ..
+    } = *seen;
     let mut changed = false;
     let mut data_changed = modified;
     if let Some(s) = size.filter(|&s| s > ino.size) {

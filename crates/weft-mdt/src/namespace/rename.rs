@@ -2,28 +2,37 @@
 
 use super::*;
 
+/// A rename: the names of [`weft_proto::mdt::MdtRequest::Rename`] and its flags (the
+/// caller apart).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Renaming<'a> {
+    /// The name that moves.
+    pub src: EntryAt<'a>,
+    /// The name it gets.
+    pub dst: EntryAt<'a>,
+    /// `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
+    pub flags: RenameFlags,
+}
+
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
+    /// `rename(2)`; `dm` is the directory move it runs under (held rename lock), if any.
     pub(crate) fn rename(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        src_parent: Fid,
-        src_name: &[u8],
-        dst_parent: Fid,
-        dst_name: &[u8],
-        flags: RenameFlags,
-        cred: &Credentials,
-        origin: &crate::commit::Origin,
+        r: &Renaming<'_>,
+        who: &Caller<'_>,
         dm: Option<&crate::dir_moves::DirMove>,
     ) -> Result<MdtReply, Fail> {
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
+        let Caller { cred, origin } = *who;
         if flags.exchange && flags.noreplace {
             return Err(fail(Errno::Inval, "RENAME_EXCHANGE with RENAME_NOREPLACE"));
         }
         if self.is_foreign(dst_parent) {
-            return self.prepare_remote_rename(
-                tx, fx, src_parent, src_name, dst_parent, dst_name, flags, cred, origin, dm,
-            );
+            return self.prepare_remote_rename(tx, fx, r, who, dm);
         }
         let same_dir = src_parent == dst_parent;
         let sdir = load_dir(&tx.inodes, &tx.dir_stripes, src_parent, cred)?;
@@ -51,10 +60,8 @@ impl Engine {
         let sde = store::get_dirent(&tx.dirents, src_parent, src_name)?
             .ok_or_else(|| fail(Errno::NoEnt, "no such entry"))?;
         if store::get_inode(&tx.inodes, sde.fid)?.is_none() {
-            return self.rename_remote_entry(
-                tx, fx, src_parent, src_name, dst_parent, dst_name, sde, sdir, flags, cred, origin,
-                dm,
-            );
+            let src = crate::remote::RenameSource { de: sde, dir: sdir };
+            return self.rename_remote_entry(tx, fx, r, src, who, dm);
         }
         let (sde, mut src) = load_entry(&tx.inodes, &tx.dirents, src_parent, src_name)?;
         // A destination naming a non-directory of another MDT is replaced like a local one;
@@ -270,7 +277,7 @@ impl Engine {
             self.put_inode(tx, fx, dst_parent, &ddir)?;
         }
         if let Some(victim) = remote_victim {
-            return self.defer_link_drop(tx, fx, dst_parent, dst_name, victim, origin);
+            return self.defer_link_drop(tx, fx, &r.dst, victim, origin);
         }
         Ok(MdtReply::Ok)
     }

@@ -77,18 +77,29 @@ pub(crate) fn xattr_permission(
     }
 }
 
+/// An extended attribute to set: the fields of [`weft_proto::mdt::MdtRequest::SetXattr`]
+/// but the inode and the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewXattr<'a> {
+    /// Its name, with the namespace prefix.
+    pub name: &'a [u8],
+    /// Its value.
+    pub value: &'a [u8],
+    /// Create only, replace only, or either.
+    pub mode: XattrMode,
+}
+
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
+    /// Sets the extended attribute `x` of `fid`.
     pub(crate) fn setxattr(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         fid: Fid,
-        name: &[u8],
-        value: &[u8],
-        mode: XattrMode,
+        x: &NewXattr<'_>,
         cred: &Credentials,
     ) -> Result<MdtReply, Fail> {
+        let NewXattr { name, value, mode } = *x;
         let mut ino = load(&tx.inodes, fid)?;
         let ns = xattr_ns(name)?;
         if value.len() > XATTR_VALUE_MAX {

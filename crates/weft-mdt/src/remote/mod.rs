@@ -49,6 +49,27 @@ mod finish;
 mod prepare;
 mod serve;
 
+pub(crate) use prepare::RenameSource;
+pub(crate) use serve::RemoteDir;
+
+/// An operation another MDT coordinates, as this MDT serves it: the coordinator's index
+/// and its id for the operation, which key the record in `remote_ops` that answers a
+/// resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RemoteOp {
+    /// The coordinating MDT's index.
+    pub from: u32,
+    /// Its id for the operation.
+    pub op: u64,
+}
+
+impl RemoteOp {
+    /// The key of its record in `remote_ops`.
+    pub(crate) fn key(&self) -> [u8; 12] {
+        remote_op_key(self.from, self.op)
+    }
+}
+
 /// A cross-MDT operation in progress, stored until it is finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Intent {

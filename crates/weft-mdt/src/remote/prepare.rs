@@ -2,24 +2,36 @@
 //! and write its intent; also the mkdirs that choose a remote or striped directory.
 
 use super::*;
+use crate::namespace::{Caller, EntryAt, NewDir, Renaming};
+
+/// The source of a rename whose inode is on another MDT, as loaded here: its entry and
+/// the directory holding it.
+#[derive(Debug)]
+pub(crate) struct RenameSource {
+    /// The source name's entry.
+    pub de: Dirent,
+    /// The directory holding it.
+    pub dir: Inode,
+}
 
 impl Engine {
     /// Step 1 of a remote mkdir: validates like [`Engine::mkdir`] and stores the intent.
     /// Answers `Fail::CrossMdt` for the request path to carry on.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_mkdir_on(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
+        new: &NewDir<'_>,
         mdt: u32,
-        cred: &Credentials,
-        origin: &Origin,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
+        let NewDir {
+            at: EntryAt { parent, name },
+            mode,
+        } = *new;
+        let Caller { cred, origin } = *who;
         if mdt == self.meta.index {
-            return self.mkdir(tx, fx, parent, name, mode, cred);
+            return self.mkdir(tx, fx, new, cred);
         }
         Self::existing_intent(tx, parent, name, origin, Errno::Exist)?;
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
@@ -44,31 +56,29 @@ impl Engine {
             default_layout: child_default_layout(parent, &dir),
             dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
         };
-        self.start_intent(tx, fx, parent, name, kind, origin)
+        self.start_intent(tx, fx, &new.at, kind, origin)
     }
 
     /// Step 1 of removing a remote directory (from [`Engine::unlink`] when the entry's
     /// inode is not here): permission checks that need only the parent, then the intent.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_remote_rmdir(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         de: &Dirent,
         dir: &Inode,
-        cred: &Credentials,
-        origin: &Origin,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
-        Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
+        let Caller { cred, origin } = *who;
+        Self::existing_intent(tx, at.parent, at.name, origin, Errno::Busy)?;
         perm::check(dir, cred, MAY_WRITE | MAY_EXEC)?;
         let kind = IntentKind::Rmdir {
             fid: de.fid,
             sticky_owner: (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid),
             cred: cred.clone(),
         };
-        self.start_intent(tx, fx, parent, name, kind, origin)
+        self.start_intent(tx, fx, at, kind, origin)
     }
 
     pub(crate) fn put_intent(
@@ -88,19 +98,20 @@ impl Engine {
 
     /// Step 1 of a striped mkdir: validates like [`Engine::mkdir`], picks the MDTs (this
     /// one, then the next ones in index order) and the local FIDs, stores the intent.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_mkdir_striped(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
+        new: &NewDir<'_>,
         count: u32,
         hash: DirHash,
-        cred: &Credentials,
-        origin: &Origin,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
+        let NewDir {
+            at: EntryAt { parent, name },
+            mode,
+        } = *new;
+        let Caller { cred, origin } = *who;
         if count == 0 || count > MAX_DIR_STRIPES {
             return Err(fail(
                 Errno::Inval,
@@ -108,7 +119,7 @@ impl Engine {
             ));
         }
         if count == 1 {
-            return self.mkdir(tx, fx, parent, name, mode, cred);
+            return self.mkdir(tx, fx, new, cred);
         }
         Self::existing_intent(tx, parent, name, origin, Errno::Exist)?;
         let dir = load_dir(&tx.inodes, &tx.dir_stripes, parent, cred)?;
@@ -157,45 +168,33 @@ impl Engine {
             default_layout: child_default_layout(parent, &dir),
             dir_default: store::get_dir_default(&tx.dir_defaults, parent)?,
         };
-        self.start_intent(tx, fx, parent, name, kind, origin)
+        self.start_intent(tx, fx, &new.at, kind, origin)
     }
 
     /// A mkdir as clients send it: under a directory with a default for new
     /// subdirectories (`weft setdirstripe -D`), a striped one with that count, which keeps
     /// the default; else a plain one, which keeps it too.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn mkdir_inheriting(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
-        mode: u32,
-        cred: &Credentials,
-        origin: &Origin,
+        new: &NewDir<'_>,
+        who: &Caller<'_>,
     ) -> Result<MdtReply, Fail> {
         // A default wider than the file system stripes over every MDT.
         let mdts = (self.cluster.mdts().len() as u32).max(1);
-        match store::get_dir_default(&tx.dir_defaults, parent)? {
-            Some(d) if d.count.min(mdts) > 1 => self.prepare_mkdir_striped(
-                tx,
-                fx,
-                parent,
-                name,
-                mode,
-                d.count.min(mdts),
-                d.hash,
-                cred,
-                origin,
-            ),
+        match store::get_dir_default(&tx.dir_defaults, new.at.parent)? {
+            Some(d) if d.count.min(mdts) > 1 => {
+                self.prepare_mkdir_striped(tx, fx, new, d.count.min(mdts), d.hash, who)
+            }
             Some(d) => {
-                let reply = self.mkdir(tx, fx, parent, name, mode, cred)?;
+                let reply = self.mkdir(tx, fx, new, who.cred)?;
                 if let MdtReply::Attr(a) = &reply {
                     self.put_dir_default(tx, fx, a.fid, Some(&d))?;
                 }
                 Ok(reply)
             }
-            None => self.mkdir(tx, fx, parent, name, mode, cred),
+            None => self.mkdir(tx, fx, new, who.cred),
         }
     }
 
@@ -232,64 +231,49 @@ impl Engine {
 
     /// Step 1 of removing a striped directory whose master is here (from
     /// [`Engine::unlink`], permissions checked): the intent.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_rmdir_striped(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        parent: Fid,
-        name: &[u8],
+        at: &EntryAt<'_>,
         master: Fid,
         stripes: DirStripes,
         origin: &Origin,
     ) -> Result<MdtReply, Fail> {
-        Self::existing_intent(tx, parent, name, origin, Errno::Busy)?;
+        Self::existing_intent(tx, at.parent, at.name, origin, Errno::Busy)?;
         let kind = IntentKind::RmdirStriped {
             master,
             shards: stripes.shards,
         };
-        self.start_intent(tx, fx, parent, name, kind, origin)
+        self.start_intent(tx, fx, at, kind, origin)
     }
 
     /// A rename on this MDT whose source entry names an inode of another MDT: only entries
     /// move (and a replaced local non-directory loses a link). A remote directory moved to
     /// another directory changes its ".." there too ([`Engine::move_remote_dir_here`]);
     /// replacing a directory with one of another MDT, or an exchange, answers EXDEV.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn rename_remote_entry(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        src_parent: Fid,
-        src_name: &[u8],
-        dst_parent: Fid,
-        dst_name: &[u8],
-        sde: Dirent,
-        sdir: Inode,
-        flags: weft_proto::mdt::RenameFlags,
-        cred: &Credentials,
-        origin: &Origin,
+        r: &Renaming<'_>,
+        src: RenameSource,
+        who: &Caller<'_>,
         dm: Option<&crate::dir_moves::DirMove>,
     ) -> Result<MdtReply, Fail> {
+        let (src_parent, src_name) = (r.src.parent, r.src.name);
+        let (dst_parent, dst_name) = (r.dst.parent, r.dst.name);
+        let flags = r.flags;
+        let cred = who.cred;
         let xdev = |why: &str| fail(Errno::XDev, why.to_string());
         let same_dir = src_parent == dst_parent;
         if flags.exchange {
             return Err(xdev("RENAME_EXCHANGE of an inode on another MDT"));
         }
-        if sde.kind == FileKind::Directory && !same_dir {
-            return self.move_remote_dir_here(
-                tx,
-                fx,
-                (src_parent, src_name),
-                (dst_parent, dst_name),
-                sde,
-                sdir,
-                flags.noreplace,
-                cred,
-                origin,
-                dm,
-            );
+        if src.de.kind == FileKind::Directory && !same_dir {
+            return self.move_remote_dir_here(tx, fx, r, src, who, dm);
         }
+        let RenameSource { de: sde, dir: sdir } = src;
         let ddir = if same_dir {
             None
         } else {
@@ -369,7 +353,7 @@ impl Engine {
             self.put_inode(tx, fx, dst_parent, &d)?;
         }
         if let Some(victim) = remote_victim {
-            return self.defer_link_drop(tx, fx, dst_parent, dst_name, victim, origin);
+            return self.defer_link_drop(tx, fx, &r.dst, victim, who.origin);
         }
         Ok(MdtReply::Ok)
     }

@@ -4,30 +4,41 @@
 
 use super::*;
 
+/// A directory inode a coordinator asks for: the fields of
+/// [`weft_proto::mdt::MdtRequest::CreateRemoteDir`] but its operation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RemoteDir<'a> {
+    /// The directory (on the coordinator) that names it, its "..".
+    pub parent: Fid,
+    /// Permission bits, decided by the coordinator.
+    pub mode: u32,
+    /// The owner.
+    pub uid: u32,
+    /// The group.
+    pub gid: u32,
+    /// The default layout of files made in it.
+    pub default_layout: Option<&'a LayoutTemplate>,
+    /// Its default for new subdirectories.
+    pub dir_default: Option<&'a DirDefault>,
+}
+
 impl Engine {
     /// The other side of a remote mkdir: creates the directory inode for the coordinator's
     /// operation, or answers the one created for it before.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create_remote_dir(
         &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
-        from: u32,
-        op: u64,
-        parent: Fid,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        default_layout: Option<&LayoutTemplate>,
-        dir_default: Option<&DirDefault>,
+        rop: &RemoteOp,
+        new: &RemoteDir<'_>,
     ) -> Result<MdtReply, Fail> {
-        let key = remote_op_key(from, op);
+        let key = rop.key();
         if let Some(v) = tx.remote_ops.get(key.as_slice())? {
             let fid = fid_of(v.value())?;
             let ino = crate::namespace::load(&tx.inodes, fid)?;
             return Ok(MdtReply::Attr(ino.attr(fid, self.handles().count(fid))));
         }
-        if let Some(t) = default_layout {
+        if let Some(t) = new.default_layout {
             t.validate()
                 .map_err(|e| fail(Errno::Inval, e.to_string()))?;
         }
@@ -36,15 +47,21 @@ impl Engine {
         }
         // Mutations start here.
         let fid = self.alloc_fid()?;
-        let mut ino = Inode::new(FileKind::Directory, mode, uid, gid, Timestamp::now());
+        let mut ino = Inode::new(
+            FileKind::Directory,
+            new.mode,
+            new.uid,
+            new.gid,
+            Timestamp::now(),
+        );
         ino.nlink = 2;
         ino.size = DIR_SIZE;
         ino.blocks = DIR_SIZE / 512;
-        ino.parent = parent;
-        ino.default_layout = default_layout.cloned();
+        ino.parent = new.parent;
+        ino.default_layout = new.default_layout.cloned();
         self.put_inode(tx, fx, fid, &ino)?;
-        if dir_default.is_some() {
-            self.put_dir_default(tx, fx, fid, dir_default)?;
+        if new.dir_default.is_some() {
+            self.put_dir_default(tx, fx, fid, new.dir_default)?;
         }
         tx.remote_ops
             .insert(key.as_slice(), fid.to_bytes().as_slice())?;

@@ -421,6 +421,55 @@ pub enum MdtRequest {
     HsmPccWait { fid: Fid, wait_ms: u32 },
 }
 
+/// A non-directory to create, borrowed: the fields of [`MdtRequest::Create`] but the
+/// caller. Clients build the request from it; the MDT runs the create from it.
+#[derive(Debug, Clone, Copy)]
+pub struct NewFile<'a> {
+    /// The directory to create it in.
+    pub parent: Fid,
+    /// Its name.
+    pub name: &'a [u8],
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Device number (device nodes).
+    pub rdev: u64,
+    /// `O_EXCL`: an existing name fails with EEXIST instead of being opened.
+    pub exclusive: bool,
+    /// The layout asked for, instead of the directory's default.
+    pub layout: Option<&'a LayoutTemplate>,
+    /// Open it too, with these flags.
+    pub open: Option<OpenFlags>,
+}
+
+impl<'a> NewFile<'a> {
+    /// A new name only (`O_EXCL`): no device number, the directory's layout, not opened.
+    pub fn exclusive(parent: Fid, name: &'a [u8], mode: u32) -> Self {
+        NewFile {
+            parent,
+            name,
+            mode,
+            rdev: 0,
+            exclusive: true,
+            layout: None,
+            open: None,
+        }
+    }
+
+    /// The [`MdtRequest::Create`] of this file by `cred`.
+    pub fn request(&self, cred: &Credentials) -> MdtRequest {
+        MdtRequest::Create {
+            parent: self.parent,
+            name: self.name.to_vec(),
+            mode: self.mode,
+            rdev: self.rdev,
+            exclusive: self.exclusive,
+            layout: self.layout.cloned(),
+            open: self.open,
+            cred: cred.clone(),
+        }
+    }
+}
+
 /// What a request does to an MDT, decided here once for the MDT (which runs reads
 /// concurrently and changes through its commit thread) and for clients (which number
 /// changes so that a resend is answered from the recorded reply, and resend the rest
