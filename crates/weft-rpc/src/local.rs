@@ -16,10 +16,8 @@
 //! Which calls take this path is configuration, not ambient state: servers are listed in a
 //! [`LocalServers`] handed to them in [`crate::ServerOptions::local_servers`], and clients
 //! call directly the servers listed in their transport's
-//! [`crate::Transport::local_servers`] ([`crate::transport::Tcp::with_local`]). The older
-//! switches still work: [`crate::ServerOptions::in_process_clients`] lists a server in a
-//! process-wide list that [`crate::TcpTransport`] consults unless `WEFT_RPC_LOCAL=0` is in
-//! the environment.
+//! [`crate::Transport::local_servers`] ([`crate::transport::Tcp::with_local`]). There is no
+//! process-wide list: a client whose transport names none always uses the socket.
 
 use crate::client::{CallbackHandler, CallbackSender};
 use crate::conn::{Endpoint, Reply, WRITE_QUEUE};
@@ -32,7 +30,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -63,23 +61,10 @@ impl std::fmt::Debug for LocalServers {
     }
 }
 
-/// The list the older entry points share ([`crate::ServerOptions::in_process_clients`],
-/// [`crate::TcpTransport`]).
-static PROCESS_WIDE: LazyLock<LocalServers> = LazyLock::new(LocalServers::default);
-
 impl LocalServers {
     /// An empty list.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The process-wide list behind the older entry points, or `None` when
-    /// `WEFT_RPC_LOCAL=0` is in the environment (kept for compatibility: new code passes a
-    /// list, or none, explicitly).
-    pub fn process_wide() -> Option<Self> {
-        static ENABLED: LazyLock<bool> =
-            LazyLock::new(|| std::env::var("WEFT_RPC_LOCAL").map_or(true, |v| v.trim() != "0"));
-        ENABLED.then(|| PROCESS_WIDE.clone())
     }
 
     /// Lists a server that listens on `addr`.
@@ -87,12 +72,6 @@ impl LocalServers {
         let mut list = self.list.lock();
         list.retain(|(_, s)| s.strong_count() > 0);
         list.push((addr, Arc::downgrade(server)));
-    }
-
-    /// Lists a server in the process-wide list, whatever the environment says (a client
-    /// reads `WEFT_RPC_LOCAL`).
-    pub(crate) fn register_process_wide(addr: SocketAddr, server: &Arc<Shared>) {
-        PROCESS_WIDE.register(addr, server);
     }
 
     /// The running server listed here that `addr` (an `IP:PORT`; names are not resolved)

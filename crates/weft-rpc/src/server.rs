@@ -37,10 +37,6 @@ pub struct ServerOptions {
     pub conn_max_requests: usize,
     /// How long a new connection may take to send its handshake.
     pub handshake_timeout: Duration,
-    /// Whether clients in this process may call the targets directly, without the socket,
-    /// through the process-wide list (see [`crate::local`]). Off by default; prefer
-    /// `local_servers`.
-    pub in_process_clients: bool,
     /// The list of in-process servers to join: clients whose transport holds the same
     /// list call this server's targets directly (see [`crate::local`]).
     pub local_servers: Option<LocalServers>,
@@ -56,7 +52,6 @@ impl Default for ServerOptions {
             total_budget_bytes: 2 << 30,
             conn_max_requests: 1024,
             handshake_timeout: Duration::from_secs(10),
-            in_process_clients: false,
             local_servers: None,
             key: None,
         }
@@ -199,9 +194,6 @@ impl Server {
         });
         if let Some(local) = &shared.opts.local_servers {
             local.register(local_addr, &shared);
-        }
-        if shared.opts.in_process_clients {
-            LocalServers::register_process_wide(local_addr, &shared);
         }
         let task = tokio::spawn(accept_loop(listener, shared));
         Self {

@@ -27,17 +27,7 @@ pub trait Transport: Send + Sync + 'static {
     /// stream (see [`crate::local`]); `None`: every connection uses the stream. Transports
     /// that change the bytes on their way (tests that damage frames) keep the default.
     fn local_servers(&self) -> Option<LocalServers> {
-        if self.in_process() {
-            LocalServers::process_wide()
-        } else {
-            None
-        }
-    }
-
-    /// The older switch: whether connections may call the servers of the process-wide
-    /// list directly (read by the default [`Transport::local_servers`]). False by default.
-    fn in_process(&self) -> bool {
-        false
+        None
     }
 
     /// The cluster key connections prove before their handshake (see [`crate::auth`]);
@@ -57,18 +47,14 @@ async fn tcp_connect(addr: &str) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> 
     Ok((Box::new(r) as BoxRead, Box::new(w) as BoxWrite, peer))
 }
 
-/// TCP, calling the servers of the process-wide list directly unless `WEFT_RPC_LOCAL=0`
-/// (the older entry point; new code says which servers with [`Tcp`]).
+/// TCP, every connection over a socket, proving no key ([`Tcp`] calls servers of this
+/// process directly and proves a key).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TcpTransport;
 
 impl Transport for TcpTransport {
     fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
         Box::pin(tcp_connect(addr))
-    }
-
-    fn in_process(&self) -> bool {
-        true
     }
 }
 

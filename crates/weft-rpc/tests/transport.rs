@@ -124,10 +124,19 @@ async fn start_with(opts: ServerOptions) -> (Server, String) {
     (server, addr)
 }
 
+/// The servers of these tests that their clients call directly ([`start_in_process`]).
+static LOCAL: std::sync::LazyLock<weft_rpc::LocalServers> =
+    std::sync::LazyLock::new(weft_rpc::LocalServers::new);
+
+/// The transport of these tests' clients: TCP, calling the servers in [`LOCAL`] directly.
+fn transport() -> weft_rpc::Tcp {
+    weft_rpc::Tcp::with_local(LOCAL.clone())
+}
+
 /// A server that clients of this process call directly.
 async fn start_in_process() -> (Server, String) {
     start_with(ServerOptions {
-        in_process_clients: true,
+        local_servers: Some(LOCAL.clone()),
         ..ServerOptions::default()
     })
     .await
@@ -144,7 +153,7 @@ fn hello(fsname: &str, target: TargetId) -> ConnectRequest {
 }
 
 async fn connect(addr: &str, cb: Option<Arc<dyn CallbackHandler>>) -> Connection {
-    connect_through(&TcpTransport, addr, cb).await
+    connect_through(&transport(), addr, cb).await
 }
 
 /// Connects to `addr` through `transport`.
@@ -164,9 +173,9 @@ async fn connect_through(
     .unwrap()
 }
 
-/// The error of a TCP-transport connection to `addr` with `hello` that must fail.
+/// The error of a connection to `addr` with `hello` that must fail.
 async fn refused(addr: &str, hello: &ConnectRequest) -> RpcError {
-    Connection::connect(&TcpTransport, addr, hello, None, &ClientOptions::default())
+    Connection::connect(&transport(), addr, hello, None, &ClientOptions::default())
         .await
         .err()
         .unwrap()
@@ -587,8 +596,7 @@ async fn the_in_process_path_is_taken_only_through_the_list_given_to_both_ends()
     .await;
     let direct = connect_through(&Tcp::with_local(local), &addr, None).await;
     assert!(direct.is_in_process());
-    // Sockets when asked for, through another list, or through the process-wide one the
-    // server did not join.
+    // Sockets when asked for, through another list, or with plain TCP.
     for transport in [
         Box::new(Tcp::sockets()) as Box<dyn weft_rpc::Transport>,
         Box::new(Tcp::with_local(LocalServers::new())),

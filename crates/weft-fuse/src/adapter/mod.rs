@@ -142,7 +142,12 @@ impl WeftFs {
         R: ErrorReply + Send + 'static,
         D: FnOnce(R, T, &Ops) + Send + 'static,
     {
-        let ops = self.ops.for_job(jobid);
+        // Most requests name no job: they share the mount's operations (no allocation).
+        let ops = if jobid.as_deref() == self.ops.context().jobid() {
+            self.ops.clone()
+        } else {
+            self.ops.for_job(jobid)
+        };
         let fut = work(ops.clone());
         self.run_here_first(async move {
             match fut.await {
