@@ -164,9 +164,10 @@ fi
 # mounts and S3 stores wait on each other), so the rest runs beside them at a lower CPU
 # priority, taking only what the tests leave: the random-operation runs (fsx and the
 # two-mount exerciser of crates/weft-cli/tests/it/posix_suites.rs, minutes of CPU each
-# and nothing timed), the vendored fuser's tests, and the Python package (issue 26: the
-# weftfs wheel built by maturin, installed, and its pytest suite run against the `weft`
-# the test build made). Their logs are printed after cargo's.
+# and nothing timed), the vendored fuser's tests, and the build of the Python package
+# (issue 26: the weftfs wheel built by maturin and installed; its pytest suite runs
+# against the `weft` the test build made once the cargo tests are done). Their logs are
+# printed after cargo's.
 if [ $# -eq 0 ]; then
     # The same build as the main run's (--workspace: the same features), its `it` binary
     # only, the POSIX suites only; the main run skips them.
@@ -185,13 +186,19 @@ if [ $# -eq 0 ]; then
         # resolution equal the test build's, so only pyo3 and weft-py are compiled here.
         nice -n 19 "$pyvenv/bin/maturin" build --quiet -m crates/weft-py/Cargo.toml -o target/wheels-py &&
             "$pyvenv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
-                target/wheels-py/weftfs-*.whl &&
-            WEFT_BIN="$PWD/target/debug/weft" nice -n 10 "$pyvenv/bin/python" -m pytest -q -rs \
-                -p no:cacheprovider --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests
+                target/wheels-py/weftfs-*.whl
     ) >"$py_log" 2>&1 &
     py_pid=$!
     cargo test --workspace --no-fail-fast -- --skip posix_suites:: 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
+    # The pytest suite after the cargo tests, at full priority: its `weft up` must answer
+    # within its timeouts (an OST that misses the 2 s usage poll is left out of
+    # `stripe_count=-1` layouts), which CPU left over by the cargo tests did not ensure.
+    # The POSIX suites may still be running beside it, at their lower priority.
+    wait "$py_pid" &&
+        WEFT_BIN="$PWD/target/debug/weft" "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+            --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests >>"$py_log" 2>&1
+    py_status=$?
     wait "$posix_pid"
     posix_status=$?
     echo "== the POSIX suites through the mount (run beside the other tests)"
@@ -204,9 +211,7 @@ if [ $# -eq 0 ]; then
     cat "$fuser_log"
     cat "$fuser_log" >>"$log"
     [ "$status" -ne 0 ] || status=$fuser_status
-    wait "$py_pid"
-    py_status=$?
-    echo "== weftfs Python package: maturin build, install and pytest (run beside the cargo tests)"
+    echo "== weftfs Python package: maturin build and install (beside the cargo tests), pytest"
     cat "$py_log"
     # pytest's summary line is not cargo's: its counts are read from the JUnit report
     # (none: the build or the install failed, counted as one failure).
