@@ -74,7 +74,7 @@ fi
 
 # ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
 # Its build and test tools in a virtual environment of their own (the moto one's pattern);
-# the wheel is built and its pytest suite run beside the cargo tests (below).
+# the wheel is built beside the cargo tests and its pytest suite run after them (below).
 # Only for the whole run, without arguments. PyTorch (for the real-DataLoader and
 # state-dict tests) comes from PyPI with its CUDA libraries, ~3 GB to download and 5 GB
 # installed (the CPU-only wheels are on download.pytorch.org, which CI cannot reach): the
