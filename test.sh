@@ -191,16 +191,16 @@ if [ $# -eq 0 ]; then
     py_pid=$!
     cargo test --workspace --no-fail-fast -- --skip posix_suites:: 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
+    wait "$posix_pid"
+    posix_status=$?
     # The pytest suite after the cargo tests, at full priority: its `weft up` must answer
     # within its timeouts (an OST that misses the 2 s usage poll is left out of
     # `stripe_count=-1` layouts), which CPU left over by the cargo tests did not ensure.
-    # The POSIX suites may still be running beside it, at their lower priority.
+    # It runs alone, after the POSIX run too: beside it, an OST still missed its poll.
     wait "$py_pid" &&
         WEFT_BIN="$PWD/target/debug/weft" "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider \
             --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests >>"$py_log" 2>&1
     py_status=$?
-    wait "$posix_pid"
-    posix_status=$?
     echo "== the POSIX suites through the mount (run beside the other tests)"
     cat "$posix_log"
     cat "$posix_log" >>"$log"
