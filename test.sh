@@ -8,10 +8,6 @@
 # when missing), and the crates.io registry and PyPI for the pinned test tools.
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ "${CI:-}" = true ]; then
-    # A fresh clone builds once: incremental caches would be written and never read.
-    export CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
-fi
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "test.sh: the tests mount FUSE file systems and act as other users: run it as root" >&2
@@ -155,6 +151,17 @@ py_log=$(mktemp)
 fuser_log=$(mktemp)
 posix_log=$(mktemp)
 trap 'rm -f "$log" "$py_log" "$fuser_log" "$posix_log"' EXIT
+# Waits for a run started beside the cargo tests (PID), prints its log (OUT) under TITLE,
+# adds its summaries to the total and its failure to the run's status.
+collect() {
+    local pid=$1 out=$2 title=$3 rc
+    wait "$pid"
+    rc=$?
+    echo "== $title"
+    cat "$out"
+    cat "$out" >>"$log"
+    [ "$status" -ne 0 ] || status=$rc
+}
 set +e
 if [ -n "${py_pip:-}" ] && ! wait "$py_pip"; then
     echo "test.sh: installing the Python test tools into $pyvenv failed" >&2
@@ -191,8 +198,7 @@ if [ $# -eq 0 ]; then
     py_pid=$!
     cargo test --workspace --no-fail-fast -- --skip posix_suites:: 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
-    wait "$posix_pid"
-    posix_status=$?
+    collect "$posix_pid" "$posix_log" "the POSIX suites through the mount (run beside the other tests)"
     # The pytest suite after the cargo tests, at full priority: its `weft up` must answer
     # within its timeouts (an OST that misses the 2 s usage poll is left out of
     # `stripe_count=-1` layouts), which CPU left over by the cargo tests did not ensure.
@@ -201,16 +207,7 @@ if [ $# -eq 0 ]; then
         WEFT_BIN="$PWD/target/debug/weft" "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider \
             --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests >>"$py_log" 2>&1
     py_status=$?
-    echo "== the POSIX suites through the mount (run beside the other tests)"
-    cat "$posix_log"
-    cat "$posix_log" >>"$log"
-    [ "$status" -ne 0 ] || status=$posix_status
-    wait "$fuser_pid"
-    fuser_status=$?
-    echo "== the vendored fuser's unit tests (run beside the cargo tests)"
-    cat "$fuser_log"
-    cat "$fuser_log" >>"$log"
-    [ "$status" -ne 0 ] || status=$fuser_status
+    collect "$fuser_pid" "$fuser_log" "the vendored fuser's unit tests (run beside the cargo tests)"
     echo "== weftfs Python package: maturin build and install (beside the cargo tests), pytest"
     cat "$py_log"
     # pytest's summary line is not cargo's: its counts are read from the JUnit report
