@@ -36,7 +36,14 @@ pub struct MdtClusterView {
 
 impl MdtClusterView {
     /// Polls OST usage once, then keeps polling in the background while the view lives.
+    ///
+    /// The configuration is fetched again first: `cluster` may be shared with OSTs this
+    /// process has just registered (`weft up`), whose announcement has not arrived yet, and
+    /// a first poll without them would leave them out of the files created before the next.
     pub async fn start(cluster: Arc<Cluster>, mdt: u32) -> Arc<Self> {
+        if let Err(e) = cluster.refresh().await {
+            tracing::warn!(error = %e, "could not fetch the configuration; polling the OSTs last known");
+        }
         let view = Arc::new(Self {
             cluster: cluster.clone(),
             mdt,
@@ -67,8 +74,8 @@ impl MdtClusterView {
 
     async fn poll(&self) {
         let config = self.cluster.config();
-        let mut found = Vec::new();
-        for t in config.targets_of(TargetKind::Ost) {
+        // All OSTs at once: one that does not answer costs a poll POLL_TIMEOUT, not each.
+        let found = futures::future::join_all(config.targets_of(TargetKind::Ost).map(|t| async {
             let index = t.id.index;
             let usage = match self.cluster.ost(index) {
                 Ok(client) => tokio::time::timeout(POLL_TIMEOUT, client.statfs())
@@ -77,12 +84,13 @@ impl MdtClusterView {
                     .and_then(Result::ok),
                 Err(_) => None,
             };
-            found.push(Polled {
+            Polled {
                 index,
                 registered_active: t.state == TargetState::Active,
                 free_bytes: usage.map(|s| s.bavail.saturating_mul(u64::from(s.bsize))),
-            });
-        }
+            }
+        }))
+        .await;
         let found = placeable(&found, &self.osts.read());
         *self.osts.write() = found;
         if self.mdt != 0 {

@@ -6,8 +6,8 @@ use crate::support::weft_run;
 
 use std::time::{Duration, Instant};
 use weft_client::{Cluster, ClusterOptions};
-use weft_proto::Fid;
-use weft_proto::mdt::Credentials;
+use weft_proto::mdt::{Credentials, NewFile};
+use weft_proto::{Fid, LayoutTemplate};
 use weft_testkit::{ServerProcess, free_port};
 
 /// Runs `weft args...` to completion (bounded by 60 s) and returns (exit code, stderr).
@@ -48,6 +48,27 @@ async fn weft_up_serves_stops_on_sigterm_and_reopens_the_same_file_system() {
     let client = connect(&addr, "weft").await;
     let cred = Credentials::root();
     let mdt = client.mdt(0).unwrap();
+    // The MDT places files on every OST from its first create: it polls with the
+    // configuration its own process's OSTs registered in, not the one it connected with.
+    let every_ost = LayoutTemplate::raid0(-1, 1 << 20, -1);
+    let first = mdt
+        .create(
+            &NewFile {
+                layout: Some(&every_ost),
+                ..NewFile::exclusive(Fid::ROOT, b"wide", 0o100644)
+            },
+            &cred,
+        )
+        .await
+        .unwrap();
+    let mut osts: Vec<u32> = first
+        .layout
+        .unwrap()
+        .objects(first.attr.fid)
+        .map(|(ost, _)| ost)
+        .collect();
+    osts.sort_unstable();
+    assert_eq!(osts, [0, 1, 2, 3], "{}", up.log());
     mdt.mkdir(Fid::ROOT, b"persisted", 0o700, &cred)
         .await
         .unwrap();
