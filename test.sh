@@ -198,15 +198,13 @@ if [ $# -eq 0 ]; then
     py_pid=$!
     cargo test --workspace --no-fail-fast -- --skip posix_suites:: 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
-    collect "$posix_pid" "$posix_log" "the POSIX suites through the mount (run beside the other tests)"
-    # The pytest suite after the cargo tests, at full priority: its `weft up` must answer
-    # within its timeouts (an OST that misses the 2 s usage poll is left out of
-    # `stripe_count=-1` layouts), which CPU left over by the cargo tests did not ensure.
-    # It runs alone, after the POSIX run too: beside it, an OST still missed its poll.
+    # The pytest suite once the cargo tests are done (their build made the `weft` it
+    # starts), beside the POSIX run.
     wait "$py_pid" &&
         WEFT_BIN="$PWD/target/debug/weft" "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider \
             --junitxml=target/wheels-py/pytest.xml crates/weft-py/pytests >>"$py_log" 2>&1
     py_status=$?
+    collect "$posix_pid" "$posix_log" "the POSIX suites through the mount (run beside the other tests)"
     collect "$fuser_pid" "$fuser_log" "the vendored fuser's unit tests (run beside the cargo tests)"
     echo "== weftfs Python package: maturin build and install (beside the cargo tests), pytest"
     cat "$py_log"
