@@ -1,5 +1,6 @@
 //! `weft bench-mdt`: create, stat (lookup) and unlink rates of one MDT through the protocol,
-//! with 1..N concurrent clients, each its own connection and its own directory.
+//! with 1..N concurrent clients, each its own connection and its own directory (or one
+//! shared), optionally in directories pre-filled to given sizes (`--prefill`).
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -31,6 +32,11 @@ pub struct BenchMdtArgs {
     /// Put every client's files in one shared directory instead of one directory each.
     #[arg(long)]
     pub shared: bool,
+    /// Directory sizes to measure at, comma separated and increasing (e.g.
+    /// `0,100000,1000000`): each directory is filled with that many other entries before
+    /// the files are created, stated and unlinked on top (cost against directory size).
+    #[arg(long, value_delimiter = ',')]
+    pub prefill: Vec<u64>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -41,6 +47,8 @@ struct RunResult {
     clients: u32,
     depth: u32,
     shared_dir: bool,
+    /// Entries each directory held before the measured files were created.
+    dir_entries: u64,
     files_total: u64,
     create_per_s: f64,
     stat_per_s: f64,
@@ -48,27 +56,31 @@ struct RunResult {
     unlink_per_s: f64,
 }
 
-/// Runs every client count in turn and reports the rates.
+/// Runs every client count (and directory size) in turn and reports the rates.
 pub async fn run(args: BenchMdtArgs) -> Result<()> {
     if args.clients.iter().any(|&c| c == 0 || c > 1024) {
         bail!("--clients values must be between 1 and 1024");
     }
+    if args.prefill.windows(2).any(|w| w[0] >= w[1]) {
+        bail!("--prefill sizes must be listed in increasing order");
+    }
     let mut results = Vec::new();
     for &clients in &args.clients {
-        results.push(run_one(&args, clients).await?);
+        results.extend(run_clients(&args, clients).await?);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         println!(
-            "{:>8} {:>6} {:>10} {:>12} {:>12} {:>12} {:>12}",
-            "clients", "depth", "files", "create/s", "stat/s", "readdir/s", "unlink/s"
+            "{:>8} {:>6} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}",
+            "clients", "depth", "entries", "files", "create/s", "stat/s", "readdir/s", "unlink/s"
         );
         for r in &results {
             println!(
-                "{:>8} {:>6} {:>10} {:>12.0} {:>12.0} {:>12.0} {:>12.0}",
+                "{:>8} {:>6} {:>10} {:>10} {:>12.0} {:>12.0} {:>12.0} {:>12.0}",
                 r.clients,
                 r.depth,
+                r.dir_entries,
                 r.files_total,
                 r.create_per_s,
                 r.stat_per_s,
@@ -88,21 +100,87 @@ enum Phase {
     Unlink,
 }
 
-async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
+/// The clients of one run: each its own connection to MDT0, and the directories they work in.
+struct Bench {
+    mdts: Vec<Arc<MdtClient>>,
+    /// Keeps each client's connection open.
+    _clusters: Vec<Arc<Cluster>>,
+    /// One directory per client, or one for all (`--shared`).
+    dirs: Vec<Fid>,
+    depth: u32,
+    cred: Credentials,
+}
+
+impl Bench {
+    /// The directory client `c` works in.
+    fn dir_of(&self, c: usize) -> Fid {
+        self.dirs[c % self.dirs.len()]
+    }
+
+    /// Runs `phase` on every client with `depth` lanes each (one lane per directory for
+    /// readdir), lane `l` of client `c` handling `share(c, l)`; returns the operations done
+    /// (entries, for readdir) per second.
+    async fn phase(&self, phase: Phase, share: impl Fn(u32, u32) -> LaneShare) -> Result<f64> {
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (c, mdt) in self.mdts.iter().enumerate() {
+            let lanes = match phase {
+                // Each directory is listed once, by the first client working in it.
+                Phase::Readdir if c >= self.dirs.len() => 0,
+                Phase::Readdir => 1,
+                _ => self.depth,
+            };
+            for lane in 0..lanes {
+                let (mdt, dir, cred) = (mdt.clone(), self.dir_of(c), self.cred.clone());
+                let share = share(c as u32, lane);
+                tasks.push(tokio::spawn(async move {
+                    lane_work(mdt, dir, cred, phase, &share).await
+                }));
+            }
+        }
+        let mut done = 0u64;
+        for t in tasks {
+            done += t.await??;
+        }
+        Ok(done as f64 / start.elapsed().as_secs_f64())
+    }
+
+    /// Creates (`Phase::Create`) or unlinks (`Phase::Unlink`) the filler entries
+    /// `p{from}..p{to}` of every directory, spread over all clients' lanes.
+    async fn filler(&self, phase: Phase, from: u64, to: u64) -> Result<()> {
+        let per_dir = (self.mdts.len() / self.dirs.len()) as u64;
+        let lanes = per_dir * u64::from(self.depth);
+        self.phase(phase, |c, lane| LaneShare {
+            prefix: "p".into(),
+            first: from
+                + (u64::from(c) / self.dirs.len() as u64) * u64::from(self.depth)
+                + u64::from(lane),
+            step: lanes,
+            end: to,
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// One client count: for each directory size of `--prefill`, fills the directories up to
+/// it and measures create, stat, readdir and unlink of the files on top.
+async fn run_clients(args: &BenchMdtArgs, clients: u32) -> Result<Vec<RunResult>> {
     let cred = Credentials::root();
     let mut mdts = Vec::new();
+    let mut clusters = Vec::new();
     for _ in 0..clients {
         let cluster = Cluster::connect(&args.mgs, &args.fsname, crate::key::cluster_options()?)
             .await
             .with_context(|| format!("connecting to {}", args.mgs))?;
-        mdts.push((cluster.mdt(0)?, cluster));
+        mdts.push(cluster.mdt(0)?);
+        clusters.push(cluster);
     }
-    let (root_mdt, _) = &mdts[0];
+    let root_mdt = mdts[0].clone();
     let top = format!("bench-mdt.{}.{}", std::process::id(), clients);
     let top_attr = root_mdt
         .mkdir(Fid::ROOT, top.as_bytes(), 0o755, &cred)
         .await?;
-    // One directory per client, or one for all (`--shared`).
     let dir_count = if args.shared { 1 } else { clients };
     let mut dirs = Vec::new();
     for i in 0..dir_count {
@@ -113,72 +191,71 @@ async fn run_one(args: &BenchMdtArgs, clients: u32) -> Result<RunResult> {
                 .fid,
         );
     }
-    let mut rates = [0f64; 4];
-    let phases = [Phase::Create, Phase::Stat, Phase::Readdir, Phase::Unlink];
-    for (slot, phase) in phases.into_iter().enumerate() {
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for (c, (mdt, _)) in mdts.iter().enumerate() {
-            let dir = dirs[if args.shared { 0 } else { c }];
-            // Readdir: each client lists its own directory once (in shared mode, client 0
-            // lists the shared one).
-            let lanes = match phase {
-                Phase::Readdir if args.shared && c > 0 => 0,
-                Phase::Readdir => 1,
-                _ => args.depth,
-            };
-            for lane in 0..lanes {
-                let (mdt, cred) = (mdt.clone(), cred.clone());
-                let share = LaneShare {
-                    client: c as u32,
-                    lane,
-                    depth: args.depth,
-                    files: args.files,
-                };
-                tasks.push(tokio::spawn(async move {
-                    lane_work(mdt, dir, cred, phase, &share).await
-                }));
-            }
+    let bench = Bench {
+        mdts,
+        _clusters: clusters,
+        dirs,
+        depth: args.depth,
+        cred: cred.clone(),
+    };
+    let sizes = if args.prefill.is_empty() {
+        vec![0]
+    } else {
+        args.prefill.clone()
+    };
+    let mut results = Vec::new();
+    let mut filled = 0;
+    for size in sizes {
+        if size > filled {
+            bench.filler(Phase::Create, filled, size).await?;
+            filled = size;
         }
-        let mut done = 0u64;
-        for t in tasks {
-            done += t.await??;
+        let files = args.files;
+        let depth = args.depth;
+        let mine = |c: u32, lane: u32| LaneShare {
+            prefix: format!("c{c}-f"),
+            first: u64::from(lane),
+            step: u64::from(depth),
+            end: u64::from(files),
+        };
+        let mut rates = [0f64; 4];
+        let phases = [Phase::Create, Phase::Stat, Phase::Readdir, Phase::Unlink];
+        for (slot, phase) in phases.into_iter().enumerate() {
+            rates[slot] = bench.phase(phase, mine).await?;
         }
-        rates[slot] = done as f64 / start.elapsed().as_secs_f64();
+        results.push(RunResult {
+            clients,
+            depth,
+            shared_dir: args.shared,
+            dir_entries: size,
+            files_total: u64::from(clients) * u64::from(files),
+            create_per_s: rates[0],
+            stat_per_s: rates[1],
+            readdir_entries_per_s: rates[2],
+            unlink_per_s: rates[3],
+        });
     }
+    bench.filler(Phase::Unlink, 0, filled).await?;
     for i in 0..dir_count {
         root_mdt
             .rmdir(top_attr.fid, format!("d{i}").as_bytes(), &cred)
             .await?;
     }
     root_mdt.rmdir(Fid::ROOT, top.as_bytes(), &cred).await?;
-    Ok(RunResult {
-        clients,
-        depth: args.depth,
-        shared_dir: args.shared,
-        files_total: u64::from(clients) * u64::from(args.files),
-        create_per_s: rates[0],
-        stat_per_s: rates[1],
-        readdir_entries_per_s: rates[2],
-        unlink_per_s: rates[3],
-    })
+    Ok(results)
 }
 
-/// The files one in-flight lane of one client handles: `lane, lane + depth, ...` below
-/// `files`, named after `client`.
-#[derive(Debug, Clone, Copy)]
+/// The entries one in-flight lane handles: `{prefix}{i}` for `i` from `first` below `end`
+/// in steps of `step`.
+#[derive(Debug, Clone)]
 struct LaneShare {
-    /// The client (its names start with `c{client}-`).
-    client: u32,
-    /// The lane's first file.
-    lane: u32,
-    /// Lanes per client: the step between the lane's files.
-    depth: u32,
-    /// Files per client.
-    files: u32,
+    prefix: String,
+    first: u64,
+    step: u64,
+    end: u64,
 }
 
-/// One in-flight lane of one client: handles the files of `share` (or lists the
+/// One in-flight lane of one client: handles the entries of `share` (or lists the
 /// directory). Returns the number of operations (entries, for readdir) done.
 async fn lane_work(
     mdt: Arc<MdtClient>,
@@ -187,19 +264,12 @@ async fn lane_work(
     phase: Phase,
     share: &LaneShare,
 ) -> Result<u64> {
-    let LaneShare {
-        client,
-        lane,
-        depth,
-        files,
-    } = *share;
     if let Phase::Readdir = phase {
         return Ok(mdt.readdir_all(dir, &cred).await?.len() as u64);
     }
-    let mut i = lane;
     let mut done = 0;
-    while i < files {
-        let name = format!("c{client}-f{i}");
+    for i in (share.first..share.end).step_by(share.step.max(1) as usize) {
+        let name = format!("{}{i}", share.prefix);
         match phase {
             Phase::Create => {
                 let new = NewFile::exclusive(dir, name.as_bytes(), 0o100644);
@@ -212,7 +282,6 @@ async fn lane_work(
             Phase::Unlink => mdt.unlink(dir, name.as_bytes(), &cred).await?,
         }
         done += 1;
-        i += depth;
     }
     Ok(done)
 }
