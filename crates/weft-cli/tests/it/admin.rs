@@ -64,10 +64,7 @@ async fn pools_are_managed_from_the_cli_and_restrict_placement() {
     for _ in 0..100 {
         match mdt
             .create(
-                &NewFile {
-                    layout: Some(&template),
-                    ..NewFile::exclusive(Fid::ROOT, b"pooled", 0o100644)
-                },
+                &NewFile::exclusive(Fid::ROOT, b"pooled", 0o100644).with_layout(&template),
                 &cred,
             )
             .await

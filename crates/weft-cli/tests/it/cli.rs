@@ -53,10 +53,7 @@ async fn weft_up_serves_stops_on_sigterm_and_reopens_the_same_file_system() {
     let every_ost = LayoutTemplate::raid0(-1, 1 << 20, -1);
     let first = mdt
         .create(
-            &NewFile {
-                layout: Some(&every_ost),
-                ..NewFile::exclusive(Fid::ROOT, b"wide", 0o100644)
-            },
+            &NewFile::exclusive(Fid::ROOT, b"wide", 0o100644).with_layout(&every_ost),
             &cred,
         )
         .await

@@ -204,10 +204,7 @@ async fn objects_of_unlinked_files_are_destroyed_even_when_the_ost_was_down() {
     let template = weft_proto::LayoutTemplate::raid0(-1, 1 << 20, -1);
     let c = mdt
         .create(
-            &NewFile {
-                layout: Some(&template),
-                ..NewFile::exclusive(Fid::ROOT, b"victim", 0o100644)
-            },
+            &NewFile::exclusive(Fid::ROOT, b"victim", 0o100644).with_layout(&template),
             &cred,
         )
         .await

@@ -455,6 +455,14 @@ impl<'a> NewFile<'a> {
         }
     }
 
+    /// The same file with `layout` asked for instead of the directory's default.
+    pub fn with_layout(self, layout: &'a LayoutTemplate) -> Self {
+        NewFile {
+            layout: Some(layout),
+            ..self
+        }
+    }
+
     /// The [`MdtRequest::Create`] of this file by `cred`.
     pub fn request(&self, cred: &Credentials) -> MdtRequest {
         MdtRequest::Create {
