@@ -7,13 +7,18 @@
 # Then the same through the protocol, without the mount: `weft bench-mdt --prefill`
 # (MDT0, one shared directory, 4 clients).
 # Needs root, fuse and python3; `cargo build --release` first.
-# Env: WEFT (binary), DATA, MNT, SIZES, FILES (per size), PROCS.
+# Env: WEFT (binary), DATA, MNT, SIZES, FILES (per size), PROCS, KINDS (default "plain
+# striped"), PARAMS (client settings for `weft set_param -P`, e.g.
+# "llite.*.statahead_max=1048576"), PROTOCOL=0 to skip the bench-mdt part.
 set -euo pipefail
 W=${WEFT:-$(dirname "$0")/../../target/release/weft}
 D=${DATA:-/srv/bigdir/data}; M=${MNT:-/srv/bigdir/mnt}
 SIZES=${SIZES:-0 100000 1000000}
 FILES=${FILES:-20000}
 PROCS=${PROCS:-4}
+KINDS=${KINDS:-plain striped}
+PARAMS=${PARAMS:-}
+PROTOCOL=${PROTOCOL:-1}
 MGS=127.0.0.1:9520
 cleanup() { umount -l "$M" 2>/dev/null || true; pkill -f "$D" || true; }
 cleanup; rm -rf "$D"; mkdir -p "$D" "$M"
@@ -25,14 +30,18 @@ $W oss --mgs $MGS --listen 127.0.0.1:9523 --ost 0="$D/ost0" --ost 1="$D/ost1" \
 $W mds --mgs $MGS --listen 127.0.0.1:9521 --mdt 0="$D/mdt0" > "$D/mds0.log" 2>&1 &
 $W mds --mgs $MGS --listen 127.0.0.1:9522 --mdt 1="$D/mdt1" > "$D/mds1.log" 2>&1 &
 sleep 3
+if [ -n "$PARAMS" ]; then
+    # shellcheck disable=SC2086 # one or more NAME=VALUE words
+    $W set_param --mgs $MGS -P $PARAMS
+fi
 $W mount $MGS:/weft "$M" --daemon
 sleep 1
 mkdir "$M/plain"
 $W mkdir -c 2 "$M/striped"
 
-echo "== through the mount: $PROCS processes, $FILES files per size (rates in operations/s)"
+echo "== through the mount: $PROCS processes, $FILES files per size (rates in operations/s)${PARAMS:+, with $PARAMS}"
 printf "%-8s %10s %10s %10s %10s\n" dir entries create/s stat/s unlink/s
-for kind in plain striped; do
+for kind in $KINDS; do
     filled=0
     for size in $SIZES; do
         python3 - "$M/$kind" "$filled" "$size" "$FILES" "$PROCS" "$kind" <<'PY'
@@ -75,6 +84,7 @@ PY
     done
 done
 
+[ "$PROTOCOL" = 0 ] && exit 0
 echo "== through the protocol: weft bench-mdt --clients 4 --shared --prefill (MDT0)"
 $W bench-mdt --mgs $MGS --clients 4 --shared --files $((FILES / 4)) \
     --prefill "$(echo $SIZES | tr ' ' ',')"

@@ -92,7 +92,7 @@ pub async fn run(args: BenchMdtArgs) -> Result<()> {
     Ok(())
 }
 
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Phase {
     Create,
     Stat,
@@ -207,6 +207,7 @@ async fn run_clients(args: &BenchMdtArgs, clients: u32) -> Result<Vec<RunResult>
     let mut filled = 0;
     for size in sizes {
         if size > filled {
+            tracing::info!(from = filled, to = size, "filling the directories");
             bench.filler(Phase::Create, filled, size).await?;
             filled = size;
         }
@@ -221,7 +222,11 @@ async fn run_clients(args: &BenchMdtArgs, clients: u32) -> Result<Vec<RunResult>
         let mut rates = [0f64; 4];
         let phases = [Phase::Create, Phase::Stat, Phase::Readdir, Phase::Unlink];
         for (slot, phase) in phases.into_iter().enumerate() {
+            // Logged with their times, so that a profile of the server can be cut by phase
+            // (`perf report --time`).
+            tracing::info!(phase = ?phase, entries = size, "phase started");
             rates[slot] = bench.phase(phase, mine).await?;
+            tracing::info!(phase = ?phase, entries = size, rate = rates[slot], "phase done");
         }
         results.push(RunResult {
             clients,
