@@ -33,8 +33,9 @@ measure() {
         $3 == "context-switches" { cs = $1 } $3 == "cpu-clock" { ms = $1 }
         END { printf "%s: %.1f context switches and %.1f us of CPU per operation\n",
               name, cs / ops, ms * 1000 / ops }' "$out/$name.stat"
-    perf report -i "$out/$name.data" --no-children --sort comm,sym -q 2>/dev/null |
-        head -6 | sed 's/^/    /'
+    # `head` closes the pipe early: perf's SIGPIPE is not a failure.
+    { perf report -i "$out/$name.data" --no-children --sort comm,sym -q 2>/dev/null |
+        head -6 | sed 's/^/    /'; } || true
 }
 
 md() { # md PHASE DIR N
