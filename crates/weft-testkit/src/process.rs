@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A free TCP port on 127.0.0.1 (bound and released; the caller binds it again soon).
@@ -14,8 +14,16 @@ use std::time::{Duration, Instant};
 /// Ports come from below the kernel's ephemeral range and from a counter: a port the kernel
 /// picked (`bind(0)`) could be picked again for the next caller, or taken by a connection's
 /// local end, before its server binds it — servers of one test cluster then collided.
+///
+/// Each test process hands out ports only from blocks of [`PORT_BLOCK`] ports that it has
+/// claimed with an exclusive `flock` on a file per block (in the temporary directory),
+/// held until it exits. Two test processes (`./test.sh` runs the POSIX suites' process
+/// beside the main one) therefore never hand out the same port — not even the port of a
+/// server one of them is restarting, which the other's bind probe would find free: that
+/// is how an MDS restarted on its old port once found another process's server there
+/// ("target MDT0000 is not served here").
 pub fn free_port() -> Result<u16> {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
+    static PORTS: Mutex<Option<PortBlocks>> = Mutex::new(None);
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
@@ -24,16 +32,109 @@ pub fn free_port() -> Result<u16> {
     let Some(low) = ephemeral_low.checked_sub(SPAN).filter(|l| *l >= 1024) else {
         return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
     };
-    // Different test processes start at different places.
-    let start = std::process::id().wrapping_mul(7919) % SPAN;
-    for _ in 0..SPAN {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = u16::try_from(low + (start + n) % SPAN)?;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+    let mut ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let blocks = ports.get_or_insert_with(|| {
+        PortBlocks::new(std::env::temp_dir().join("weft-testkit-ports"), low)
+    });
+    // Each round claims (or reuses) one block; every block at most twice over.
+    for _ in 0..2 * SPAN / PORT_BLOCK {
+        if let Some(port) = blocks.next_free() {
             return Ok(port);
         }
+        blocks.claim(SPAN / PORT_BLOCK)?;
     }
-    bail!("no free port in {low}..{}", low + SPAN)
+    bail!("no free port in the test port blocks this process holds")
+}
+
+/// Ports in a block claimed by one test process (see [`free_port`]).
+const PORT_BLOCK: u32 = 500;
+
+/// The port blocks this process has claimed, and its place in the newest one.
+struct PortBlocks {
+    /// Where the lock files are.
+    dir: PathBuf,
+    /// The first port of block 0.
+    low: u32,
+    /// Each claimed block's number and its lock file (the `flock` lives as long as the
+    /// file is open: until the process exits).
+    claimed: Vec<(u32, std::fs::File)>,
+    /// Ports of the newest block handed out or found busy so far.
+    next: u32,
+}
+
+impl PortBlocks {
+    fn new(dir: PathBuf, low: u32) -> Self {
+        Self {
+            dir,
+            low,
+            claimed: Vec::new(),
+            next: 0,
+        }
+    }
+
+    /// The next port of the newest claimed block that binds, or `None` when it has none.
+    fn next_free(&mut self) -> Option<u16> {
+        let (block, _) = self.claimed.last()?;
+        while self.next < PORT_BLOCK {
+            let port = self.low + block * PORT_BLOCK + self.next;
+            self.next += 1;
+            let port = u16::try_from(port).ok()?;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Some(port);
+            }
+        }
+        None
+    }
+
+    /// Claims a block no other process holds, starting the search at a place of its own
+    /// so that processes starting together rarely try the same files. When every other
+    /// block is held, this process's oldest block is used again (its servers are long gone).
+    fn claim(&mut self, blocks: u32) -> Result<()> {
+        let dir = &self.dir;
+        if !dir.is_dir() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            // Shared by every user's test processes, as the temporary directory is.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+        }
+        let start = std::process::id() % blocks;
+        for i in 0..blocks {
+            let block = (start + i) % blocks;
+            if self.claimed.iter().any(|(b, _)| *b == block) {
+                continue;
+            }
+            let path = dir.join(format!("{}-{block}", self.low));
+            // Opened for reading when it exists (a `flock` needs no write access, and
+            // another user may have made it); made when it does not.
+            let file = std::fs::File::open(&path)
+                .or_else(|_| {
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .truncate(false)
+                        .write(true)
+                        .open(&path)
+                })
+                .with_context(|| format!("opening {}", path.display()))?;
+            if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .is_ok()
+            {
+                self.claimed.push((block, file));
+                self.next = 0;
+                return Ok(());
+            }
+        }
+        if !self.claimed.is_empty() {
+            self.claimed.rotate_left(1);
+            self.next = 0;
+            return Ok(());
+        }
+        bail!(
+            "every block of test ports in {}..{} is claimed by other processes (locks in {})",
+            self.low,
+            self.low + blocks * PORT_BLOCK,
+            dir.display()
+        )
+    }
 }
 
 /// One server process and how to start it again.
@@ -274,5 +375,40 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Claimants in one directory (each `flock` is on its own open file, so they exclude
+    /// each other as two processes do) get disjoint blocks; when none is left, a claimant
+    /// reuses its own oldest block, and one with none gets a clear error.
+    #[test]
+    fn claimants_get_disjoint_port_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let low = 20_000;
+        let mut a = PortBlocks::new(dir.path().to_path_buf(), low);
+        let mut b = PortBlocks::new(dir.path().to_path_buf(), low);
+        a.claim(2).unwrap();
+        b.claim(2).unwrap();
+        let block_of = |p: u16| (u32::from(p) - low) / PORT_BLOCK;
+        let pa = a.next_free().unwrap();
+        let pb = b.next_free().unwrap();
+        assert_ne!(block_of(pa), block_of(pb));
+        assert!(block_of(pa) < 2 && block_of(pb) < 2);
+        let mut c = PortBlocks::new(dir.path().to_path_buf(), low);
+        let err = c.claim(2).unwrap_err().to_string();
+        assert!(err.contains("claimed by other processes"), "{err}");
+        // A has used up its block: it takes its own again, not B's.
+        a.next = PORT_BLOCK;
+        assert_eq!(a.next_free(), None);
+        a.claim(2).unwrap();
+        assert_eq!(block_of(a.next_free().unwrap()), block_of(pa));
+        // When B goes (its process exits), its block is free for C.
+        drop(b);
+        c.claim(2).unwrap();
+        assert_eq!(block_of(c.next_free().unwrap()), block_of(pb));
     }
 }
