@@ -28,7 +28,7 @@ use weft_advise::{Calibration, calib};
 use weft_client::{Client, OpenOptions};
 use weft_proto::Fid;
 use weft_proto::layout::LayoutTemplate;
-use weft_proto::mdt::{AccessMode, Credentials};
+use weft_proto::mdt::{AccessMode, Credentials, FileKind};
 
 /// Flags of `weft advise calibrate`.
 #[derive(Args, Debug)]
@@ -120,7 +120,7 @@ pub async fn run(args: CalibrateArgs) -> Result<()> {
         .fid;
     let measured = measure(&client, dir, &target, osts, &args).await;
     // The scratch directory goes whatever happened.
-    let cleaned = cleanup(&client, dir, osts).await;
+    let cleaned = cleanup(&client, dir).await;
     let cleaned = cleaned.and(
         client
             .rmdir(base.fid, name.as_bytes(), &cred)
@@ -206,12 +206,10 @@ async fn measure(
         for &w in &writers {
             let mut secs = 0.0;
             for r in 0..args.repeat {
-                let name = format!("grid.{w}.{k}");
-                if r > 0 {
-                    client
-                        .unlink(dir, name.as_bytes(), &Credentials::root())
-                        .await?;
-                }
+                // A file of its own per repeat, all removed at the end: an unlinked
+                // file's objects are destroyed in the background, and that destruction
+                // would share the disk with the next write.
+                let name = format!("grid.{w}.{k}.{r}");
                 // Each write starts with the servers' page cache clean, as a checkpoint
                 // an interval after the last one does (this node's: servers elsewhere
                 // flush on their own).
@@ -227,7 +225,7 @@ async fn measure(
     }
     let fit = fit_grid(&grid)?;
     // Reads of the widest file by a fresh client (its cache empty).
-    let widest = format!("grid.{}.{}", writers[writers.len() - 1], osts);
+    let widest = format!("grid.{}.{}.0", writers[writers.len() - 1], osts);
     let reader = crate::admin::fspath::connect_client(target).await?;
     let read_bw = args.size as f64
         / read_file(&reader, dir, &widest, args.size, writers[writers.len() - 1]).await?;
@@ -468,7 +466,7 @@ async fn loopback_bandwidth(bytes: u64) -> Result<f64> {
 
 /// Removes everything the measurement may have left in the scratch directory (names it
 /// did not get to are missing: not an error); the caller's rmdir finds anything else.
-async fn cleanup(client: &Arc<Client>, dir: Fid, osts: u32) -> Result<()> {
+async fn cleanup(client: &Arc<Client>, dir: Fid) -> Result<()> {
     let cred = Credentials::root();
     if let Ok(md) = client.lookup(dir, b"md", &cred).await {
         for i in 0..MD_FILES {
@@ -478,24 +476,25 @@ async fn cleanup(client: &Arc<Client>, dir: Fid, osts: u32) -> Result<()> {
         }
         client.rmdir(dir, b"md", &cred).await?;
     }
-    let mut names: Vec<String> = ["lock.a", "lock.b", "lock.s"].map(String::from).to_vec();
-    names.extend([1, 2, 4, 8, 16].map(|q| format!("depth.{q}")));
-    let powers = |max: u32| {
-        let mut v: Vec<u32> = std::iter::successors(Some(1u32), |p| p.checked_mul(2))
-            .take_while(|&p| p <= max)
-            .collect();
-        v.push(max);
-        v
-    };
-    for w in powers(64) {
-        for k in powers(osts) {
-            names.push(format!("grid.{w}.{k}"));
+    // Every file the measurement made (lock, depth and grid files), whatever it got to.
+    let mut names = Vec::new();
+    let mut cookie = 0;
+    loop {
+        let (page, eof) = client.readdir(dir, cookie, 1024, false, &cred).await?;
+        if let Some(last) = page.last() {
+            cookie = last.cookie;
+        }
+        names.extend(
+            page.into_iter()
+                .filter(|e| e.kind != FileKind::Directory)
+                .map(|e| e.name),
+        );
+        if eof {
+            break;
         }
     }
-    names.sort();
-    names.dedup();
     for n in names {
-        let _ = client.unlink(dir, n.as_bytes(), &cred).await;
+        let _ = client.unlink(dir, &n, &cred).await;
     }
     Ok(())
 }
