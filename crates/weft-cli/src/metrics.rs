@@ -1,8 +1,9 @@
 //! The Prometheus endpoint every server offers with `--metrics HOST:PORT`: per-operation
 //! request counts, errors, bulk bytes and latency histograms of every target the process
-//! serves, plus MDT and OST counters. Every family is named by a declaration
-//! (`weft_rpc::metric`, `weft_mdt::stats::MDT_STATS`, `weft_ost::OST_STATS`); the text is
-//! OpenMetrics from `prometheus-client` ([`expose`]), served by hyper ([`http`]).
+//! serves, plus MDT and OST counters and the process's authentication counts. Every family
+//! is named by a declaration (`weft_rpc::metric`, `weft_mdt::stats::MDT_STATS`,
+//! `weft_ost::OST_STATS`, `weft_rpc::auth::AUTH_METRICS`); the text is OpenMetrics from
+//! `prometheus-client` ([`expose`]), served by hyper ([`http`]).
 
 mod expose;
 mod http;
@@ -17,6 +18,7 @@ use weft_ost::{OST_BRW, OST_STATS, Ost, OstStats};
 use weft_proto::TargetId;
 use weft_proto::handshake::ServiceStats;
 use weft_rpc::Router;
+use weft_rpc::auth::{AUTH_METRICS, AuthCounters};
 use weft_rpc::metric::{JOB_METRICS, MetricKind, REQUEST_METRICS, Stat};
 
 /// Prefix of a server's request and job families.
@@ -71,6 +73,7 @@ pub fn server_families(
 ) -> Vec<Family> {
     let mut out = request_families(SERVER_PREFIX, stats);
     out.extend(job_families(stats));
+    out.extend(auth_families(&weft_rpc::auth::COUNTERS));
     if !mdts.is_empty() {
         out.extend(target_families(MDT_PREFIX, &MDT_STATS, mdts));
     }
@@ -103,6 +106,18 @@ fn target_families<S>(prefix: &str, table: &[Stat<S>], targets: &[(TargetId, S)]
             for (t, s) in targets {
                 f.push(vec![("target", t.to_string())], (stat.get)(s));
             }
+            f
+        })
+        .collect()
+}
+
+/// The process's authentication counts (every server of the process counts into one).
+fn auth_families(counters: &AuthCounters) -> Vec<Family> {
+    AUTH_METRICS
+        .iter()
+        .map(|stat| {
+            let mut f = Family::new(SERVER_PREFIX, &stat.def);
+            f.push(Vec::new(), (stat.get)(counters));
             f
         })
         .collect()
@@ -243,6 +258,7 @@ mod tests {
         want.extend(MDT_STATS.iter().map(|s| s.def.family(MDT_PREFIX)));
         want.extend(OST_STATS.iter().map(|s| s.def.family(OST_PREFIX)));
         want.insert(OST_BRW.family(OST_PREFIX));
+        want.extend(AUTH_METRICS.iter().map(|s| s.def.family(SERVER_PREFIX)));
         assert_eq!(exposed(&text), want, "{text}");
         // The names servers have always exported (the dashboard and scrapers use them).
         for name in [

@@ -17,6 +17,7 @@
 //! a peer claiming the server role without the server key fails like one with a wrong key:
 //! the same `authentication failed`, which says nothing of which part was wrong.
 
+use crate::metric::{MetricDef, MetricKind, Stat};
 use hmac::{Hmac, KeyInit, Mac};
 use rand::RngCore;
 use sha2::Sha256;
@@ -282,6 +283,35 @@ pub static COUNTERS: AuthCounters = AuthCounters {
     refused: AtomicU64::new(0),
     server_only_refused: AtomicU64::new(0),
 };
+
+/// The figures of [`AuthCounters`], declared once for the Prometheus endpoint (prefix
+/// `weft`: `weft_auth_accepted_total`, ...), read from [`COUNTERS`].
+pub const AUTH_METRICS: [Stat<AuthCounters>; 3] = [
+    Stat::new(
+        MetricDef::new(
+            "auth_accepted",
+            "Connections authenticated by this process's servers.",
+            MetricKind::Counter,
+        ),
+        |c| c.accepted.load(Ordering::Relaxed),
+    ),
+    Stat::new(
+        MetricDef::new(
+            "auth_refused",
+            "Connections refused: wrong key or role, no authentication, a malformed or abandoned exchange.",
+            MetricKind::Counter,
+        ),
+        |c| c.refused.load(Ordering::Relaxed),
+    ),
+    Stat::new(
+        MetricDef::new(
+            "auth_server_only_refused",
+            "Server-only requests refused from connections not authenticated as a server.",
+            MetricKind::Counter,
+        ),
+        |c| c.server_only_refused.load(Ordering::Relaxed),
+    ),
+];
 
 impl AuthCounters {
     /// `(accepted, refused, server_only_refused)` now.

@@ -99,11 +99,19 @@ async fn a_node_without_the_key_cannot_register_a_target_or_mount() {
         "{wrong_key}"
     );
 
-    // The servers log each refusal with the peer's address.
+    // The servers log each refusal with the peer's address, and count it on their
+    // Prometheus endpoint (the MGS refused the two mounts above, at least).
     let mgs_log = tc.mgs.log();
     assert!(
         mgs_log.contains("authentication refused") && mgs_log.contains("peer=127.0.0.1:"),
         "{mgs_log}"
+    );
+    let mgs_metrics = crate::metrics::scrape(&tc.metrics_addrs[0]).await;
+    let refused = crate::metrics::value(&mgs_metrics, "weft_auth_refused_total", &[]);
+    let accepted = crate::metrics::value(&mgs_metrics, "weft_auth_accepted_total", &[]);
+    assert!(
+        refused >= 2.0 && accepted >= 1.0,
+        "refused {refused}, accepted {accepted}"
     );
 
     // The client key mounts (as `-o key=` from fstab would) and works.

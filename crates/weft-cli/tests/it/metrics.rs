@@ -22,14 +22,14 @@ async fn get(addr: &str, path: &str) -> (String, String) {
     (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
-async fn scrape(addr: &str) -> prometheus_parse::Scrape {
+pub(crate) async fn scrape(addr: &str) -> prometheus_parse::Scrape {
     let (status, body) = get(addr, "/metrics").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
         .expect("valid Prometheus text")
 }
 
-fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     s.samples
         .iter()
         .find(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
