@@ -24,6 +24,7 @@ use sha2::Sha256;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weft_proto::handshake::{AUTH_LEN, AuthHello, AuthRole};
+use zeroize::Zeroize;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -62,11 +63,21 @@ pub enum KeyError {
 }
 
 /// A cluster key: the server key (with the client key derived from it) or a client key
-/// alone. Its `Debug` output hides the bytes.
+/// alone. Its `Debug` output hides the bytes, and its bytes are overwritten with zeros when
+/// it is dropped (as are the copies its constructors make on the way).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClusterKey {
     server: Option<[u8; AUTH_LEN]>,
     client: [u8; AUTH_LEN],
+}
+
+impl Drop for ClusterKey {
+    fn drop(&mut self) {
+        self.client.zeroize();
+        if let Some(server) = self.server.as_mut() {
+            server.zeroize();
+        }
+    }
 }
 
 impl std::fmt::Debug for ClusterKey {
@@ -80,7 +91,9 @@ impl ClusterKey {
     pub fn generate() -> Self {
         let mut server = [0u8; AUTH_LEN];
         rand::rng().fill_bytes(&mut server);
-        Self::from_server(server)
+        let key = Self::from_server(server);
+        server.zeroize();
+        key
     }
 
     fn from_server(server: [u8; AUTH_LEN]) -> Self {
@@ -97,15 +110,17 @@ impl ClusterKey {
         let (Some(tag), Some(hex), None) = (words.next(), words.next(), words.next()) else {
             return Err(KeyError::Malformed);
         };
-        let bytes = from_hex(hex).ok_or(KeyError::Malformed)?;
-        match tag {
+        let mut bytes = from_hex(hex).ok_or(KeyError::Malformed)?;
+        let key = match tag {
             SERVER_KEY_TAG => Ok(Self::from_server(bytes)),
             CLIENT_KEY_TAG => Ok(Self {
                 server: None,
                 client: bytes,
             }),
             _ => Err(KeyError::Malformed),
-        }
+        };
+        bytes.zeroize();
+        key
     }
 
     /// Reads a key file, refusing one that group or others may read.
@@ -126,7 +141,9 @@ impl ClusterKey {
         let file = std::fs::File::open(path).map_err(io)?;
         std::io::Read::read_to_string(&mut std::io::Read::take(file, 256), &mut text)
             .map_err(io)?;
-        Self::parse(&text)
+        let key = Self::parse(&text);
+        text.zeroize();
+        key
     }
 
     /// The key file's text: the server key if held, else the client key.

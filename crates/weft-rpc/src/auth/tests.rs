@@ -3,6 +3,18 @@
 use super::*;
 use uuid::Uuid;
 
+/// A key's bytes are zeros once it is dropped.
+#[test]
+fn a_dropped_key_leaves_zeros() {
+    let mut key = std::mem::ManuallyDrop::new(ClusterKey::generate());
+    assert_ne!(key.client, [0; AUTH_LEN]);
+    // SAFETY: the key is dropped once (ManuallyDrop never drops it again) and only its
+    // fields, plain byte arrays that its Drop overwrites in place, are read afterwards.
+    unsafe { std::ptr::drop_in_place(&mut *key) };
+    assert_eq!(key.client, [0; AUTH_LEN]);
+    assert_eq!(key.server, Some([0; AUTH_LEN]));
+}
+
 fn hello(role: AuthRole) -> AuthHello {
     AuthHello {
         role,
