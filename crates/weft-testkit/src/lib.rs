@@ -17,7 +17,7 @@ mod wait;
 pub use data::pattern;
 pub use process::{ServerProcess, free_port};
 pub use s3::{S3Kind, S3Server};
-pub use wait::{WAIT_LIMIT, eventually, wait_until, wait_until_async};
+pub use wait::{WAIT_LIMIT, eventually, wait_until, wait_until_async, wait_until_within};
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -407,6 +407,31 @@ impl TestCluster {
             bail!("{id} knows {stripes} of {} OSTs", self.osts);
         }
         Ok(())
+    }
+
+    /// Object files on the cluster's OSTs (under each OST's `O`), and the bytes they take
+    /// on disk: what removed files leave until the MDT has destroyed their objects.
+    pub fn ost_objects(&self) -> (usize, u64) {
+        fn walk(dir: &Path, acc: &mut (usize, u64)) {
+            use std::os::unix::fs::MetadataExt;
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in rd.flatten() {
+                let Ok(meta) = e.metadata() else { continue };
+                if meta.is_dir() {
+                    walk(&e.path(), acc);
+                } else {
+                    acc.0 += 1;
+                    acc.1 += meta.blocks() * 512;
+                }
+            }
+        }
+        let mut acc = (0, 0);
+        for i in 0..self.osts {
+            walk(&self.dir.path().join(format!("ost{i}")).join("O"), &mut acc);
+        }
+        acc
     }
 
     /// Waits until the MGS lists MDT0 and every OST as active and each answers a ping

@@ -23,19 +23,25 @@ use std::time::{Duration, Instant};
 /// is how an MDS restarted on its old port once found another process's server there
 /// ("target MDT0000 is not served here").
 pub fn free_port() -> Result<u16> {
-    static PORTS: Mutex<Option<PortBlocks>> = Mutex::new(None);
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32768);
     const SPAN: u32 = 16_000;
-    let Some(low) = ephemeral_low.checked_sub(SPAN).filter(|l| *l >= 1024) else {
-        return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
-    };
+    // The blocks below the ephemeral range, found once per process (none when the range
+    // starts too low to leave room).
+    static PORTS: Mutex<Option<Option<PortBlocks>>> = Mutex::new(None);
     let mut ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let blocks = ports.get_or_insert_with(|| {
-        PortBlocks::new(std::env::temp_dir().join("weft-testkit-ports"), low)
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or(32768);
+        let low = ephemeral_low.checked_sub(SPAN).filter(|l| *l >= 1024)?;
+        Some(PortBlocks::new(
+            std::env::temp_dir().join("weft-testkit-ports"),
+            low,
+        ))
     });
+    let Some(blocks) = blocks else {
+        return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+    };
     // Each round claims (or reuses) one block; every block at most twice over.
     for _ in 0..2 * SPAN / PORT_BLOCK {
         if let Some(port) = blocks.next_free() {

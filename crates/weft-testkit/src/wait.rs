@@ -31,12 +31,18 @@ where
 }
 
 /// Blocks until `cond` holds; panics naming `what` after [`WAIT_LIMIT`].
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT_LIMIT;
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_within(what, WAIT_LIMIT, cond);
+}
+
+/// [`wait_until`] with another limit (for waits known to take longer, such as gigabytes
+/// of objects being destroyed).
+pub fn wait_until_within(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while !cond() {
         assert!(
             Instant::now() < deadline,
-            "never happened in {WAIT_LIMIT:?}: {what}"
+            "never happened in {limit:?}: {what}"
         );
         std::thread::sleep(POLL);
     }

@@ -14,10 +14,8 @@
 
 use crate::bin;
 use crate::support::{weft, weft_run_env};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::time::Duration;
-use weft_testkit::{FSNAME, TestCluster};
+use weft_testkit::{FSNAME, TestCluster, wait_until_within};
 
 fn env_mib(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -27,41 +25,17 @@ fn env_mib(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Bytes the OSTs of `tc` hold on disk (their objects and their own records).
-fn ost_bytes(tc: &TestCluster) -> u64 {
-    fn walk(dir: &Path) -> u64 {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return 0;
-        };
-        entries
-            .flatten()
-            .map(|e| match e.metadata() {
-                Ok(m) if m.is_dir() => walk(&e.path()),
-                Ok(m) => m.blocks() * 512,
-                Err(_) => 0,
-            })
-            .sum()
-    }
-    (0..tc.osts)
-        .map(|i| walk(&tc.dir.path().join(format!("ost{i}"))))
-        .sum()
-}
-
 /// Waits until the objects of removed files are gone from the OSTs (the MDT destroys them
 /// in the background after an unlink): a measured write must not share the disk with the
 /// destruction of the previous run's gigabytes — the first write after `calibrate`'s
 /// cleanup did, and took up to 2.8 times as long as the same write a minute later.
 fn wait_for_destroys(tc: &TestCluster) {
     const LEFT: u64 = 64 << 20;
-    let start = std::time::Instant::now();
-    while ost_bytes(tc) > LEFT {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the OSTs still hold {} bytes two minutes after the files were removed",
-            ost_bytes(tc)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_within(
+        "the OSTs destroyed the removed files' objects",
+        Duration::from_secs(120),
+        || tc.ost_objects().1 <= LEFT,
+    );
 }
 
 /// Seconds `weft bench` (an IOR-like write through the `weft` binary, as `calibrate`

@@ -3,27 +3,6 @@
 
 use super::*;
 
-/// Object files on the cluster's OSTs, and the bytes they take on disk.
-fn ost_objects(tc: &TestCluster) -> (usize, u64) {
-    fn walk(dir: &Path, acc: &mut (usize, u64)) {
-        let Ok(rd) = fs::read_dir(dir) else { return };
-        for e in rd.flatten() {
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                walk(&e.path(), acc);
-            } else {
-                acc.0 += 1;
-                acc.1 += meta.blocks() * 512;
-            }
-        }
-    }
-    let mut acc = (0, 0);
-    for i in 0..tc.osts {
-        walk(&tc.dir.path().join(format!("ost{i}")).join("O"), &mut acc);
-    }
-    acc
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sparse_file_over_4_gib_reads_back_with_holes_as_zeros() {
     let tc = TestCluster::start(bin(), 2).await.unwrap();
@@ -79,7 +58,7 @@ async fn a_sparse_file_over_4_gib_reads_back_with_holes_as_zeros() {
         let past = check(unsafe { libc::lseek(fd, size as i64, libc::SEEK_DATA) } as i32);
         assert_eq!(errno(past), libc::ENXIO);
         // Only the written bytes take space: on the OSTs' disks and in st_blocks.
-        let (objects, on_disk) = ost_objects(&tc2);
+        let (objects, on_disk) = tc2.ost_objects();
         assert!(objects >= 1);
         assert!(on_disk < 1 << 20, "{on_disk} bytes on the OSTs' disks");
         let blocks = meta.blocks();
@@ -118,11 +97,11 @@ async fn a_file_unlinked_by_another_mount_stays_usable_until_the_last_close() {
             st.f_files - st.f_ffree
         };
         let before = inodes_used(&a);
-        assert_eq!(ost_objects(&tc2).0, 0);
+        assert_eq!(tc2.ost_objects().0, 0);
         let data = pattern(0, 2 << 20, 7);
         fs::write(a.path("doomed"), &data).unwrap();
         assert_eq!(inodes_used(&a), before + 1);
-        let objects = ost_objects(&tc2).0;
+        let objects = tc2.ost_objects().0;
         assert!(objects >= 1);
         let mut keep = fs::OpenOptions::new()
             .read(true)
@@ -147,12 +126,12 @@ async fn a_file_unlinked_by_another_mount_stays_usable_until_the_last_close() {
             data.len() as u64 + 21,
             "fstat of the unlinked file"
         );
-        assert_eq!(ost_objects(&tc2).0, objects, "objects kept while open");
+        assert_eq!(tc2.ost_objects().0, objects, "objects kept while open");
         assert_eq!(inodes_used(&a), before + 1, "the orphan inode is kept");
         // The last close destroys the inode and, in the background, its objects.
         drop(keep);
         wait_until("the orphan inode is gone", || inodes_used(&a) == before);
-        wait_until("the objects are destroyed", || ost_objects(&tc2).0 == 0);
+        wait_until("the objects are destroyed", || tc2.ost_objects().0 == 0);
     })
     .await
     .unwrap();
