@@ -135,6 +135,8 @@ pub struct Client {
     stripes: Arc<crate::dirs::StripeCache>,
     /// Directory entries read ahead of lookups ([`crate::statahead`]).
     pub(crate) statahead: Arc<crate::statahead::Statahead>,
+    /// Released files restored ahead of opens ([`crate::restore_ahead`]).
+    pub(crate) restore_ahead: Arc<crate::restore_ahead::RestoreAhead>,
     /// The size of every open file, shared by its handles.
     open_sizes: Arc<crate::file::OpenSizes>,
     /// The persistent client cache, once added ([`crate::pcc`]).
@@ -200,6 +202,7 @@ impl Client {
             readahead: Arc::new(readahead),
             stripes: Default::default(),
             statahead: Default::default(),
+            restore_ahead: Default::default(),
             open_sizes: Default::default(),
             pcc: Default::default(),
             ctx: RequestContext::new(),
@@ -218,6 +221,7 @@ impl Client {
             readahead: self.readahead.clone(),
             stripes: self.stripes.clone(),
             statahead: self.statahead.clone(),
+            restore_ahead: self.restore_ahead.clone(),
             open_sizes: self.open_sizes.clone(),
             pcc: self.pcc.clone(),
             ctx,

@@ -23,6 +23,7 @@ pub mod mgs;
 pub mod ost;
 pub mod params;
 pub mod pcc;
+pub mod restore_ahead;
 pub mod statahead;
 #[cfg(test)]
 mod test_attrs;

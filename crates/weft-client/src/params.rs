@@ -22,7 +22,7 @@ struct Knob {
 /// The client's knobs.
 pub struct ClientParams {
     instance: String,
-    knobs: [Knob; 8],
+    knobs: [Knob; 9],
 }
 
 /// Index of each knob in [`ClientParams`].
@@ -48,6 +48,10 @@ pub enum Param {
     /// another client's read-write PCC waits for that client to copy it back before it
     /// fails with ETIMEDOUT (see [`crate::pcc`]).
     PccRwWaitS = 7,
+    /// `llite.*.restore_ahead`: released (HSM) files of a directory listing restored in
+    /// the background ahead of a reader's opens, and at most that many at once (0 turns
+    /// it off; see [`crate::statahead`]).
+    RestoreAhead = 8,
 }
 
 /// A bad parameter name or value.
@@ -95,6 +99,13 @@ impl ClientParams {
                 k("llite", "max_cached_mb", 1, 1 << 22, 1024),
                 k("llite", "statahead_max", 0, 1 << 20, 32768),
                 k("llite", "pcc_rw_wait_s", 1, 86_400, 60),
+                // Off by default: loads ahead compete with readers' own loads for the room
+                // under a tiering policy's high mark (and pass it when the agent finds
+                // nothing to release). A store answers a GET after tens of milliseconds
+                // (s3s-fs here: ~30 ms for 128 KiB) and a restore adds an OST sync and an
+                // MDT commit, so a first epoch of small files wants many in flight: 16 read
+                // 212 files/s, 64 read 269 (docs/perf.md, "Restore-ahead").
+                k("llite", "restore_ahead", 0, 1024, 0),
             ],
         }
     }

@@ -62,6 +62,8 @@ pub struct StataheadStats {
     pub scans: u64,
     /// Entries the scans brought in.
     pub entries: u64,
+    /// Released files restored ahead of their opens ([`crate::restore_ahead`]).
+    pub restores_ahead: u64,
 }
 
 /// The statahead state of one client.
@@ -106,6 +108,7 @@ impl Statahead {
             hits: self.hits.load(Ordering::Relaxed),
             scans: self.scans.load(Ordering::Relaxed),
             entries: self.entries.load(Ordering::Relaxed),
+            restores_ahead: 0,
         }
     }
 
@@ -250,8 +253,11 @@ impl Client {
         if self.params().get(Param::StataheadMax) == 0 {
             return None;
         }
-        self.statahead
-            .take(parent, name, self.cluster().changes(), max_age)
+        let attr = self
+            .statahead
+            .take(parent, name, self.cluster().changes(), max_age)?;
+        self.restore_ahead.note(parent, &attr);
+        Some(attr)
     }
 
     /// Notes that a lookup in `parent` went to the MDT and found the name; after
@@ -296,7 +302,10 @@ impl Client {
 
     /// The statahead counters (`llite.*.statahead_stats`).
     pub fn statahead_stats(&self) -> StataheadStats {
-        self.statahead.stats()
+        StataheadStats {
+            restores_ahead: self.restore_ahead.asked(),
+            ..self.statahead.stats()
+        }
     }
 }
 

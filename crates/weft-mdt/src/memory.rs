@@ -31,6 +31,9 @@ struct State {
     restore_failure: Option<Errno>,
     /// How long each restore chunk takes.
     restore_delay: Duration,
+    /// Restore chunks being copied now, and the most at once so far.
+    restores_running: usize,
+    restores_peak: usize,
 }
 
 /// A cluster that lives in memory. Cheap to build; every method is deterministic.
@@ -143,6 +146,11 @@ impl MemoryCluster {
         self.state.lock().restore_delay = delay;
     }
 
+    /// The most restore chunks that were being copied at once.
+    pub fn restores_peak(&self) -> usize {
+        self.state.lock().restores_peak
+    }
+
     /// How many sequence grants were asked for.
     pub fn seq_grants(&self) -> u64 {
         self.state.lock().seq_grants
@@ -214,10 +222,14 @@ impl ClusterView for MemoryCluster {
             (None, Some(_)) => Ok(()),
         };
         s.chunks.push(chunk);
+        s.restores_running += 1;
+        s.restores_peak = s.restores_peak.max(s.restores_running);
+        drop(s);
         Box::pin(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
+            self.state.lock().restores_running -= 1;
             result
         })
     }

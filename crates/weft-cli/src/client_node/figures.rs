@@ -43,7 +43,7 @@ pub const LLITE_STATS: [Stat<ClientFigures>; 2] = [
 ];
 
 /// The figures of `llite.INSTANCE.statahead_stats`.
-pub const STATAHEAD_STATS: [Stat<ClientFigures>; 3] = [
+pub const STATAHEAD_STATS: [Stat<ClientFigures>; 4] = [
     Stat::new(
         MetricDef::new(
             "hits",
@@ -70,6 +70,15 @@ pub const STATAHEAD_STATS: [Stat<ClientFigures>; 3] = [
         )
         .exported_as("statahead_entries"),
         |f| f.statahead.entries,
+    ),
+    Stat::new(
+        MetricDef::new(
+            "restores_ahead",
+            "Released files restored ahead of their opens (llite.*.restore_ahead).",
+            MetricKind::Counter,
+        )
+        .exported_as("statahead_restores_ahead"),
+        |f| f.statahead.restores_ahead,
     ),
 ];
 
@@ -140,6 +149,7 @@ mod tests {
                 hits: 1,
                 scans: 2,
                 entries: 3,
+                restores_ahead: 4,
             },
         };
         let params = [("llite.x.max_cached_mb".to_string(), 7)];
@@ -179,7 +189,7 @@ mod tests {
         );
         assert_eq!(
             statahead_text(&figures),
-            "\nhits             1\nscans            2\nentries          3\n"
+            "\nhits             1\nscans            2\nentries          3\nrestores_ahead   4\n"
         );
     }
 }

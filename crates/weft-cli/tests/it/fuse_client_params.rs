@@ -36,7 +36,7 @@ fn params(out: &str) -> HashMap<String, String> {
 
 /// The instance name of the client mounted at `mnt` (other tests' mounts may be on the
 /// node too).
-fn instance_of(mnt: &std::path::Path) -> String {
+pub(crate) fn instance_of(mnt: &std::path::Path) -> String {
     let (ok, out, err) = weft(&["get_param", "llite.*.stats"]);
     assert!(ok, "{err}");
     let want = fs::canonicalize(mnt).unwrap();
@@ -295,17 +295,21 @@ async fn exec_with_a_file_of_the_mount_open_completes() {
     assert_eq!(job_bytes(&out, "true.0", "write"), 0, "{out}");
 }
 
-/// `llite.INST.statahead_stats` of the mount at `mnt`: (hits, scans, entries).
-fn statahead_stats(mnt: &std::path::Path) -> (u64, u64, u64) {
+/// `llite.INST.statahead_stats` of the mount at `mnt`, by name.
+pub(crate) fn statahead_figures(mnt: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
     let inst = instance_of(mnt);
     let (ok, out, err) = weft(&["get_param", "-n", &format!("llite.{inst}.statahead_stats")]);
     assert!(ok, "{err}");
-    let field = |name: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no {name} in {out}"))
-    };
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(n, v)| Some((n.to_string(), v.trim().parse::<u64>().ok()?)))
+        .collect()
+}
+
+/// `llite.INST.statahead_stats` of the mount at `mnt`: (hits, scans, entries).
+fn statahead_stats(mnt: &std::path::Path) -> (u64, u64, u64) {
+    let f = statahead_figures(mnt);
+    let field = |name: &str| *f.get(name).unwrap_or_else(|| panic!("no {name} in {f:?}"));
     (field("hits"), field("scans"), field("entries"))
 }
 

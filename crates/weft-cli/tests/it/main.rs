@@ -41,6 +41,7 @@ mod nodemap;
 mod pcc;
 mod posix_suites;
 mod repo;
+mod repo_ahead;
 mod repo_faults;
 mod repo_hsm;
 mod repo_s3;

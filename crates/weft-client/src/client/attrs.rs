@@ -33,10 +33,12 @@ impl Client {
                 mdt.lookup_entry(dir, name, cred).await
             })
             .await?;
-        match found {
-            Found::Here(attr) => Ok(attr),
-            Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await,
-        }
+        let attr = match found {
+            Found::Here(attr) => attr,
+            Found::Elsewhere(fid) => self.mdt(fid)?.getattr(fid).await?,
+        };
+        self.restore_ahead.note(parent, &attr);
+        Ok(attr)
     }
 
     /// The attributes of `fid`. A regular file open somewhere gets its size from the OSTs

@@ -51,8 +51,13 @@ impl Client {
                 "is a directory",
             )));
         }
-        self.finish_open(mdt, opened.handle, opened.attr, opened.layout, opts, pcc)
-            .await
+        let file = self
+            .finish_open(mdt, opened.handle, opened.attr, opened.layout, opts, pcc)
+            .await?;
+        if file.is_released() {
+            self.restore_ahead(fid, cred);
+        }
+        Ok(file)
     }
 
     /// Opens (and with `opts.create`, creates) `name` in `parent`.

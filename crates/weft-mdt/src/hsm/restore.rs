@@ -42,9 +42,13 @@ pub struct HsmConfig {
     /// Most units of one job in flight at once.
     pub in_flight: usize,
     /// Most units in flight on the MDT, all jobs together: bounds the data mover's
-    /// memory (a unit's bytes at most: 8 x 32 MiB) and connections however many files
-    /// are being restored.
+    /// connections however many files are being restored.
     pub max_units: usize,
+    /// Most bytes of units in flight on the MDT, all jobs together: bounds the data
+    /// mover's memory. A small file's unit counts its own size, so many small files load
+    /// at once (a store answers each GET after tens of milliseconds whatever its size)
+    /// where only a few whole units of large ones fit.
+    pub max_bytes: u64,
 }
 
 impl Default for HsmConfig {
@@ -52,9 +56,20 @@ impl Default for HsmConfig {
         Self {
             unit: 32 << 20,
             in_flight: 4,
-            max_units: 8,
+            max_units: 64,
+            max_bytes: 256 << 20,
         }
     }
+}
+
+/// The granule of [`HsmConfig::max_bytes`]: a unit takes one permit per started 64 KiB.
+const BYTE_GRANULE: u64 = 64 << 10;
+
+/// The permits of `bytes` out of a budget of `total` (a unit over the budget takes all).
+fn byte_permits(bytes: u64, total: u32) -> u32 {
+    u32::try_from(bytes.div_ceil(BYTE_GRANULE).max(1))
+        .unwrap_or(u32::MAX)
+        .min(total)
 }
 
 /// The restore jobs of one MDT.
@@ -64,6 +79,10 @@ pub(crate) struct Coordinator {
     cfg: HsmConfig,
     /// Units in flight on the MDT ([`HsmConfig::max_units`]).
     units: Arc<Semaphore>,
+    /// Their bytes, in [`BYTE_GRANULE`]s ([`HsmConfig::max_bytes`]).
+    bytes: Arc<Semaphore>,
+    /// Permits of `bytes`.
+    byte_budget: u32,
     /// Wakes `HsmPccWait` requests: a file left a read-write PCC (see `super::pcc`).
     pub(crate) pcc_changed: Notify,
 }
@@ -93,6 +112,7 @@ struct JobState {
 
 impl Coordinator {
     pub fn new(cfg: HsmConfig) -> Self {
+        let byte_budget = byte_permits(cfg.max_bytes, u32::MAX >> 4);
         Self {
             jobs: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
@@ -100,8 +120,11 @@ impl Coordinator {
                 unit: cfg.unit.max(1),
                 in_flight: cfg.in_flight.max(1),
                 max_units: cfg.max_units.max(1),
+                max_bytes: cfg.max_bytes,
             },
             units: Arc::new(Semaphore::new(cfg.max_units.max(1))),
+            bytes: Arc::new(Semaphore::new(byte_budget as usize)),
+            byte_budget,
             pcc_changed: Notify::new(),
         }
     }
@@ -338,10 +361,17 @@ impl Mdt {
                 };
                 let cluster = self.cluster();
                 let units = self.hsm.units.clone();
+                let bytes = self.hsm.bytes.clone();
+                let permits = byte_permits(end - start, self.hsm.byte_budget);
                 set.spawn(async move {
-                    // A closed semaphore cannot happen (it is never closed); answer EIO.
+                    // Always in this order (units, then bytes): no two units wait for
+                    // each other. The semaphores are never closed; answer EIO if one is.
+                    let closed = || (u, Err(WireError::new(Errno::Io, "restore units closed")));
                     let Ok(_unit) = units.acquire_owned().await else {
-                        return (u, Err(WireError::new(Errno::Io, "restore units closed")));
+                        return closed();
+                    };
+                    let Ok(_bytes) = bytes.acquire_many_owned(permits).await else {
+                        return closed();
                     };
                     (u, cluster.restore_chunk(chunk).await)
                 });

@@ -180,3 +180,71 @@ async fn a_reimport_during_a_restore_restarts_it_against_the_new_object() {
     assert_eq!(last.archive.etag.as_deref(), Some("e2"));
     assert_eq!(h.getattr(fid).await.unwrap().hsm_flags & HSM_RELEASED, 0);
 }
+
+/// Restores every file of `fids` whole at once, each from a connection of its own; every
+/// one must finish.
+async fn restore_all_at_once(h: &H, fids: &[Fid]) {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, &fid) in fids.iter().enumerate() {
+        let mdt = h.mdt.clone();
+        set.spawn(async move { mdt.execute(10 + i as u64, restore(fid, 0, u64::MAX)).await });
+    }
+    while let Some(r) = set.join_next().await {
+        assert_eq!(r.unwrap().unwrap(), MdtReply::Progress { done: true });
+    }
+}
+
+fn budget(max_units: usize, max_bytes: u64) -> MdtOptions {
+    MdtOptions {
+        hsm: HsmConfig {
+            unit: MIB,
+            in_flight: 4,
+            max_units,
+            max_bytes,
+        },
+        ..opts()
+    }
+}
+
+#[tokio::test]
+async fn small_files_load_many_at_once_where_few_large_units_fit() {
+    // A store answers each GET after tens of milliseconds whatever its size: small files
+    // must not queue behind a count of units sized for large ones.
+    let h = H::with(budget(64, 4 * MIB), 4).await;
+    h.cluster.set_restore_delay(Duration::from_millis(100));
+    let mut fids = Vec::new();
+    for i in 0..24 {
+        fids.push(released_file(&h, &format!("small{i}"), 64 << 10).await);
+    }
+    restore_all_at_once(&h, &fids).await;
+    assert!(
+        h.cluster.restores_peak() > 8,
+        "small files loaded {} at a time",
+        h.cluster.restores_peak()
+    );
+
+    // Whole 1 MiB units: 4 MiB of budget holds four.
+    let h = H::with(budget(64, 4 * MIB), 4).await;
+    h.cluster.set_restore_delay(Duration::from_millis(20));
+    let mut fids = Vec::new();
+    for i in 0..4 {
+        fids.push(released_file(&h, &format!("large{i}"), 4 * MIB).await);
+    }
+    restore_all_at_once(&h, &fids).await;
+    assert_eq!(h.cluster.restore_chunks().len(), 16);
+    assert!(
+        (2..=4).contains(&h.cluster.restores_peak()),
+        "{} units of 1 MiB at once in a 4 MiB budget",
+        h.cluster.restores_peak()
+    );
+
+    // And the count of units bounds small ones.
+    let h = H::with(budget(3, 4 * MIB), 4).await;
+    h.cluster.set_restore_delay(Duration::from_millis(20));
+    let mut fids = Vec::new();
+    for i in 0..8 {
+        fids.push(released_file(&h, &format!("s{i}"), 1000).await);
+    }
+    restore_all_at_once(&h, &fids).await;
+    assert!((1..=3).contains(&h.cluster.restores_peak()));
+}
