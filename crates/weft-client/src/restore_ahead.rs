@@ -22,11 +22,11 @@
 //!   error nobody waits for (the file's own read asks again and reports it).
 //! - **Bounds**: [`MAX_DIRS`] directories listed at once, [`MAX_NOTED`] files' directories
 //!   remembered; restores ahead in flight at most `restore_ahead`.
-//! - **Off by default** (`restore_ahead` 0): a load ahead waits for room under a tiering
-//!   policy's high mark like a reader's own, and when the tiering agent finds nothing to
-//!   release (everything loaded is being loaded ahead) the restores go on past the mark.
-//!   Turn it on (64 is a good value for small objects) where the file system holds the
-//!   dataset, or a repository without tiering.
+//! - **Not under tiering**: files of a repository with a tiering policy (the client's
+//!   configuration from the MGS says which) are not restored ahead. A load ahead would
+//!   wait for room under the high mark like a reader's own, and when the tiering agent
+//!   finds nothing to release (everything loaded is being loaded ahead) the restores go on
+//!   past the mark; and a file system smaller than its bucket has no room to load ahead.
 
 use crate::Client;
 use crate::params::Param;
@@ -209,8 +209,11 @@ impl Client {
     /// Restores ahead of this open of `fid`, a released file (see the
     /// [module docs](crate::restore_ahead)), listing its directory with `cred`'s rights
     /// first if needed.
-    pub(crate) fn restore_ahead(self: &Arc<Self>, fid: Fid, cred: &Credentials) {
+    pub(crate) fn restore_ahead(self: &Arc<Self>, fid: Fid, repo: u32, cred: &Credentials) {
         let ahead = self.params().get(Param::RestoreAhead);
+        if ahead == 0 || self.tiered(repo) {
+            return;
+        }
         let running = self.restore_ahead.running.load(Ordering::Relaxed);
         let room = usize::try_from(ahead.saturating_sub(running)).unwrap_or(usize::MAX);
         if room == 0 {
@@ -228,10 +231,19 @@ impl Client {
                 tokio::spawn(async move {
                     client.list_released(parent, fid, &cred, max).await;
                     // The open that asked for the listing gets its window now.
-                    client.restore_ahead(fid, &cred);
+                    client.restore_ahead(fid, repo, &cred);
                 });
             }
         }
+    }
+
+    /// Whether repository `repo` has a tiering policy.
+    fn tiered(&self, repo: u32) -> bool {
+        self.cluster()
+            .config()
+            .repos
+            .iter()
+            .any(|r| r.id == repo && r.tiering.is_some())
     }
 
     /// Reads `parent`'s released files into its listing.

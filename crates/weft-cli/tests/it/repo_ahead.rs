@@ -1,6 +1,6 @@
 //! Restore-ahead end to end (`llite.*.restore_ahead`): a directory of small objects in an
 //! S3 bucket (s3s-fs) imported as released files; stats of every file load nothing; a
-//! reader opening the files one by one in listing order finds the next ones restored (or
+//! reader opening the files one by one in name order finds the next ones restored (or
 //! being restored) in the background, each file is restored once, and every byte read is
 //! the object's.
 
@@ -58,11 +58,11 @@ async fn a_reader_walking_released_files_has_the_next_ones_restored_ahead() {
     );
     assert_eq!(statahead_figures(&a.mnt)["restores_ahead"], 0);
 
-    // Restore-ahead on for this mount (off by default): reading the first file loads the
-    // next AHEAD in the background, and no more.
+    // Restore-ahead of AHEAD files for this mount (64 by default): reading the first
+    // file loads the next AHEAD in the background, and no more.
     let inst = crate::fuse_client_params::instance_of(&a.mnt);
-    let (ok, out, err) =
-        crate::support::weft(&["set_param", &format!("llite.{inst}.restore_ahead={AHEAD}")]);
+    let set = format!("llite.{inst}.restore_ahead={AHEAD}");
+    let (ok, out, err) = crate::support::weft(&["set_param", &set]);
     assert!(ok, "{out}{err}");
     let path = |i: usize| a.path(&format!("data/set/f{i:03}"));
     let state = |i: usize| hsm_state(&path(i).display().to_string(), &env);

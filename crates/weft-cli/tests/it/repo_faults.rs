@@ -29,6 +29,11 @@ async fn imported(server: &S3Server) -> (TestCluster, crate::fuse_common::FuseMo
     let (tc, a, dir) = link(server, tc);
     let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
+    // Each read below is its file's first: no restores ahead of them.
+    let inst = crate::fuse_client_params::instance_of(&a.mnt);
+    let set = format!("llite.{inst}.restore_ahead=0");
+    let (ok, out, err) = crate::support::weft(&["set_param", &set]);
+    assert!(ok, "{out}{err}");
     (tc, a, dir)
 }
 

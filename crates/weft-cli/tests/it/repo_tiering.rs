@@ -116,6 +116,9 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
     });
     read.await.unwrap();
     let took = t.elapsed();
+    // Files of a repository with tiering are not restored ahead (no room to spare).
+    let ahead = crate::fuse_client_params::statahead_figures(&a.mnt)["restores_ahead"];
+    assert_eq!(ahead, 0, "files restored ahead under tiering");
     stop.store(true, Ordering::Relaxed);
     let max = sampler.await.unwrap();
     eprintln!(

@@ -55,7 +55,7 @@ impl Client {
             .finish_open(mdt, opened.handle, opened.attr, opened.layout, opts, pcc)
             .await?;
         if file.is_released() {
-            self.restore_ahead(fid, cred);
+            self.restore_ahead(fid, file.attr_at_open().archive_id, cred);
         }
         Ok(file)
     }
