@@ -11,7 +11,7 @@
 # Env (defaults in brackets): WEFT [target/release/weft, else target/debug/weft],
 # S3S_FS, DATA [/var/tmp/weft-bench-repo], SMALL_COUNT [20000], SMALL_SIZE [128K],
 # LARGE_COUNT [4], LARGE_SIZE [1G], WORKERS [4], RESTORE_AHEAD [64: the mount's
-# llite.*.restore_ahead; 0 leaves it off], S3_PORT [9470], WEFT_PORT [9460],
+# llite.*.restore_ahead; 0 turns it off], S3_PORT [9470], WEFT_PORT [9460],
 # BUCKET [weft-bench], KEEP=1 (keep DATA). Extra arguments go to `weft bench-repo`
 # (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
 # for this run; never printed.
@@ -92,10 +92,8 @@ for i in $(seq 300); do
     sleep 0.1
 done
 
-# Restore-ahead (llite.*.restore_ahead, off by default) for the mount's first epoch.
-if [ "${RESTORE_AHEAD:-64}" != 0 ]; then
-    "$W" set_param "llite.*.restore_ahead=${RESTORE_AHEAD:-64}" > /dev/null
-fi
+# Restore-ahead (llite.*.restore_ahead, 64 by default) for the mount's first epoch.
+"$W" set_param "llite.*.restore_ahead=${RESTORE_AHEAD:-64}" > /dev/null
 echo "restore-ahead: ${RESTORE_AHEAD:-64}"
 
 echo "== weft bench-repo"
