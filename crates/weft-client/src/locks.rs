@@ -123,7 +123,9 @@ impl Client {
                 }
             };
             match r {
-                Err(e) if e.is_connection_error() => {
+                // A restarting MDS listens before it serves its MDT: the reconnect's
+                // handshake is refused (ENOENT) for a moment, and is asked again too.
+                Err(e) if e.is_connection_error() || e.is_not_served_yet() => {
                     // The MDT restarted or the connection broke: every lock of this
                     // connection is gone there, so asking again is safe. A wait that was
                     // connected for long counts its failures afresh.

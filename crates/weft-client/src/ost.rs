@@ -260,7 +260,8 @@ impl OstClient {
                 Ok((OstReply::Objects { objects, next }, _)) => return Ok((objects, next)),
                 Ok(_) => return Err(self.unexpected("list_objects")),
                 Err(ClientError::Rpc { error, .. })
-                    if error.is_connection_error() && start.elapsed() + delay < LIST_RESEND_FOR =>
+                    if (error.is_connection_error() || error.is_not_served_yet())
+                        && start.elapsed() + delay < LIST_RESEND_FOR =>
                 {
                     tracing::debug!(ost = self.index, error = %error, "resending list_objects");
                     tokio::time::sleep(delay).await;
