@@ -49,7 +49,7 @@ pub const GRANT_CHUNK: u64 = 64 << 20;
 /// answered a request with are final.
 fn retryable(e: &ClientError) -> bool {
     match e {
-        ClientError::Rpc { error, .. } => error.is_connection_error() || error.is_not_served_yet(),
+        ClientError::Rpc { error, .. } => error.is_worth_resending(),
         _ => false,
     }
 }

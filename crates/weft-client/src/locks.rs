@@ -123,9 +123,8 @@ impl Client {
                 }
             };
             match r {
-                // A restarting MDS listens before it serves its MDT: the reconnect's
-                // handshake is refused (ENOENT) for a moment, and is asked again too.
-                Err(e) if e.is_connection_error() || e.is_not_served_yet() => {
+                // Including a restarting MDS that does not serve its MDT yet.
+                Err(e) if e.is_worth_resending() => {
                     // The MDT restarted or the connection broke: every lock of this
                     // connection is gone there, so asking again is safe. A wait that was
                     // connected for long counts its failures afresh.

@@ -275,7 +275,7 @@ impl MdtClient {
                 // refuses a target it does not serve yet (ENOENT) for a moment.
                 Err(e)
                     if !in_process
-                        && (e.is_connection_error() || e.is_not_served_yet())
+                        && e.is_worth_resending()
                         && (!is_lock(req) || is_read(req))
                         && start.elapsed() + delay < RESEND_FOR =>
                 {

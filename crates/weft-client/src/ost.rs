@@ -260,8 +260,7 @@ impl OstClient {
                 Ok((OstReply::Objects { objects, next }, _)) => return Ok((objects, next)),
                 Ok(_) => return Err(self.unexpected("list_objects")),
                 Err(ClientError::Rpc { error, .. })
-                    if (error.is_connection_error() || error.is_not_served_yet())
-                        && start.elapsed() + delay < LIST_RESEND_FOR =>
+                    if error.is_worth_resending() && start.elapsed() + delay < LIST_RESEND_FOR =>
                 {
                     tracing::debug!(ost = self.index, error = %error, "resending list_objects");
                     tokio::time::sleep(delay).await;

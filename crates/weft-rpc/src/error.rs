@@ -59,6 +59,13 @@ impl RpcError {
     pub fn is_not_served_yet(&self) -> bool {
         matches!(self, RpcError::Handshake(w) if matches!(w.errno, Errno::NoEnt | Errno::Again))
     }
+
+    /// Whether a request that failed this way may be sent again once the server is back: a
+    /// broken connection, or a restarting server that does not serve its target yet. The
+    /// one rule of every resend loop of the client.
+    pub fn is_worth_resending(&self) -> bool {
+        self.is_connection_error() || self.is_not_served_yet()
+    }
 }
 
 impl From<RpcError> for WireError {

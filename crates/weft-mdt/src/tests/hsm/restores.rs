@@ -181,17 +181,29 @@ async fn a_reimport_during_a_restore_restarts_it_against_the_new_object() {
     assert_eq!(h.getattr(fid).await.unwrap().hsm_flags & HSM_RELEASED, 0);
 }
 
-/// Restores every file of `fids` whole at once, each from a connection of its own; every
-/// one must finish.
-async fn restore_all_at_once(h: &H, fids: &[Fid]) {
+/// An MDT with `budget(max_units, max_bytes)` and a mover taking `delay` per chunk, with
+/// `files` released files of `size` bytes, each restored whole at once from a connection
+/// of its own: the MDT, and the most chunks that were copied at once.
+async fn peak_of(
+    max_units: usize,
+    max_bytes: u64,
+    delay: Duration,
+    files: usize,
+    size: u64,
+) -> (H, usize) {
+    let h = H::with(budget(max_units, max_bytes), 4).await;
+    h.cluster.set_restore_delay(delay);
     let mut set = tokio::task::JoinSet::new();
-    for (i, &fid) in fids.iter().enumerate() {
+    for i in 0..files {
+        let fid = released_file(&h, &format!("f{i}"), size).await;
         let mdt = h.mdt.clone();
         set.spawn(async move { mdt.execute(10 + i as u64, restore(fid, 0, u64::MAX)).await });
     }
     while let Some(r) = set.join_next().await {
         assert_eq!(r.unwrap().unwrap(), MdtReply::Progress { done: true });
     }
+    let peak = h.cluster.restores_peak();
+    (h, peak)
 }
 
 fn budget(max_units: usize, max_bytes: u64) -> MdtOptions {
@@ -210,41 +222,18 @@ fn budget(max_units: usize, max_bytes: u64) -> MdtOptions {
 async fn small_files_load_many_at_once_where_few_large_units_fit() {
     // A store answers each GET after tens of milliseconds whatever its size: small files
     // must not queue behind a count of units sized for large ones.
-    let h = H::with(budget(64, 4 * MIB), 4).await;
-    h.cluster.set_restore_delay(Duration::from_millis(100));
-    let mut fids = Vec::new();
-    for i in 0..24 {
-        fids.push(released_file(&h, &format!("small{i}"), 64 << 10).await);
-    }
-    restore_all_at_once(&h, &fids).await;
-    assert!(
-        h.cluster.restores_peak() > 8,
-        "small files loaded {} at a time",
-        h.cluster.restores_peak()
-    );
+    let (_, peak) = peak_of(64, 4 * MIB, Duration::from_millis(100), 24, 64 << 10).await;
+    assert!(peak > 8, "small files loaded {peak} at a time");
 
     // Whole 1 MiB units: 4 MiB of budget holds four.
-    let h = H::with(budget(64, 4 * MIB), 4).await;
-    h.cluster.set_restore_delay(Duration::from_millis(20));
-    let mut fids = Vec::new();
-    for i in 0..4 {
-        fids.push(released_file(&h, &format!("large{i}"), 4 * MIB).await);
-    }
-    restore_all_at_once(&h, &fids).await;
+    let (h, peak) = peak_of(64, 4 * MIB, Duration::from_millis(20), 4, 4 * MIB).await;
     assert_eq!(h.cluster.restore_chunks().len(), 16);
     assert!(
-        (2..=4).contains(&h.cluster.restores_peak()),
-        "{} units of 1 MiB at once in a 4 MiB budget",
-        h.cluster.restores_peak()
+        (2..=4).contains(&peak),
+        "{peak} units of 1 MiB at once in a 4 MiB budget"
     );
 
     // And the count of units bounds small ones.
-    let h = H::with(budget(3, 4 * MIB), 4).await;
-    h.cluster.set_restore_delay(Duration::from_millis(20));
-    let mut fids = Vec::new();
-    for i in 0..8 {
-        fids.push(released_file(&h, &format!("s{i}"), 1000).await);
-    }
-    restore_all_at_once(&h, &fids).await;
-    assert!((1..=3).contains(&h.cluster.restores_peak()));
+    let (_, peak) = peak_of(3, 4 * MIB, Duration::from_millis(20), 8, 1000).await;
+    assert!((1..=3).contains(&peak));
 }
