@@ -45,6 +45,8 @@ pub struct Lab {
     switch: String,
     hosts: Vec<LabHost>,
     dir: tempfile::TempDir,
+    /// Host data directories on a tmpfs of their own ([`Lab::small_disk`]), unmounted on drop.
+    disks: Vec<PathBuf>,
 }
 
 fn ip(args: &[&str]) -> Result<()> {
@@ -90,6 +92,7 @@ impl Lab {
             switch: format!("wl{id}-switch"),
             hosts: Vec::new(),
             dir: tempfile::tempdir()?,
+            disks: Vec::new(),
         };
         ip(&["netns", "add", &lab.switch])?;
         ip(&["-n", &lab.switch, "link", "add", "br0", "type", "bridge"])?;
@@ -215,6 +218,25 @@ impl Lab {
             .with_context(|| format!("running {} on {host}", program.display()))
     }
 
+    /// Gives host `name` a disk of its own of `mib` MiB (a tmpfs mounted on its data
+    /// directory): a device small enough for a test to fill, as a full OST's is.
+    pub fn small_disk(&mut self, name: &str, mib: u64) -> Result<PathBuf> {
+        let d = self.host_dir(name)?;
+        run(
+            "mount",
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={mib}m"),
+                "tmpfs",
+                &d.display().to_string(),
+            ],
+        )?;
+        self.disks.push(d.clone());
+        Ok(d)
+    }
+
     /// Where host `name` keeps data: `<lab dir>/<name>`.
     pub fn host_dir(&self, name: &str) -> Result<PathBuf> {
         let d = self.dir.path().join(&self.host(name)?.name);
@@ -235,6 +257,9 @@ impl Drop for Lab {
                     }
                 }
             }
+        }
+        for d in &self.disks {
+            let _ = Command::new("umount").arg("-l").arg(d).output();
         }
         // Deleting a namespace removes its end of each cable, and the cable with it.
         for h in &self.hosts {

@@ -36,6 +36,10 @@ const TEST: &str = "campaign::acknowledged_data_and_names_survive_a_seeded_fault
 /// A worker keeps about this many files of its own: more, and it mostly unlinks.
 const KEEP: usize = 150;
 
+/// Each OSS host's disk: room for what the workers keep (about 2 × [`KEEP`] files of
+/// 0.4 MiB on average, striped over both OSTs) several times over, small enough to fill.
+const OSS_DISK_MIB: u64 = 256;
+
 /// What one client has had acknowledged: file name → (content seed, length).
 type Acked = BTreeMap<String, (u64, usize)>;
 
@@ -47,7 +51,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// Reads a worker's journal: lines `put NAME SEED LEN`, `ren OLD NEW` and `del NAME`, each
-/// written after the operation it records returned (and, for `put`, was fsynced).
+/// written after the operation it records returned (and, for `put`, was fsynced), and
+/// `nospc NAME` for a file whose write failed with ENOSPC (and which was unlinked).
 fn replay(journal: &Path) -> Acked {
     let mut acked = Acked::new();
     let text = std::fs::read_to_string(journal).unwrap_or_default();
@@ -65,6 +70,7 @@ fn replay(journal: &Path) -> Acked {
             ["del", name] => {
                 acked.remove(*name).expect("unlinked file was acknowledged");
             }
+            ["nospc", _] => {}
             _ => panic!("journal {}: bad line {line:?}", journal.display()),
         }
     }
@@ -78,8 +84,9 @@ fn record(journal: &mut std::fs::File, line: String) {
 }
 
 /// One client's workload, in a worker process, until the file `stop` exists. Names start
-/// with `prefix`, so the clients never touch each other's files.
-fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Path) {
+/// with `prefix`, so the clients never touch each other's files. `nospc_ok`: an OST may
+/// be full this round, so a write may fail with ENOSPC.
+fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Path, nospc_ok: bool) {
     let mut mine = replay(journal_path);
     let mut journal = std::fs::OpenOptions::new()
         .create(true)
@@ -105,10 +112,23 @@ fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Pat
             };
             let len = rng.random_range(1..max);
             let content_seed = rng.random();
-            write_synced(&dir.join(&name), &pattern(0, len, content_seed))
-                .unwrap_or_else(|e| panic!("write and fsync of {name}: {e}"));
-            record(&mut journal, format!("put {name} {content_seed} {len}"));
-            mine.insert(name, (content_seed, len));
+            let path = dir.join(&name);
+            match write_synced(&path, &pattern(0, len, content_seed)) {
+                Ok(()) => {
+                    record(&mut journal, format!("put {name} {content_seed} {len}"));
+                    mine.insert(name, (content_seed, len));
+                }
+                // A full OST: the file was never acknowledged; it goes.
+                Err(e) if nospc_ok && e.raw_os_error() == Some(libc::ENOSPC) => {
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => panic!("unlink of {name} after ENOSPC: {e}"),
+                    }
+                    record(&mut journal, format!("nospc {name}"));
+                }
+                Err(e) => panic!("write and fsync of {name}: {e}"),
+            }
             continue;
         }
         let names: Vec<&String> = mine.keys().collect();
@@ -142,10 +162,15 @@ fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Pat
     }
 }
 
-/// How many operations the workers have acknowledged so far.
-fn journal_lines(journals: &[PathBuf]) -> usize {
-    let lines = |j| std::fs::read_to_string(j).map_or(0, |t| t.lines().count());
-    journals.iter().map(lines).sum()
+/// How many operations the workers have journaled so far, and how many of them are
+/// writes refused with ENOSPC.
+fn journal_lines(journals: &[PathBuf]) -> (usize, usize) {
+    let text: String = journals
+        .iter()
+        .filter_map(|j| std::fs::read_to_string(j).ok())
+        .collect();
+    let nospc = text.lines().filter(|l| l.starts_with("nospc ")).count();
+    (text.lines().count(), nospc)
 }
 
 fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
@@ -161,7 +186,15 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(dir: &Path, i: usize, seed: u64, journal: &Path, stop: &Path, log: PathBuf) -> Self {
+    fn start(
+        dir: &Path,
+        i: usize,
+        seed: u64,
+        journal: &Path,
+        stop: &Path,
+        fill: bool,
+        log: PathBuf,
+    ) -> Self {
         let out = std::fs::File::create(&log).unwrap();
         let err = out.try_clone().unwrap();
         let child = Command::new(std::env::current_exe().unwrap())
@@ -171,6 +204,7 @@ impl Worker {
             .env("WEFT_CAMPAIGN_WORKER_SEED", seed.to_string())
             .env("WEFT_CAMPAIGN_JOURNAL", journal)
             .env("WEFT_CAMPAIGN_STOP", stop)
+            .env("WEFT_CAMPAIGN_NOSPC_OK", if fill { "1" } else { "0" })
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -193,7 +227,15 @@ fn run_worker(dir: &Path) {
     let seed = var("WEFT_CAMPAIGN_WORKER_SEED").parse().unwrap();
     let journal = PathBuf::from(var("WEFT_CAMPAIGN_JOURNAL"));
     let stop = PathBuf::from(var("WEFT_CAMPAIGN_STOP"));
-    workload(dir, &var("WEFT_CAMPAIGN_PREFIX"), seed, &journal, &stop);
+    let nospc_ok = var("WEFT_CAMPAIGN_NOSPC_OK") == "1";
+    workload(
+        dir,
+        &var("WEFT_CAMPAIGN_PREFIX"),
+        seed,
+        &journal,
+        &stop,
+        nospc_ok,
+    );
 }
 
 /// The faults a round may inject.
@@ -205,6 +247,23 @@ enum Fault {
     Freeze(usize, Duration),
     /// Host `.0`'s cable pulled, put back after `.1`.
     Cut(String, Duration),
+    /// OSS host `.0`'s disk filled to the last block by a file beside its OST, removed
+    /// after `.1`.
+    Fill(String, Duration),
+}
+
+/// Fills the file system of `dir` with `dir/filler` until it has no block left.
+fn fill(dir: &Path) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(dir.join("filler"))?;
+    let chunk = vec![0xa5u8; 1 << 20];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Process `i` of the cluster: 0 MGS, 1 MDS, 2.. the OSSes.
@@ -259,6 +318,7 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         oss: vec![("oss1".into(), 1), ("oss2".into(), 1)],
         clients: vec!["c1".into(), "c2".into()],
         link_mbit: None,
+        oss_disk_mib: Some(OSS_DISK_MIB),
     };
     let hosts = ["srv", "oss1", "oss2", "c1", "c2"];
     let mut lc = LabCluster::start(bin(), &spec).await.unwrap();
@@ -290,29 +350,32 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         Duration::from_secs_f64(secs)
     };
     let mut acked_total = 0;
-    let mut ops_before = 0;
+    let (mut ops_before, mut nospc_before) = (0, 0);
     for round in 0..rounds {
+        // Processes: 0 MGS, 1 MDS, 2 and 3 the OSSes (see `process`).
+        let fault = match rng.random_range(0..4) {
+            0 => Fault::Kill(rng.random_range(0..4), hold(&mut rng)),
+            1 => Fault::Freeze(rng.random_range(0..4), hold(&mut rng)),
+            2 => Fault::Cut(
+                hosts[rng.random_range(0..hosts.len())].into(),
+                hold(&mut rng),
+            ),
+            _ => Fault::Fill(format!("oss{}", rng.random_range(1..3)), hold(&mut rng)),
+        };
+        eprintln!("round {round}: {fault:?}");
         let stop = work.join(format!("stop-{round}"));
+        let filling = matches!(fault, Fault::Fill(..));
         let workers: Vec<Worker> = mounts
             .iter()
             .enumerate()
             .map(|(i, m)| {
                 let wseed = seed.wrapping_mul(1000).wrapping_add(round * 10 + i as u64);
                 let log = work.join(format!("worker-c{i}-{round}.log"));
-                Worker::start(&m.join("campaign"), i, wseed, &journals[i], &stop, log)
+                let j = &journals[i];
+                Worker::start(&m.join("campaign"), i, wseed, j, &stop, filling, log)
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1500))).await;
-        // Processes: 0 MGS, 1 MDS, 2 and 3 the OSSes (see `process`).
-        let fault = match rng.random_range(0..3) {
-            0 => Fault::Kill(rng.random_range(0..4), hold(&mut rng)),
-            1 => Fault::Freeze(rng.random_range(0..4), hold(&mut rng)),
-            _ => Fault::Cut(
-                hosts[rng.random_range(0..hosts.len())].into(),
-                hold(&mut rng),
-            ),
-        };
-        eprintln!("round {round}: {fault:?}");
         match &fault {
             Fault::Kill(i, d) => {
                 let p = process(&mut lc, *i);
@@ -330,6 +393,12 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
                 tokio::time::sleep(*d).await;
                 lc.lab.set_link(host, true).unwrap();
             }
+            Fault::Fill(host, d) => {
+                let disk = lc.lab.host_dir(host).unwrap();
+                tokio::task::block_in_place(|| fill(&disk)).unwrap();
+                tokio::time::sleep(*d).await;
+                std::fs::remove_file(disk.join("filler")).unwrap();
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         std::fs::write(&stop, b"").unwrap();
@@ -341,12 +410,13 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         for j in &journals {
             want.extend(replay(j));
         }
-        let ops = journal_lines(&journals);
+        let (ops, nospc) = journal_lines(&journals);
         eprintln!(
-            "round {round}: {} operations acknowledged across it",
-            ops - ops_before
+            "round {round}: {} operations acknowledged across it, {} writes refused (ENOSPC)",
+            ops - ops_before - (nospc - nospc_before),
+            nospc - nospc_before
         );
-        ops_before = ops;
+        (ops_before, nospc_before) = (ops, nospc);
         acked_total = want.len();
         tokio::task::block_in_place(|| check(&mounts, &want, &what));
         let out = lc.lab.run("srv", bin(), &["fsck", "-n", &fs]).unwrap();

@@ -18,6 +18,9 @@ pub struct LabSpec {
     pub clients: Vec<String>,
     /// A rate limit on every host's link, Mbit/s.
     pub link_mbit: Option<u64>,
+    /// Each OSS host's data on a disk of this many MiB ([`Lab::small_disk`]), so a test
+    /// can fill its OSTs; on the lab's disk otherwise.
+    pub oss_disk_mib: Option<u64>,
 }
 
 /// One client host's mount.
@@ -63,7 +66,12 @@ impl LabCluster {
         let mut names: Vec<&str> = vec![spec.servers.as_str()];
         names.extend(spec.oss.iter().map(|(h, _)| h.as_str()));
         names.extend(spec.clients.iter().map(String::as_str));
-        let lab = Lab::new(&names)?;
+        let mut lab = Lab::new(&names)?;
+        if let Some(mib) = spec.oss_disk_mib {
+            for (host, _) in &spec.oss {
+                lab.small_disk(host, mib)?;
+            }
+        }
         if let Some(mbit) = spec.link_mbit {
             for h in &names {
                 lab.limit(h, mbit, Duration::ZERO)?;
