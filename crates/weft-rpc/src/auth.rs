@@ -292,6 +292,9 @@ pub struct AuthCounters {
     pub refused: AtomicU64,
     /// Server-only requests refused from connections not authenticated as a server.
     pub server_only_refused: AtomicU64,
+    /// Connections whose TLS handshake failed (no client certificate, one of another CA,
+    /// not TLS): see [`crate::tls`].
+    pub tls_refused: AtomicU64,
 }
 
 /// This process's counters.
@@ -299,11 +302,12 @@ pub static COUNTERS: AuthCounters = AuthCounters {
     accepted: AtomicU64::new(0),
     refused: AtomicU64::new(0),
     server_only_refused: AtomicU64::new(0),
+    tls_refused: AtomicU64::new(0),
 };
 
 /// The figures of [`AuthCounters`], declared once for the Prometheus endpoint (prefix
 /// `weft`: `weft_auth_accepted_total`, ...), read from [`COUNTERS`].
-pub const AUTH_METRICS: [Stat<AuthCounters>; 3] = [
+pub const AUTH_METRICS: [Stat<AuthCounters>; 4] = [
     Stat::new(
         MetricDef::new(
             "auth_accepted",
@@ -327,6 +331,14 @@ pub const AUTH_METRICS: [Stat<AuthCounters>; 3] = [
             MetricKind::Counter,
         ),
         |c| c.server_only_refused.load(Ordering::Relaxed),
+    ),
+    Stat::new(
+        MetricDef::new(
+            "tls_refused",
+            "Connections whose TLS handshake failed: no client certificate, one of another CA, not TLS.",
+            MetricKind::Counter,
+        ),
+        |c| c.tls_refused.load(Ordering::Relaxed),
     ),
 ];
 

@@ -19,6 +19,7 @@ pub mod nodemap;
 pub mod server;
 pub mod service;
 pub mod stats;
+pub mod tls;
 pub mod transport;
 
 pub use abort::AbortOnDrop;
@@ -30,4 +31,5 @@ pub use local::LocalServers;
 pub use server::{Router, Server, ServerOptions};
 pub use service::{Handler, Peer, PeerAuth, Service, TypedService};
 pub use stats::OpStatsTable;
+pub use tls::{Tls, TlsError, TlsFiles};
 pub use transport::{Tcp, TcpTransport, Transport};

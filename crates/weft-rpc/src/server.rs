@@ -6,6 +6,7 @@ use crate::client::CallbackSender;
 use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
 use crate::local::LocalServers;
 use crate::service::{PeerAuth, Service, encode_reply};
+use crate::tls::Tls;
 use crate::transport::BoxRead;
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -43,6 +44,9 @@ pub struct ServerOptions {
     /// The cluster key every connection over a socket must prove before its handshake
     /// (see [`crate::auth`]); `None`: no authentication, every peer trusted.
     pub key: Option<Arc<ClusterKey>>,
+    /// TLS on every connection over a socket, with client certificates required (see
+    /// [`crate::tls`]); it must have a server side ([`Tls::for_server`]). `None`: plain TCP.
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl Default for ServerOptions {
@@ -54,6 +58,7 @@ impl Default for ServerOptions {
             handshake_timeout: Duration::from_secs(10),
             local_servers: None,
             key: None,
+            tls: None,
         }
     }
 }
@@ -175,6 +180,12 @@ impl Server {
         router: Arc<Router>,
         opts: ServerOptions,
     ) -> std::io::Result<Self> {
+        if opts.tls.as_ref().is_some_and(|t| t.acceptor().is_none()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                crate::tls::TlsError::NoServerCert.to_string(),
+            ));
+        }
         let listener = TcpListener::bind(addr).await?;
         Ok(Self::serve(listener, router, opts))
     }
@@ -232,8 +243,15 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
-                    let (r, w) = stream.into_split();
-                    conns.spawn(serve_connection(Box::new(r), Box::new(w), addr, shared.clone()));
+                    match shared.opts.tls.clone() {
+                        Some(tls) => {
+                            conns.spawn(serve_tls_connection(stream, addr, tls, shared.clone()));
+                        }
+                        None => {
+                            let (r, w) = stream.into_split();
+                            conns.spawn(serve_connection(Box::new(r), Box::new(w), addr, shared.clone()));
+                        }
+                    }
                 }
                 Err(e) => {
                     // Out of file descriptors and similar: back off instead of spinning.
@@ -245,6 +263,39 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         }
     }
     conns.shutdown().await;
+}
+
+/// Runs the TLS handshake (within the handshake timeout), then serves the connection
+/// inside it. A peer that fails it — no certificate, one of another CA, not TLS at all —
+/// is counted as refused ([`auth::COUNTERS`]) and closed.
+async fn serve_tls_connection(
+    stream: tokio::net::TcpStream,
+    addr: SocketAddr,
+    tls: Arc<Tls>,
+    shared: Arc<Shared>,
+) {
+    let Some(acceptor) = tls.acceptor() else {
+        return;
+    };
+    let mut stop = shared.stop.clone();
+    let accepted = tokio::select! {
+        _ = stop.changed() => return,
+        a = tokio::time::timeout(shared.opts.handshake_timeout, acceptor.accept(stream)) => a,
+    };
+    match accepted {
+        Ok(Ok(stream)) => {
+            let (r, w) = tokio::io::split(stream);
+            serve_connection(Box::new(r), Box::new(w), addr, shared).await;
+        }
+        Ok(Err(e)) => {
+            auth::COUNTERS.tls_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(peer = %addr, error = %e, "TLS handshake refused");
+        }
+        Err(_) => {
+            auth::COUNTERS.tls_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(peer = %addr, "no TLS handshake within the timeout; closing");
+        }
+    }
 }
 
 async fn serve_connection(

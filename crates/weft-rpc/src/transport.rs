@@ -5,6 +5,7 @@
 use crate::auth::ClusterKey;
 use crate::local::LocalServers;
 use crate::service::BoxFuture;
+use crate::tls::Tls;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,11 +39,20 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// Opens a TCP connection with `TCP_NODELAY` (requests are small and latency-bound; bulk
-/// is written whole).
-async fn tcp_connect(addr: &str) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> {
+/// is written whole), within TLS if `tls` is given (see [`crate::tls`]).
+async fn tcp_connect(
+    addr: &str,
+    tls: Option<&Tls>,
+) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let peer = stream.peer_addr()?;
+    if let Some(tls) = tls {
+        let name = crate::tls::server_name(addr)?;
+        let stream = tls.connector().connect(name, stream).await?;
+        let (r, w) = tokio::io::split(stream);
+        return Ok((Box::new(r) as BoxRead, Box::new(w) as BoxWrite, peer));
+    }
     let (r, w) = stream.into_split();
     Ok((Box::new(r) as BoxRead, Box::new(w) as BoxWrite, peer))
 }
@@ -54,38 +64,37 @@ pub struct TcpTransport;
 
 impl Transport for TcpTransport {
     fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
-        Box::pin(tcp_connect(addr))
+        Box::pin(tcp_connect(addr, None))
     }
 }
 
-/// TCP, calling the servers of a given [`LocalServers`] list directly, or none, and
-/// proving a cluster key if given one.
+/// TCP, calling the servers of a given [`LocalServers`] list directly, or none, proving a
+/// cluster key if given one, within TLS if given a configuration.
 #[derive(Debug, Default, Clone)]
 pub struct Tcp {
     local: Option<LocalServers>,
     key: Option<Arc<ClusterKey>>,
+    tls: Option<Arc<Tls>>,
 }
 
 impl Tcp {
     /// Every connection over a socket.
     pub fn sockets() -> Self {
-        Self {
-            local: None,
-            key: None,
-        }
+        Self::new(None)
     }
 
     /// Servers listed in `local` called directly, the others over a socket.
     pub fn with_local(local: LocalServers) -> Self {
-        Self {
-            local: Some(local),
-            key: None,
-        }
+        Self::new(Some(local))
     }
 
     /// Servers listed in `local`, if any, called directly.
     pub fn new(local: Option<LocalServers>) -> Self {
-        Self { local, key: None }
+        Self {
+            local,
+            key: None,
+            tls: None,
+        }
     }
 
     /// The same, proving `key` on every connection over a socket (`None`: none).
@@ -93,11 +102,17 @@ impl Tcp {
         self.key = key;
         self
     }
+
+    /// The same, every connection over a socket within TLS (`None`: plain TCP).
+    pub fn with_tls(mut self, tls: Option<Arc<Tls>>) -> Self {
+        self.tls = tls;
+        self
+    }
 }
 
 impl Transport for Tcp {
     fn connect<'a>(&'a self, addr: &'a str) -> Connecting<'a> {
-        Box::pin(tcp_connect(addr))
+        Box::pin(tcp_connect(addr, self.tls.as_deref()))
     }
 
     fn local_servers(&self) -> Option<LocalServers> {
