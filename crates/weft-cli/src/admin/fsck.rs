@@ -110,31 +110,36 @@ async fn call(mdt: &MdtClient, req: MdtRequest) -> Result<MdtReply> {
         .with_context(|| format!("MDT{:04x}", mdt.index()))
 }
 
+/// Every object on OST `index`; `None` (and a message) if it could not be listed.
+async fn list_ost(client: &Arc<Client>, index: u32) -> Result<Option<Vec<ObjectId>>> {
+    let ost = client.cluster().ost(index)?;
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        match ost.list_objects(after, 4096).await {
+            Ok((page, next)) => {
+                all.extend(page.into_iter().map(|(o, _)| o));
+                match next {
+                    Some(n) => after = Some(n),
+                    None => return Ok(Some(all)),
+                }
+            }
+            Err(e) => {
+                eprintln!("weft fsck: OST{index:04x} not listed: {e}");
+                return Ok(None);
+            }
+        }
+    }
+}
+
 /// Reads every MDT and OST of the file system. OSTs first: an object written after its
 /// OST was listed belongs to an inode the MDT scan then sees.
 pub async fn scan(client: &Arc<Client>) -> Result<Scan> {
     let config = client.cluster().config();
     let mut s = Scan::default();
     for t in config.targets_of(TargetKind::Ost) {
-        let ost = client.cluster().ost(t.id.index)?;
-        let mut all = Vec::new();
-        let mut after = None;
-        let listed = loop {
-            match ost.list_objects(after, 4096).await {
-                Ok((page, next)) => {
-                    all.extend(page.into_iter().map(|(o, _)| o));
-                    match next {
-                        Some(n) => after = Some(n),
-                        None => break Some(all),
-                    }
-                }
-                Err(e) => {
-                    eprintln!("weft fsck: OST{:04x} not listed: {e}", t.id.index);
-                    break None;
-                }
-            }
-        };
-        s.objects.push((t.id.index, listed));
+        s.objects
+            .push((t.id.index, list_ost(client, t.id.index).await?));
     }
     for t in config.targets_of(TargetKind::Mdt) {
         let index = t.id.index;
@@ -183,6 +188,41 @@ pub async fn scan(client: &Arc<Client>) -> Result<Scan> {
         }
     }
     Ok(s)
+}
+
+/// Drops the orphan objects that are gone by now. The scan lists OSTs before MDTs, so an
+/// object listed while its destroy was pending, then destroyed (and its destroy record
+/// removed) before the MDT scan, looks like an orphan; it is one only if it still exists
+/// after the MDT scan (nothing can reference an object the scan saw unreferenced again).
+async fn still_there(client: &Arc<Client>, problems: Vec<Problem>) -> Result<Vec<Problem>> {
+    let mut osts: Vec<u32> = problems
+        .iter()
+        .filter_map(|p| match p {
+            Problem::OrphanObject { ost, .. } => Some(*ost),
+            _ => None,
+        })
+        .collect();
+    osts.sort_unstable();
+    osts.dedup();
+    let mut now: HashSet<(u32, ObjectId)> = HashSet::new();
+    let mut unlisted = HashSet::new();
+    for ost in osts {
+        match list_ost(client, ost).await? {
+            Some(objects) => now.extend(objects.into_iter().map(|o| (ost, o))),
+            None => {
+                unlisted.insert(ost);
+            }
+        }
+    }
+    Ok(problems
+        .into_iter()
+        .filter(|p| match p {
+            Problem::OrphanObject { ost, object } => {
+                unlisted.contains(ost) || now.contains(&(*ost, *object))
+            }
+            _ => true,
+        })
+        .collect())
 }
 
 /// Finds the problems in a scan.
@@ -368,7 +408,7 @@ pub async fn run(args: FsckArgs) -> Result<i32> {
             println!("weft fsck: MDT{mdt:04x} has {n} cross-MDT operations in progress");
         }
     }
-    let problems = check(&s);
+    let problems = still_there(&client, check(&s)).await?;
     let mut left = 0;
     for p in &problems {
         if args.dry_run {

@@ -280,4 +280,33 @@ async fn fsck_finds_nothing_in_a_sound_namespace_and_repairs_what_it_finds() {
     // the check here.)
     let (code, out) = fsck(&tc, true);
     assert_eq!(code, Some(0), "{out}");
+
+    // An object no file has (fsck lists OSTs again before calling one an orphan: this one
+    // stays), then destroyed by the repair.
+    let stray = weft_proto::ObjectId {
+        fid: Fid {
+            seq: 0x2_0000_7777,
+            oid: 1,
+            ver: 0,
+        },
+        component: 1,
+        stripe: 0,
+    };
+    let ost = c.cluster().ost(0).unwrap();
+    ost.write(stray, 0, bytes::Bytes::from_static(b"stray"), true)
+        .await
+        .unwrap();
+    let (code, out) = fsck(&tc, true);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(
+        out.contains(&format!(
+            "OST0000: object {}:1:0 belongs to no file",
+            stray.fid
+        )),
+        "{out}"
+    );
+    let (code, out) = fsck(&tc, false);
+    assert_eq!(code, Some(1), "{out}");
+    let (code, out) = fsck(&tc, true);
+    assert_eq!(code, Some(0), "{out}");
 }
