@@ -50,20 +50,24 @@ pub fn load(flag: Option<&Path>) -> Result<Option<Arc<ClusterKey>>> {
     Ok(Some(Arc::new(key)))
 }
 
-/// A socket transport proving `key`.
-pub fn transport(key: Option<Arc<ClusterKey>>) -> Arc<dyn Transport> {
-    Arc::new(Tcp::sockets().with_key(key))
+/// A socket transport proving `key`, within TLS if given.
+pub fn transport(
+    key: Option<Arc<ClusterKey>>,
+    tls: Option<Arc<weft_rpc::Tls>>,
+) -> Arc<dyn Transport> {
+    Arc::new(Tcp::sockets().with_key(key).with_tls(tls))
 }
 
-/// Cluster options of a tool: connections prove `WEFT_KEY`'s key, if set.
+/// Cluster options of a tool: connections prove `WEFT_KEY`'s key, if set, within TLS if
+/// `WEFT_TLS_CA` is set (see [`crate::tls`]).
 pub fn cluster_options() -> Result<weft_client::ClusterOptions> {
     Ok(weft_client::ClusterOptions {
-        transport: transport(load(None)?),
+        transport: transport(load(None)?, crate::tls::from_env()?),
         ..Default::default()
     })
 }
 
-/// File-system client options of a tool: connections prove `WEFT_KEY`'s key, if set.
+/// File-system client options of a tool: as [`cluster_options`].
 pub fn client_options() -> Result<weft_client::ClientOptions> {
     Ok(weft_client::ClientOptions {
         cluster: cluster_options()?,

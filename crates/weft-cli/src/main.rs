@@ -13,6 +13,7 @@ mod metrics;
 mod mount;
 mod roles;
 mod shutdown;
+mod tls;
 
 /// jemalloc keeps freed memory for reuse, decaying it back to the OS over seconds: the
 /// megabyte bulk buffers of every RPC and the clients' dirty buffers would otherwise come

@@ -47,6 +47,8 @@ pub struct MountArgs {
     /// The cluster key (also `-o key=FILE`, for fstab).
     #[command(flatten)]
     pub key: crate::key::KeyArgs,
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
 }
 
 /// Flags of `weft umount`.
@@ -59,19 +61,35 @@ pub struct UmountArgs {
     pub lazy: bool,
 }
 
-/// The FUSE mount options, and `metrics=HOST:PORT` and `key=FILE` taken out of them (they
-/// concern this command, not the mount).
-fn options(list: &[String]) -> Result<(MountOptions, Option<String>, Option<PathBuf>)> {
+/// What `-o` gives besides FUSE mount options: settings of this command (for fstab).
+#[derive(Default)]
+struct CommandOptions {
+    /// `metrics=HOST:PORT`.
+    metrics: Option<String>,
+    /// `key=FILE`.
+    key: Option<PathBuf>,
+    /// `tls_ca=FILE`, `tls_cert=FILE`, `tls_key=FILE`.
+    tls: crate::tls::TlsArgs,
+}
+
+/// The FUSE mount options, and the [`CommandOptions`] taken out of them.
+fn options(list: &[String]) -> Result<(MountOptions, CommandOptions)> {
     let mut o = MountOptions::default();
-    let mut metrics = None;
-    let mut key = None;
+    let mut c = CommandOptions::default();
     for l in list {
         let mut rest = Vec::new();
         for word in l.split(',') {
+            let file = |prefix: &str| word.strip_prefix(prefix).map(PathBuf::from);
             if let Some(addr) = word.strip_prefix("metrics=") {
-                metrics = Some(crate::parse_addr(addr).map_err(anyhow::Error::msg)?);
-            } else if let Some(file) = word.strip_prefix("key=") {
-                key = Some(PathBuf::from(file));
+                c.metrics = Some(crate::parse_addr(addr).map_err(anyhow::Error::msg)?);
+            } else if let Some(f) = file("key=") {
+                c.key = Some(f);
+            } else if let Some(f) = file("tls_ca=") {
+                c.tls.tls_ca = Some(f);
+            } else if let Some(f) = file("tls_cert=") {
+                c.tls.tls_cert = Some(f);
+            } else if let Some(f) = file("tls_key=") {
+                c.tls.tls_key = Some(f);
             } else {
                 rest.push(word);
             }
@@ -80,15 +98,22 @@ fn options(list: &[String]) -> Result<(MountOptions, Option<String>, Option<Path
             o.apply(&rest.join(",")).map_err(anyhow::Error::msg)?;
         }
     }
-    Ok((o, metrics, key))
+    Ok((o, c))
 }
 
 /// Runs `weft mount`.
 pub async fn run(args: MountArgs) -> Result<()> {
     let (mgs, fsname) = weft_fuse::parse_source(&args.source).map_err(anyhow::Error::msg)?;
-    let (opts, metrics_opt, key_opt) = options(&args.options)?;
-    let key = crate::key::load(args.key.key.as_deref().or(key_opt.as_deref()))?;
-    let metrics = args.metrics.clone().or(metrics_opt);
+    let (opts, from_o) = options(&args.options)?;
+    let key = crate::key::load(args.key.key.as_deref().or(from_o.key.as_deref()))?;
+    // Flags win over `-o`, which wins over the environment.
+    let tls = crate::tls::TlsArgs {
+        tls_ca: args.tls.tls_ca.clone().or(from_o.tls.tls_ca),
+        tls_cert: args.tls.tls_cert.clone().or(from_o.tls.tls_cert),
+        tls_key: args.tls.tls_key.clone().or(from_o.tls.tls_key),
+    }
+    .client()?;
+    let metrics = args.metrics.clone().or(from_o.metrics);
     if !args.mountpoint.is_dir() {
         bail!(
             "mount point {} is not a directory",
@@ -99,7 +124,7 @@ pub async fn run(args: MountArgs) -> Result<()> {
         return daemonize(&args);
     }
     let mut client_opts = ClientOptions::default();
-    client_opts.cluster.transport = crate::key::transport(key);
+    client_opts.cluster.transport = crate::key::transport(key, tls);
     let client = Client::mount(&mgs, &fsname, client_opts)
         .await
         .with_context(|| format!("cannot reach file system '{fsname}' at {mgs}"))?;
@@ -214,6 +239,7 @@ fn daemonize(args: &MountArgs) -> Result<()> {
     if let Some(k) = &args.key.key {
         cmd.arg("--key").arg(k);
     }
+    cmd.args(args.tls.to_args());
     let (out, err) = match &args.log {
         Some(p) => {
             let f = std::fs::OpenOptions::new()

@@ -25,6 +25,7 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 pub struct Route {
     local: Option<LocalServers>,
     key: Option<Arc<weft_rpc::ClusterKey>>,
+    tls: Option<Arc<weft_rpc::Tls>>,
 }
 
 impl Route {
@@ -36,6 +37,7 @@ impl Route {
         Self {
             local: (!sockets && !env_sockets).then(LocalServers::new),
             key: None,
+            tls: None,
         }
     }
 
@@ -47,9 +49,20 @@ impl Route {
         self
     }
 
+    /// The same, with this process's servers and clients speaking TLS over sockets (see
+    /// `weft_rpc::tls`).
+    pub fn with_tls(mut self, tls: Option<Arc<weft_rpc::Tls>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// The transport of this process's clients.
     pub fn transport(&self) -> Arc<dyn Transport> {
-        Arc::new(Tcp::new(self.local.clone()).with_key(self.key.clone()))
+        Arc::new(
+            Tcp::new(self.local.clone())
+                .with_key(self.key.clone())
+                .with_tls(self.tls.clone()),
+        )
     }
 
     /// Options of a client of this process.
@@ -93,6 +106,7 @@ pub async fn listen(addr: &str, router: Arc<Router>, route: &Route) -> Result<Se
     let opts = ServerOptions {
         local_servers: route.local.clone(),
         key: route.key.clone(),
+        tls: route.tls.clone(),
         ..ServerOptions::default()
     };
     Server::bind(addr, router, opts)

@@ -9,12 +9,14 @@
 
 mod data;
 pub mod lab;
+mod pki;
 mod process;
 pub mod s3;
 pub mod s3_faults;
 mod wait;
 
 pub use data::pattern;
+pub use pki::TestPki;
 pub use process::{ServerProcess, free_port};
 pub use s3::{S3Kind, S3Server};
 pub use wait::{WAIT_LIMIT, eventually, wait_until, wait_until_async, wait_until_within};
@@ -73,6 +75,9 @@ pub struct TestCluster {
     /// The key the servers were given (`WEFT_KEY` in `env`), which this harness's clients
     /// prove.
     key: Option<Arc<weft_rpc::ClusterKey>>,
+    /// The TLS the servers were given (`WEFT_TLS_*` in `env`), which this harness's clients
+    /// use too.
+    tls: Option<Arc<weft_rpc::Tls>>,
 }
 
 /// Writes a new server key and its client key into `dir` (mode 0600), returning their paths
@@ -174,6 +179,19 @@ impl TestCluster {
             Some((_, path)) => Some(Arc::new(weft_rpc::ClusterKey::load(Path::new(path))?)),
             None => None,
         };
+        let tls_file = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| PathBuf::from(v))
+        };
+        let tls = match tls_file("WEFT_TLS_CA") {
+            Some(ca) => Some(Arc::new(weft_rpc::Tls::load(&weft_rpc::TlsFiles {
+                ca,
+                cert: tls_file("WEFT_TLS_CERT"),
+                key: tls_file("WEFT_TLS_KEY"),
+            })?)),
+            None => None,
+        };
         let d = dir.path();
         let (mgs_addr, mds_addr, oss_addr) = (
             format!("127.0.0.1:{}", free_port()?),
@@ -249,6 +267,7 @@ impl TestCluster {
             mounts,
             env,
             key,
+            tls,
         };
         cluster.wait_ready().await?;
         Ok(cluster)
@@ -517,8 +536,11 @@ impl TestCluster {
     /// Options of this harness's clients: they prove the cluster's key, if it has one.
     pub fn cluster_options(&self) -> ClusterOptions {
         let mut opts = ClusterOptions::default();
-        if self.key.is_some() {
-            opts.transport = Arc::new(weft_rpc::Tcp::sockets().with_key(self.key.clone()));
+        if self.key.is_some() || self.tls.is_some() {
+            let tcp = weft_rpc::Tcp::sockets()
+                .with_key(self.key.clone())
+                .with_tls(self.tls.clone());
+            opts.transport = Arc::new(tcp);
         }
         opts
     }

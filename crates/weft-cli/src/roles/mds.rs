@@ -33,6 +33,8 @@ pub struct MdsArgs {
     pub metrics: Option<String>,
     #[command(flatten)]
     pub key: crate::key::KeyArgs,
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -161,7 +163,9 @@ pub async fn stop(mdts: &[Arc<Mdt>]) {
 
 /// Runs until SIGINT/SIGTERM.
 pub async fn run(args: MdsArgs) -> Result<()> {
-    let route = super::Route::new(false).with_key(args.key.server_key()?);
+    let route = super::Route::new(false)
+        .with_key(args.key.server_key()?)
+        .with_tls(args.tls.server()?);
     let cluster =
         super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout), &route).await?;
     let router = Router::new(cluster.fsname());

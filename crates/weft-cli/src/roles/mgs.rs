@@ -27,6 +27,8 @@ pub struct MgsArgs {
     pub metrics: Option<String>,
     #[command(flatten)]
     pub key: crate::key::KeyArgs,
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
 }
 
 /// Opens the MGS and adds its service to `router`.
@@ -83,7 +85,9 @@ pub async fn run(args: MgsArgs) -> Result<()> {
     let server = super::listen(
         &args.listen,
         router.clone(),
-        &super::Route::new(false).with_key(args.key.server_key()?),
+        &super::Route::new(false)
+            .with_key(args.key.server_key()?)
+            .with_tls(args.tls.server()?),
     )
     .await?;
     let metrics = match &args.metrics {

@@ -52,6 +52,8 @@ pub struct UpArgs {
     pub rpc_sockets: bool,
     #[command(flatten)]
     pub key: crate::key::KeyArgs,
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
 }
 
 /// Runs until SIGINT/SIGTERM.
@@ -64,7 +66,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", args.data.display()))?;
     let router = Router::new("");
     let mgs = super::mgs::start(&args.data.join("mgs"), Some(&args.fsname), &router).await?;
-    let route = super::Route::new(args.rpc_sockets).with_key(args.key.server_key()?);
+    let route = super::Route::new(args.rpc_sockets)
+        .with_key(args.key.server_key()?)
+        .with_tls(args.tls.server()?);
     let server = super::listen(&args.listen, router.clone(), &route).await?;
     let address = server.local_addr().to_string();
     let cluster =

@@ -37,8 +37,10 @@ const TEST: &str = "campaign::acknowledged_data_and_names_survive_a_seeded_fault
 const KEEP: usize = 150;
 
 /// Each OSS host's disk: room for what the workers keep (about 2 × [`KEEP`] files of
-/// 0.4 MiB on average, striped over both OSTs) several times over, small enough to fill.
-const OSS_DISK_MIB: u64 = 256;
+/// 0.4 MiB on average, striped over both OSTs) many times over — deleted files' objects
+/// go a few seconds after the unlink (the MDT's destroy worker yields to clients), and
+/// the churn of a long round can leave hundreds of MiB waiting — yet quick to fill.
+const OSS_DISK_MIB: u64 = 1024;
 
 /// What one client has had acknowledged: file name → (content seed, length).
 type Acked = BTreeMap<String, (u64, usize)>;
@@ -213,11 +215,14 @@ impl Worker {
         Self { child, log }
     }
 
-    /// Waits for the worker's end; panics with its output if it failed.
-    fn finish(mut self, what: &str) {
+    /// Waits for the worker's end; its output if it failed.
+    fn finish(mut self) -> Result<(), String> {
         let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        assert!(status.success(), "{what}: worker failed ({status}):\n{log}");
+        match status.success() {
+            true => Ok(()),
+            false => Err(format!("worker failed ({status}):\n{log}")),
+        }
     }
 }
 
@@ -403,8 +408,27 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         std::fs::write(&stop, b"").unwrap();
         let what = format!("round {round} ({fault:?})");
-        for w in workers {
-            w.finish(&what);
+        let failed: Vec<String> = workers
+            .into_iter()
+            .filter_map(|w| w.finish().err())
+            .collect();
+        if !failed.is_empty() {
+            // What the OSTs had then: space, and space promised to clients.
+            let mut state = String::new();
+            for args in [
+                vec!["df", &fs],
+                vec![
+                    "get_param",
+                    "--mgs",
+                    &lc.mgs_addr,
+                    "obdfilter.*.granted_bytes",
+                ],
+            ] {
+                let out = lc.lab.run("srv", bin(), &args).unwrap();
+                state.push_str(&String::from_utf8_lossy(&out.stdout));
+                state.push_str(&String::from_utf8_lossy(&out.stderr));
+            }
+            panic!("{what}: {}\n--- cluster ---\n{state}", failed.join("\n"));
         }
         let mut want = Acked::new();
         for j in &journals {

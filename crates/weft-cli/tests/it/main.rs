@@ -47,5 +47,6 @@ mod repo_hsm;
 mod repo_s3;
 mod repo_tiering;
 mod restart;
+mod tls;
 
 pub use support::bin;

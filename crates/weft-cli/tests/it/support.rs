@@ -22,9 +22,15 @@ pub const RW: OpenOptions = OpenOptions {
 /// Longest a `weft` command run by [`weft_run`] may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
-/// The `weft` binary under test.
+/// The `weft` binary under test: the one cargo built with this test, or the one
+/// `WEFT_TEST_BIN` names (a release build, or a copy that a long run keeps while the tree
+/// is rebuilt).
 pub fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_weft"))
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| match std::env::var_os("WEFT_TEST_BIN") {
+        Some(p) if !p.is_empty() => p.into(),
+        _ => env!("CARGO_BIN_EXE_weft").into(),
+    })
 }
 
 /// Runs `weft args...` with `input` on its standard input and returns what it did; panics
