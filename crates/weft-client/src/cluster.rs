@@ -182,11 +182,27 @@ impl Cluster {
 
     /// Fetches the configuration again and re-points clients of targets that moved.
     pub async fn refresh(&self) -> Result<Arc<FsConfig>, ClientError> {
-        let fresh = Arc::new(self.mgs.config().await?);
+        let fresh = self.mgs.config().await?;
+        Ok(self.install(fresh))
+    }
+
+    /// [`refresh`](Self::refresh) if the MGS's configuration is not the one held (the
+    /// periodic check: the MGS answers a few bytes while nothing changed).
+    pub async fn refresh_if_changed(&self) -> Result<Arc<FsConfig>, ClientError> {
+        let have = self.config().version;
+        match self.mgs.config_if_newer(have).await? {
+            Some(fresh) => Ok(self.install(fresh)),
+            None => Ok(self.config()),
+        }
+    }
+
+    /// Makes `fresh` the configuration unless it is older than the one held.
+    fn install(&self, fresh: FsConfig) -> Arc<FsConfig> {
+        let fresh = Arc::new(fresh);
         {
             let mut cur = self.config.write();
             if fresh.version < cur.version {
-                return Ok(cur.clone());
+                return cur.clone();
             }
             *cur = fresh.clone();
         }
@@ -216,7 +232,7 @@ impl Cluster {
                 TargetKind::Mgs => {}
             }
         }
-        Ok(fresh)
+        fresh
     }
 
     fn reconnecting(&self, target: TargetId, addr: String) -> Reconnecting {
@@ -315,7 +331,11 @@ async fn refresh_on_callbacks(cluster: Weak<Cluster>, mut rx: mpsc::UnboundedRec
         if announced.is_some_and(|v| cluster.config().version >= v) {
             continue;
         }
-        if let Err(e) = cluster.refresh().await {
+        let fetched = match announced {
+            Some(_) => cluster.refresh().await,
+            None => cluster.refresh_if_changed().await,
+        };
+        if let Err(e) = fetched {
             tracing::debug!(error = %e, "could not fetch the configuration");
         }
     }

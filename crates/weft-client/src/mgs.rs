@@ -85,6 +85,21 @@ impl MgsClient {
         }
     }
 
+    /// The configuration if its version is not `have`; `None` if it is. An MGS that does
+    /// not know the request (an older one) is asked for the whole configuration instead.
+    pub async fn config_if_newer(&self, have: u64) -> Result<Option<FsConfig>, ClientError> {
+        match self.call(MgsRequest::GetConfigIfNewer { have }).await {
+            Ok(MgsReply::Config(c)) => Ok(Some(c)),
+            Ok(MgsReply::Ok) => Ok(None),
+            Ok(_) => Err(Self::unexpected("getconfig_if_newer")),
+            Err(ClientError::Remote(_)) => {
+                let c = self.config().await?;
+                Ok((c.version != have).then_some(c))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// New FID sequences for an MDT.
     pub async fn alloc_seq(&self, mdt: u32, count: u32) -> Result<FidSeqRange, ClientError> {
         match self.call(MgsRequest::AllocSeq { mdt, count }).await? {

@@ -252,6 +252,13 @@ impl Mgs {
             } => self.register(id, uuid, address, replace).await,
             MgsRequest::Heartbeat { id, uuid } => self.heartbeat(id, uuid).await,
             MgsRequest::GetConfig => Ok(MgsReply::Config(self.config())),
+            MgsRequest::GetConfigIfNewer { have } => {
+                let version = self.state.lock().config.version;
+                Ok(match version != have {
+                    true => MgsReply::Config(self.config()),
+                    false => MgsReply::Ok,
+                })
+            }
             MgsRequest::AllocSeq { mdt, count } => self.alloc_seq(mdt, count).await,
             MgsRequest::SetParam { name, value } => self.set_param(name, value).await,
             MgsRequest::PoolNew { pool } => self.pool_new(pool).await,

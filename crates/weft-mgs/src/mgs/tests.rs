@@ -48,6 +48,27 @@ async fn fresh_file_system_has_defaults() {
 }
 
 #[tokio::test]
+async fn the_periodic_check_sends_the_configuration_only_when_it_changed() {
+    let (_d, mgs) = new_mgs();
+    let v = mgs.config().version;
+    let check = |have| mgs.execute(MgsRequest::GetConfigIfNewer { have });
+    assert_eq!(check(v).await.unwrap(), MgsReply::Ok);
+    mgs.execute(reg(TargetId::ost(0), Uuid::new_v4(), "h:1", false))
+        .await
+        .unwrap();
+    let MgsReply::Config(c) = check(v).await.unwrap() else {
+        panic!("a changed configuration is sent")
+    };
+    assert!(c.version > v && c.target(TargetId::ost(0)).is_some());
+    assert_eq!(check(c.version).await.unwrap(), MgsReply::Ok);
+    // A client ahead of the MGS (one reformatted since) gets what the MGS has.
+    assert!(matches!(
+        check(c.version + 5).await.unwrap(),
+        MgsReply::Config(_)
+    ));
+}
+
+#[tokio::test]
 async fn registration_rules() {
     let (_d, mgs) = new_mgs();
     let (u1, u2) = (Uuid::new_v4(), Uuid::new_v4());
