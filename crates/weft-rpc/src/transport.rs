@@ -40,10 +40,7 @@ pub trait Transport: Send + Sync + 'static {
 
 /// Opens a TCP connection with `TCP_NODELAY` (requests are small and latency-bound; bulk
 /// is written whole), within TLS if `tls` is given (see [`crate::tls`]).
-async fn tcp_connect(
-    addr: &str,
-    tls: Option<&Tls>,
-) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> {
+async fn tcp_connect(addr: &str, tls: Option<&Tls>) -> io::Result<(BoxRead, BoxWrite, SocketAddr)> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let peer = stream.peer_addr()?;

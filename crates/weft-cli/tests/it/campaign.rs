@@ -8,7 +8,10 @@
 //!
 //! `WEFT_CAMPAIGN_ROUNDS` (default 10) and `WEFT_CAMPAIGN_SEED` (default 1) choose the
 //! run; `WEFT_CAMPAIGN_FULL=1` holds a fault 5–30 s instead of 0.5–3 s (the issue's
-//! campaign; a round then takes up to a minute).
+//! campaign; a round then takes up to a minute); `WEFT_CAMPAIGN_FAULTS=kill,freeze,cut,fill`
+//! (or a part of that list) chooses the kinds of fault. Each round prints the longest
+//! create (write and fsync) and read the workers saw: a restart's pause as a client sees
+//! it.
 //!
 //! The workload runs in child processes — this test binary started again with
 //! [`WORKER`] set, running this same test as one client's worker — never in threads of
@@ -33,6 +36,8 @@ use weft_testkit::pattern;
 const WORKER: &str = "WEFT_CAMPAIGN_WORKER";
 /// This test's name, as the worker's command line selects it.
 const TEST: &str = "campaign::acknowledged_data_and_names_survive_a_seeded_fault_campaign";
+/// Marks the line of a worker's output with its longest create and read (seconds).
+const LONGEST: &str = "longest:";
 /// A worker keeps about this many files of its own: more, and it mostly unlinks.
 const KEEP: usize = 150;
 
@@ -101,6 +106,8 @@ fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Pat
         *n += 1;
         format!("{prefix}{seed:x}-{n}")
     };
+    // The longest create (write and fsync) and read: a fault's pause as a client sees it.
+    let (mut longest_create, mut longest_read) = (0f64, 0f64);
     while !stop.exists() {
         let op = rng.random_range(0..10);
         let create = mine.is_empty() || (op < 5 && mine.len() < KEEP);
@@ -115,7 +122,10 @@ fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Pat
             let len = rng.random_range(1..max);
             let content_seed = rng.random();
             let path = dir.join(&name);
-            match write_synced(&path, &pattern(0, len, content_seed)) {
+            let t = std::time::Instant::now();
+            let written = write_synced(&path, &pattern(0, len, content_seed));
+            longest_create = longest_create.max(t.elapsed().as_secs_f64());
+            match written {
                 Ok(()) => {
                     record(&mut journal, format!("put {name} {content_seed} {len}"));
                     mine.insert(name, (content_seed, len));
@@ -157,11 +167,14 @@ fn workload(dir: &Path, prefix: &str, seed: u64, journal_path: &Path, stop: &Pat
             }
             _ => {
                 let (s, len) = mine[&name];
+                let t = std::time::Instant::now();
                 let back = std::fs::read(&path).unwrap_or_else(|e| panic!("read of {name}: {e}"));
+                longest_read = longest_read.max(t.elapsed().as_secs_f64());
                 assert!(back == pattern(0, len, s), "{name} reads back as written");
             }
         }
     }
+    println!("{LONGEST} create {longest_create:.3} read {longest_read:.3}");
 }
 
 /// How many operations the workers have journaled so far, and how many of them are
@@ -215,13 +228,26 @@ impl Worker {
         Self { child, log }
     }
 
-    /// Waits for the worker's end; its output if it failed.
-    fn finish(mut self) -> Result<(), String> {
+    /// Waits for the worker's end: its longest create and read (seconds), or its output
+    /// if it failed.
+    fn finish(mut self) -> Result<(f64, f64), String> {
         let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        match status.success() {
-            true => Ok(()),
-            false => Err(format!("worker failed ({status}):\n{log}")),
+        if !status.success() {
+            return Err(format!("worker failed ({status}):\n{log}"));
+        }
+        // libtest's "test NAME ... " may start the line.
+        let line = log
+            .lines()
+            .find_map(|l| l.split_once(LONGEST).map(|(_, rest)| rest));
+        let f: Vec<f64> = line
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        match f.as_slice() {
+            [create, read] => Ok((*create, *read)),
+            _ => Err(format!("worker printed no '{LONGEST}' line:\n{log}")),
         }
     }
 }
@@ -242,6 +268,9 @@ fn run_worker(dir: &Path) {
         nospc_ok,
     );
 }
+
+/// The kinds of [`Fault`], as `WEFT_CAMPAIGN_FAULTS` names them (default: all).
+const FAULT_KINDS: [&str; 4] = ["kill", "freeze", "cut", "fill"];
 
 /// The faults a round may inject.
 #[derive(Debug)]
@@ -317,7 +346,16 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
     let rounds = env_u64("WEFT_CAMPAIGN_ROUNDS", 10);
     let seed = env_u64("WEFT_CAMPAIGN_SEED", 1);
     let full = std::env::var_os("WEFT_CAMPAIGN_FULL").is_some();
-    eprintln!("fault campaign: {rounds} rounds, seed {seed}, long holds: {full}");
+    let kinds_env = std::env::var("WEFT_CAMPAIGN_FAULTS").unwrap_or_default();
+    let kinds: Vec<&str> = match kinds_env.is_empty() {
+        true => FAULT_KINDS.to_vec(),
+        false => kinds_env.split(',').collect(),
+    };
+    assert!(
+        kinds.iter().all(|k| FAULT_KINDS.contains(k)),
+        "WEFT_CAMPAIGN_FAULTS: a list of {FAULT_KINDS:?}"
+    );
+    eprintln!("fault campaign: {rounds} rounds, seed {seed}, long holds: {full}, faults {kinds:?}");
     let spec = LabSpec {
         servers: "srv".into(),
         oss: vec![("oss1".into(), 1), ("oss2".into(), 1)],
@@ -358,7 +396,13 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
     let (mut ops_before, mut nospc_before) = (0, 0);
     for round in 0..rounds {
         // Processes: 0 MGS, 1 MDS, 2 and 3 the OSSes (see `process`).
-        let fault = match rng.random_range(0..4) {
+        let kind = loop {
+            let k = rng.random_range(0..4);
+            if kinds.contains(&FAULT_KINDS[k]) {
+                break k;
+            }
+        };
+        let fault = match kind {
             0 => Fault::Kill(rng.random_range(0..4), hold(&mut rng)),
             1 => Fault::Freeze(rng.random_range(0..4), hold(&mut rng)),
             2 => Fault::Cut(
@@ -408,10 +452,13 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         std::fs::write(&stop, b"").unwrap();
         let what = format!("round {round} ({fault:?})");
-        let failed: Vec<String> = workers
-            .into_iter()
-            .filter_map(|w| w.finish().err())
-            .collect();
+        let (mut longest, mut failed) = ((0f64, 0f64), Vec::new());
+        for w in workers {
+            match w.finish() {
+                Ok((c, r)) => longest = (longest.0.max(c), longest.1.max(r)),
+                Err(e) => failed.push(e),
+            }
+        }
         if !failed.is_empty() {
             // What the OSTs had then: space, and space promised to clients.
             let mut state = String::new();
@@ -436,9 +483,12 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         }
         let (ops, nospc) = journal_lines(&journals);
         eprintln!(
-            "round {round}: {} operations acknowledged across it, {} writes refused (ENOSPC)",
+            "round {round}: {} operations acknowledged across it, {} writes refused (ENOSPC); \
+             longest create {:.2} s, read {:.2} s",
             ops - ops_before - (nospc - nospc_before),
-            nospc - nospc_before
+            nospc - nospc_before,
+            longest.0,
+            longest.1
         );
         (ops_before, nospc_before) = (ops, nospc);
         acked_total = want.len();
