@@ -64,8 +64,9 @@ fn is_read(req: &MdtRequest) -> bool {
     req.is_idempotent()
 }
 
-/// How long a request that meets a directory being migrated to another MDT (EINPROGRESS)
-/// waits for the migration to end before it fails with EBUSY.
+/// How long a request the MDT cannot serve yet (EINPROGRESS: a directory it changes is
+/// being migrated to another MDT; no OST is active to place a new file's stripes on; the
+/// MGS did not grant FIDs) waits and is sent again before it fails with EBUSY.
 pub const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 fn is_in_progress(e: &weft_rpc::RpcError) -> bool {
@@ -257,17 +258,18 @@ impl MdtClient {
                 .await;
             let r = r.map(|(r, _)| r);
             match r {
-                // A directory it changes is being migrated: wait and send it again.
+                // Not possible yet (a migration, no OST active, no FIDs): wait, send again.
                 Err(e) if is_in_progress(&e) => {
                     if start.elapsed() > MIGRATION_WAIT {
                         return Err(ClientError::Rpc {
                             target: TargetId::mdt(self.index),
                             error: weft_rpc::RpcError::Remote(weft_proto::WireError::new(
                                 weft_proto::Errno::Busy,
-                                "a directory migration did not end in time",
+                                format!("not served in time: {e}"),
                             )),
                         });
                     }
+                    tracing::debug!(mdt = self.index, op = req.op_name(), error = %e, "waiting");
                     tokio::time::sleep(migrating).await;
                     migrating = (migrating * 2).min(std::time::Duration::from_millis(500));
                 }

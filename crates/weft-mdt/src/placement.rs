@@ -157,18 +157,26 @@ impl Placement {
             ),
             None => None,
         };
+        let member = |o: &&OstInfo| members.as_ref().is_none_or(|m| m.contains(&o.index));
         let mut cands: Vec<OstInfo> = osts
             .iter()
-            .filter(|o| o.active && members.as_ref().is_none_or(|m| m.contains(&o.index)))
+            .filter(|o| o.active && member(o))
             .copied()
             .collect();
         cands.sort_by_key(|o| o.index);
         cands.dedup_by_key(|o| o.index);
         if cands.is_empty() {
-            return Err(WireError::new(
-                Errno::NoSpc,
-                "no active OST to place stripes on",
-            ));
+            // OSTs that stopped heartbeating (restarting, or cut off from the MGS) come
+            // back: the client sends the create again (EINPROGRESS, as Lustre's MDT answers
+            // while OST objects are not available) instead of failing it.
+            let inactive = osts.iter().filter(member).count();
+            if inactive > 0 {
+                return Err(WireError::new(
+                    Errno::InProgress,
+                    format!("none of the {inactive} OSTs to place stripes on is active now"),
+                ));
+            }
+            return Err(WireError::new(Errno::NoSpc, "no OST to place stripes on"));
         }
         let n = match c.stripe_count {
             -1 => cands.len(),
@@ -326,6 +334,13 @@ mod tests {
         assert_eq!(
             p.choose(&c(1, -1), &[], &no_pool).unwrap_err().errno,
             Errno::NoSpc
+        );
+        // Every OST inactive (not heard from lately): wait for them, do not fail.
+        let mut down = osts(&[5, 5]);
+        down.iter_mut().for_each(|o| o.active = false);
+        assert_eq!(
+            p.choose(&c(1, -1), &down, &no_pool).unwrap_err().errno,
+            Errno::InProgress
         );
     }
 

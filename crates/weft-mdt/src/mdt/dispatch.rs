@@ -273,10 +273,10 @@ impl Mdt {
         if let Outcome::Done(Ok(_)) = self.submit(0, WriteOp::HasFids).await? {
             return Ok(());
         }
-        let range =
-            self.cluster.alloc_seq(1).await.map_err(|e| {
-                WireError::new(Errno::Again, format!("FID sequence grant failed: {e}"))
-            })?;
+        let range = self.cluster.alloc_seq(1).await.map_err(|e| {
+            // The MGS unreachable for a moment: the client sends the request again.
+            WireError::new(Errno::InProgress, format!("FID sequence grant failed: {e}"))
+        })?;
         tracing::info!(
             start = range.start,
             end = range.end,

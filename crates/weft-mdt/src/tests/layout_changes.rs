@@ -153,3 +153,22 @@ async fn a_swap_moves_layouts_and_old_readers_pin_the_old_objects() {
     assert_eq!(errno(h.getattr(v).await), Errno::Stale);
     assert_eq!(layout(&h, f).await, swapped);
 }
+
+/// With every OST inactive (none heard from lately: restarting, or cut off from the MGS),
+/// a create is answered EINPROGRESS, which clients send again, not ENOSPC; it succeeds,
+/// with nothing left behind by the refused attempt, once an OST is active again.
+#[tokio::test]
+async fn creates_wait_for_an_active_ost_instead_of_failing() {
+    let h = H::new().await;
+    let osts: Vec<u32> = (0..4).collect();
+    for &o in &osts {
+        h.cluster.set_active(o, false);
+    }
+    assert_eq!(
+        errno(h.create_as(Fid::ROOT, "f", 0o100644, &root()).await),
+        Errno::InProgress
+    );
+    h.cluster.set_active(2, true);
+    let f = h.create(Fid::ROOT, "f").await;
+    assert_eq!(layout(&h, f).await.components[0].osts, vec![2]);
+}
