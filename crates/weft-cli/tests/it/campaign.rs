@@ -286,6 +286,32 @@ enum Fault {
     Fill(String, Duration),
 }
 
+impl Fault {
+    /// A fault of one of `kinds`, held 0.5–3 s (`long`: 5–30 s), on one of `hosts` for a
+    /// cut. Processes: 0 MGS, 1 MDS, 2 and 3 the OSSes (see [`process`]).
+    fn draw(rng: &mut StdRng, kinds: &[&str], long: bool, hosts: &[&str]) -> Self {
+        let kind = loop {
+            let k = rng.random_range(0..FAULT_KINDS.len());
+            if kinds.contains(&FAULT_KINDS[k]) {
+                break k;
+            }
+        };
+        let hold = |rng: &mut StdRng| {
+            let secs = match long {
+                true => rng.random_range(5.0..30.0),
+                false => rng.random_range(0.5..3.0),
+            };
+            Duration::from_secs_f64(secs)
+        };
+        match kind {
+            0 => Fault::Kill(rng.random_range(0..4), hold(rng)),
+            1 => Fault::Freeze(rng.random_range(0..4), hold(rng)),
+            2 => Fault::Cut(hosts[rng.random_range(0..hosts.len())].into(), hold(rng)),
+            _ => Fault::Fill(format!("oss{}", rng.random_range(1..3)), hold(rng)),
+        }
+    }
+}
+
 /// Fills the file system of `dir` with `dir/filler` until it has no block left.
 fn fill(dir: &Path) -> std::io::Result<()> {
     let mut f = std::fs::File::create(dir.join("filler"))?;
@@ -384,33 +410,10 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         .map(|i| work.join(format!("journal-c{i}")))
         .collect();
     let mut rng = StdRng::seed_from_u64(seed);
-    let hold = |rng: &mut StdRng| {
-        let secs = if full {
-            rng.random_range(5.0..30.0)
-        } else {
-            rng.random_range(0.5..3.0)
-        };
-        Duration::from_secs_f64(secs)
-    };
     let mut acked_total = 0;
     let (mut ops_before, mut nospc_before) = (0, 0);
     for round in 0..rounds {
-        // Processes: 0 MGS, 1 MDS, 2 and 3 the OSSes (see `process`).
-        let kind = loop {
-            let k = rng.random_range(0..4);
-            if kinds.contains(&FAULT_KINDS[k]) {
-                break k;
-            }
-        };
-        let fault = match kind {
-            0 => Fault::Kill(rng.random_range(0..4), hold(&mut rng)),
-            1 => Fault::Freeze(rng.random_range(0..4), hold(&mut rng)),
-            2 => Fault::Cut(
-                hosts[rng.random_range(0..hosts.len())].into(),
-                hold(&mut rng),
-            ),
-            _ => Fault::Fill(format!("oss{}", rng.random_range(1..3)), hold(&mut rng)),
-        };
+        let fault = Fault::draw(&mut rng, &kinds, full, &hosts);
         eprintln!("round {round}: {fault:?}");
         let stop = work.join(format!("stop-{round}"));
         let filling = matches!(fault, Fault::Fill(..));
