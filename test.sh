@@ -5,7 +5,8 @@
 #
 # Needs: Linux with /dev/fuse, root (the tests mount FUSE file systems and switch to other
 # users), Rust (cargo), python3 (its venv module: python3-venv is installed with apt-get
-# when missing), and the crates.io registry and PyPI for the pinned test tools.
+# when missing), openssl (likewise), and the crates.io registry and PyPI for the pinned
+# test tools.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -17,6 +18,16 @@ fi
 if [ ! -c /dev/fuse ]; then
     echo "test.sh: /dev/fuse is missing: load the fuse module (modprobe fuse)" >&2
     exit 1
+fi
+
+# openssl makes the certificates of the Python TLS test (crates/weft-py/pytests/test_secure.py).
+if ! command -v openssl >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq openssl
+    else
+        echo "test.sh: openssl is missing (the TLS test makes its certificates with it)" >&2
+        exit 1
+    fi
 fi
 
 # The POSIX suites' tools (crates/weft-cli/tests/it/posix_suites.rs), at the versions

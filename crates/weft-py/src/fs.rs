@@ -74,10 +74,46 @@ fn parse_spec(spec: &str) -> PyResult<(String, String)> {
 /// How long a mount waits for the MGS to name MDT0 (a file system still starting).
 const FIRST_MDT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// Client options from the environment, as the `weft` tools take them: `WEFT_KEY` (a key
+/// file, the client key of a cluster that authenticates nodes) and `WEFT_TLS_CA`,
+/// `WEFT_TLS_CERT`, `WEFT_TLS_KEY` (the PEM files of a cluster that speaks TLS).
+fn options_from_env() -> Result<ClientOptions, ClientError> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    let invalid = |e: &dyn std::fmt::Display| ClientError::Invalid(e.to_string());
+    let key = match var("WEFT_KEY") {
+        Some(p) => Some(Arc::new(
+            weft_rpc::ClusterKey::load(&p).map_err(|e| invalid(&e))?,
+        )),
+        None => None,
+    };
+    let tls = match var("WEFT_TLS_CA") {
+        Some(ca) => {
+            let files = weft_rpc::TlsFiles {
+                ca,
+                cert: var("WEFT_TLS_CERT"),
+                key: var("WEFT_TLS_KEY"),
+            };
+            Some(Arc::new(
+                weft_rpc::Tls::load(&files).map_err(|e| invalid(&e))?,
+            ))
+        }
+        None => None,
+    };
+    let mut opts = ClientOptions::default();
+    if key.is_some() || tls.is_some() {
+        opts.cluster.transport = Arc::new(weft_rpc::Tcp::sockets().with_key(key).with_tls(tls));
+    }
+    Ok(opts)
+}
+
 /// Mounts, and waits (a bounded time) until the configuration names MDT0: a file system
 /// just started registers its targets with the MGS after the MGS answers.
 async fn mount_ready(mgs: &str, fsname: &str) -> Result<Arc<Client>, ClientError> {
-    let c = Client::mount(mgs, fsname, ClientOptions::default()).await?;
+    let c = Client::mount(mgs, fsname, options_from_env()?).await?;
     let mut changes = c.cluster().watch_config();
     let deadline = tokio::time::Instant::now() + FIRST_MDT_WAIT;
     while c.cluster().mdt(0).is_err() {
