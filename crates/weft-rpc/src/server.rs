@@ -243,6 +243,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
+                    crate::transport::bound_retransmissions(&stream);
                     match shared.opts.tls.clone() {
                         Some(tls) => {
                             conns.spawn(serve_tls_connection(stream, addr, tls, shared.clone()));
