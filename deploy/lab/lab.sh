@@ -76,6 +76,12 @@ up)
         start "oss$o" "oss$o" "${args[@]}"
         i=$((i + 1))
     done
+    # Mounts once MDT0 and every OST are online (`weft mount` does not wait for targets).
+    for _ in $(seq 1 300); do
+        n=$(on srv "$WEFT" df --json $mgs:/weft 2>/dev/null | tr -d ' \n' | grep -o '"online":true' | wc -l)
+        [ "$n" -ge $((ost + 1)) ] && break
+        sleep 0.2
+    done
     for c in $(seq 1 "$clients"); do
         add_host "c$c" $i "$mbit"
         mkdir -p "$LAB/mnt-c$c"
