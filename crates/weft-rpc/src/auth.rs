@@ -213,6 +213,9 @@ pub(crate) fn verify(
 }
 
 /// The MAC over a label for `side` and every field both sides sent.
+///
+/// `fuzz/fuzz_targets/handshake.rs` computes the same MAC on its own, as an independent
+/// check that a proof is accepted exactly when it is right: change both together.
 fn transcript(
     key: &[u8; AUTH_LEN],
     side: Side,
