@@ -26,6 +26,25 @@ pub struct Route {
     local: Option<LocalServers>,
     key: Option<Arc<weft_rpc::ClusterKey>>,
     tls: Option<Arc<weft_rpc::Tls>>,
+    evict_timeout: Option<Duration>,
+}
+
+/// The eviction flag of every server role.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EvictArgs {
+    /// Seconds a connected node may stay silent (no request, no ping; live nodes ping
+    /// four times within it) before this server evicts it: its locks, open handles and
+    /// grants are released for others, and the changes it cached are refused with EIO
+    /// when it returns. 0: never evict.
+    #[arg(long = "evict-timeout", value_name = "SECS", default_value_t = weft_rpc::server::DEFAULT_EVICT_TIMEOUT.as_secs())]
+    pub evict_timeout_s: u64,
+}
+
+impl EvictArgs {
+    /// The timeout, if eviction is on.
+    pub fn timeout(&self) -> Option<Duration> {
+        (self.evict_timeout_s > 0).then(|| Duration::from_secs(self.evict_timeout_s))
+    }
 }
 
 impl Route {
@@ -38,6 +57,7 @@ impl Route {
             local: (!sockets && !env_sockets).then(LocalServers::new),
             key: None,
             tls: None,
+            evict_timeout: Some(weft_rpc::server::DEFAULT_EVICT_TIMEOUT),
         }
     }
 
@@ -53,6 +73,13 @@ impl Route {
     /// `weft_rpc::tls`).
     pub fn with_tls(mut self, tls: Option<Arc<weft_rpc::Tls>>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// The same, with this process's servers evicting peers silent for `timeout` (see
+    /// [`EvictArgs`]).
+    pub fn with_evict_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.evict_timeout = timeout;
         self
     }
 
@@ -107,6 +134,7 @@ pub async fn listen(addr: &str, router: Arc<Router>, route: &Route) -> Result<Se
         local_servers: route.local.clone(),
         key: route.key.clone(),
         tls: route.tls.clone(),
+        evict_timeout: route.evict_timeout,
         ..ServerOptions::default()
     };
     Server::bind(addr, router, opts)

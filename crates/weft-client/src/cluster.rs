@@ -14,7 +14,9 @@ use uuid::Uuid;
 use weft_proto::handshake::FEATURES_SUPPORTED;
 use weft_proto::mgs::{FsConfig, MgsCallback};
 use weft_proto::{ConnectRequest, Fid, PROTOCOL_VERSION, TargetId, TargetKind};
-use weft_rpc::{CallbackHandler, ClientOptions, Reconnecting, TcpTransport, Transport};
+use weft_rpc::{
+    CallbackHandler, ClientOptions, ClientSession, Reconnecting, TcpTransport, Transport,
+};
 
 /// How a client connects.
 #[derive(Clone)]
@@ -25,6 +27,9 @@ pub struct ClusterOptions {
     pub node_uuid: Uuid,
     /// How connections are made (TCP unless a test injects faults).
     pub transport: Arc<dyn Transport>,
+    /// This node's eviction epoch, shared by all its connections (see
+    /// [`weft_rpc::session`]).
+    pub session: Arc<ClientSession>,
 }
 
 impl std::fmt::Debug for ClusterOptions {
@@ -42,6 +47,7 @@ impl Default for ClusterOptions {
             rpc: ClientOptions::default(),
             node_uuid: Uuid::new_v4(),
             transport: Arc::new(TcpTransport),
+            session: Arc::default(),
         }
     }
 }
@@ -90,13 +96,16 @@ fn mgs_client(
         features: FEATURES_SUPPORTED,
         target: TargetId::MGS,
     };
-    MgsClient::new(Reconnecting::new(
-        opts.transport.clone(),
-        addr.to_string(),
-        hello,
-        callbacks,
-        opts.rpc.clone(),
-    ))
+    MgsClient::new(
+        Reconnecting::new(
+            opts.transport.clone(),
+            addr.to_string(),
+            hello,
+            callbacks,
+            opts.rpc.clone(),
+        )
+        .with_session(opts.session.clone()),
+    )
 }
 
 impl Cluster {
@@ -162,6 +171,12 @@ impl Cluster {
     /// This node's UUID.
     pub fn node_uuid(&self) -> Uuid {
         self.opts.node_uuid
+    }
+
+    /// This node's eviction epoch: files opened in an older one lost their cached changes
+    /// to an eviction.
+    pub fn session(&self) -> &Arc<ClientSession> {
+        &self.opts.session
     }
 
     /// The MGS client.
@@ -250,6 +265,7 @@ impl Cluster {
             None,
             self.opts.rpc.clone(),
         )
+        .with_session(self.opts.session.clone())
     }
 
     fn address_of(&self, id: TargetId) -> Result<String, ClientError> {

@@ -86,11 +86,20 @@ pub struct File {
     /// The local copy this handle reads (and writes) instead of the OSTs, when the file
     /// is in the persistent client cache (`crate::pcc`).
     local: parking_lot::RwLock<Option<Arc<LocalCopy>>>,
+    /// The node's eviction epoch at open: once a server has evicted the node, this
+    /// handle's cached changes are refused (its flushes carry the epoch) and every call on
+    /// it fails with EIO, as on Lustre (see [`weft_rpc::session`]).
+    epoch: u64,
     state: tokio::sync::Mutex<State>,
 }
 
 fn errno(e: Errno, msg: impl Into<String>) -> ClientError {
     ClientError::Remote(WireError::new(e, msg))
+}
+
+/// What a call on a handle opened before an eviction of this node gets.
+fn evicted_error() -> ClientError {
+    errno(Errno::Io, weft_rpc::RpcError::Evicted.to_string())
 }
 
 fn map_err(e: MapError) -> ClientError {
@@ -113,6 +122,7 @@ impl File {
         let (access, append) = (opts.access, opts.append);
         let truncated = opts.truncate && access != AccessMode::Read;
         let size = client.open_sizes().join(attr.fid, attr.size, truncated);
+        let epoch = client.cluster().session().epoch();
         let state = State {
             dirty: BTreeMap::new(),
             dirty_bytes: 0,
@@ -140,6 +150,7 @@ impl File {
                 attr.hsm_flags & weft_proto::hsm::HSM_RELEASED != 0,
             )),
             local: parking_lot::RwLock::new(None),
+            epoch,
             state: tokio::sync::Mutex::new(state),
         }
     }
@@ -242,9 +253,17 @@ impl File {
     fn check_open(&self, st: &State) -> Result<(), ClientError> {
         if st.closed {
             Err(errno(Errno::BadF, "file is closed"))
+        } else if self.evicted() {
+            Err(evicted_error())
         } else {
             Ok(())
         }
+    }
+
+    /// Whether a server evicted this node since the file was opened: its handle, locks
+    /// and cached changes are gone, and only a new open works.
+    fn evicted(&self) -> bool {
+        !self.client.cluster().session().admits(Some(self.epoch))
     }
 }
 

@@ -105,6 +105,13 @@ impl Handler for MdtHandler {
         self.mdt.disconnect_client(peer.conn_id, peer.client_uuid);
     }
 
+    /// An evicted client's locks are released and its handles closed at once (files it
+    /// held open after unlinking them are destroyed), so other clients proceed; nothing is
+    /// kept for its return, which it learns of at its next connect.
+    fn evicted(&self, peer: &Peer) {
+        self.mdt.disconnect(peer.conn_id);
+    }
+
     fn counters(&self) -> Vec<Counter> {
         weft_rpc::metric::counters(&crate::stats::MDT_STATS, &self.mdt.stats())
     }

@@ -9,7 +9,9 @@ use uuid::Uuid;
 /// misread new ones: bump it with every such change, and a mismatched peer gets a clear
 /// "protocol version N is not supported" at connect instead of garbled requests.
 /// 5: node authentication (challenge-response), RW-PCC records and waits.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: eviction (the connect reply says whether the target evicted the node, and how long
+/// it waits for a silent peer).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Opcodes shared by every service (the handshake and liveness).
 pub mod opcode {
@@ -55,6 +57,13 @@ pub struct ConnectReply {
     pub features: u64,
     /// The server's protocol version.
     pub protocol_version: u32,
+    /// The target evicted this node (it stayed silent past `evict_timeout_ms`) since the
+    /// node's last connection: what the node cached on that connection's behalf — dirty
+    /// data, open handles, locks — is gone on the server and must not be sent again.
+    pub evicted: bool,
+    /// How long the target waits for a silent peer before evicting it (0: never). The
+    /// peer sends a ping well within it on an otherwise idle connection.
+    pub evict_timeout_ms: u64,
 }
 
 /// Which key a peer proves it holds: the client key (mounts, tools) or the server key

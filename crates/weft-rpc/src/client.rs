@@ -4,6 +4,7 @@
 use crate::conn::{self, Endpoint, OutFrame, READ_BUFFER, Reply};
 use crate::error::RpcError;
 use crate::local::LocalLink;
+use crate::session::ClientSession;
 use crate::transport::{BoxRead, Transport};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -142,7 +143,8 @@ enum Link {
     /// A byte stream, with its reader and writer tasks.
     Stream {
         endpoint: Arc<Endpoint>,
-        tasks: [JoinHandle<()>; 2],
+        /// Reader, writer and (if the server evicts silent peers) pinger.
+        tasks: Vec<JoinHandle<()>>,
     },
     /// A server of this process, called directly.
     InProcess(LocalLink),
@@ -205,9 +207,9 @@ impl Connection {
             endpoint.clone(),
             callbacks,
         ));
-        let link = Link::Stream {
+        let mut link = Link::Stream {
             endpoint: endpoint.clone(),
-            tasks: [reader, writer],
+            tasks: vec![reader, writer],
         };
         if let Some(key) = transport.key() {
             authenticate(&endpoint, &key, hello, opts.connect_timeout).await?;
@@ -217,9 +219,15 @@ impl Connection {
             .request(opcode::CONNECT, 0, body, Bytes::new(), opts.connect_timeout)
             .await?;
         let result: WireResult<ConnectReply> = weft_proto::decode(&frame.body)?;
+        let reply = result.map_err(RpcError::Handshake)?;
+        if let (Some(every), Link::Stream { tasks, .. }) =
+            (ping_interval(reply.evict_timeout_ms), &mut link)
+        {
+            tasks.push(tokio::spawn(ping_loop(endpoint.clone(), every)));
+        }
         Ok(Connection {
             link,
-            reply: result.map_err(RpcError::Handshake)?,
+            reply,
             opts: opts.clone(),
         })
     }
@@ -348,6 +356,32 @@ impl Connection {
     }
 }
 
+/// How often a client pings a server that evicts peers silent for `evict_timeout_ms`
+/// (none if it never does): four times within the timeout, so a lost or late ping or two
+/// never gets a live node evicted.
+fn ping_interval(evict_timeout_ms: u64) -> Option<Duration> {
+    (evict_timeout_ms > 0).then(|| Duration::from_millis((evict_timeout_ms / 4).max(50)))
+}
+
+/// Pings the server every `every` for as long as the connection lives, so that it hears
+/// from this node even while no request is in flight (Lustre's pinger). One ping at a
+/// time; a ping left unanswered is not an error here (a busy or stopped server answers
+/// later), requests find a broken connection themselves.
+async fn ping_loop(ep: Arc<Endpoint>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        if ep.is_closed() {
+            return;
+        }
+        if let Err(e) = ep
+            .request(opcode::PING, 0, Vec::new(), Bytes::new(), every * 4)
+            .await
+        {
+            tracing::debug!(peer = %ep.peer, error = %e, "ping not answered");
+        }
+    }
+}
+
 async fn reader_loop(
     mut r: BufReader<BoxRead>,
     ep: Arc<Endpoint>,
@@ -395,12 +429,17 @@ async fn reader_loop(
 
 /// A connection that is opened on first use and opened again after it breaks. Requests
 /// that fail on a broken connection return the error; callers decide whether to resend.
+///
+/// A connect reply saying the target evicted this node moves the node's
+/// [`ClientSession`] to a new epoch; from then on a request whose context carries an older
+/// epoch fails with [`RpcError::Evicted`] without being sent (see [`crate::session`]).
 pub struct Reconnecting {
     transport: Arc<dyn Transport>,
     addr: parking_lot::RwLock<String>,
     hello: ConnectRequest,
     callbacks: Option<Arc<dyn CallbackHandler>>,
     opts: ClientOptions,
+    session: Arc<ClientSession>,
     current: tokio::sync::Mutex<Option<Arc<Connection>>>,
 }
 
@@ -419,8 +458,20 @@ impl Reconnecting {
             hello,
             callbacks,
             opts,
+            session: Arc::default(),
             current: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The same, sharing `session` (the node's other connections') instead of one of its
+    /// own.
+    pub fn with_session(self, session: Arc<ClientSession>) -> Self {
+        Self { session, ..self }
+    }
+
+    /// The session this connection's evictions are recorded in.
+    pub fn session(&self) -> &Arc<ClientSession> {
+        &self.session
     }
 
     /// Points future connections at a new address (the target moved).
@@ -455,7 +506,30 @@ impl Reconnecting {
             )
             .await?,
         );
+        if c.connect_reply().evicted {
+            let epoch = self.session.evicted();
+            tracing::warn!(
+                target = %self.hello.target,
+                server = %addr,
+                epoch,
+                "this node was evicted by the server (silent past its timeout): changes cached before are dropped, files opened before fail with EIO"
+            );
+        }
         *cur = Some(c.clone());
+        Ok(c)
+    }
+
+    /// The open connection for a request in `ctx`: refused if the request carries content
+    /// of an epoch before an eviction — checked after connecting, so that the connection
+    /// whose handshake announced the eviction never carries such a request.
+    async fn connection_for(
+        &self,
+        ctx: &crate::RequestContext,
+    ) -> Result<Arc<Connection>, RpcError> {
+        let c = self.connection().await?;
+        if !self.session.admits(ctx.epoch) {
+            return Err(RpcError::Evicted);
+        }
         Ok(c)
     }
 
@@ -489,7 +563,7 @@ impl Reconnecting {
         req: &Req,
         bulk: Bytes,
     ) -> Result<(Rep, Bytes), RpcError> {
-        let c = self.connection().await?;
+        let c = self.connection_for(ctx).await?;
         let r = c.call_in(ctx, req, bulk).await;
         self.forget_if_broken(&c, &r).await;
         r
@@ -508,7 +582,7 @@ impl Reconnecting {
         bulk: Bytes,
         timeout: Duration,
     ) -> (bool, Result<(Rep, Bytes), RpcError>) {
-        let c = match self.connection().await {
+        let c = match self.connection_for(ctx).await {
             Ok(c) => c,
             Err(e) => return (false, Err(e)),
         };

@@ -33,6 +33,11 @@ pub struct RequestContext {
     pub acked: u64,
     /// When the caller stops waiting; `None`: the connection's request timeout.
     pub deadline: Option<Instant>,
+    /// The [`crate::ClientSession`] epoch the request's content belongs to (a file's
+    /// writes carry the epoch it was opened in): a request from before an eviction of the
+    /// node is refused before it is sent ([`crate::RpcError::Evicted`]). `None`: sent
+    /// whatever happened. Stays on the client: not part of the header.
+    pub epoch: Option<u64>,
 }
 
 impl RequestContext {
@@ -59,6 +64,15 @@ impl RequestContext {
         }
     }
 
+    /// The same context for content of session epoch `epoch` (see
+    /// [`RequestContext::epoch`]).
+    pub fn in_epoch(self, epoch: u64) -> Self {
+        Self {
+            epoch: Some(epoch),
+            ..self
+        }
+    }
+
     /// The job id, if any.
     pub fn jobid(&self) -> Option<&str> {
         self.jobid.as_deref()
@@ -72,6 +86,7 @@ impl RequestContext {
             seq: header.seq,
             acked: header.acked,
             deadline: None,
+            epoch: None,
         }
     }
 

@@ -31,6 +31,13 @@ pub enum RpcError {
     /// The handshake was refused or answered unexpectedly.
     #[error("handshake refused: {0}")]
     Handshake(WireError),
+    /// Not sent: the request carries what this node cached before a server evicted it
+    /// (its [`crate::RequestContext::epoch`] is older than the node's
+    /// [`crate::ClientSession`]), and that must never reach a server.
+    #[error(
+        "this node was evicted by a server since the file was opened: its cached changes are dropped"
+    )]
+    Evicted,
 }
 
 impl RpcError {
@@ -39,7 +46,9 @@ impl RpcError {
         match self {
             RpcError::Remote(e) | RpcError::Handshake(e) => e.errno,
             RpcError::TimedOut(_) => Errno::TimedOut,
-            RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) => Errno::Io,
+            RpcError::Io { .. } | RpcError::Closed | RpcError::Frame(_) | RpcError::Evicted => {
+                Errno::Io
+            }
             RpcError::Codec(_) => Errno::Proto,
         }
     }

@@ -47,7 +47,22 @@ pub struct ServerOptions {
     /// TLS on every connection over a socket, with client certificates required (see
     /// [`crate::tls`]); it must have a server side ([`Tls::for_server`]). `None`: plain TCP.
     pub tls: Option<Arc<Tls>>,
+    /// How long a connected peer may stay silent (no request, no ping) before it is
+    /// evicted: its connection dropped and its state released at once
+    /// ([`crate::Service::evicted`]) instead of kept for its return, and its next
+    /// connection told so (see [`crate::session`]). `None`: never. Peers ping four times
+    /// within it; in-process peers are never evicted.
+    pub evict_timeout: Option<Duration>,
 }
+
+/// The default [`ServerOptions::evict_timeout`]: longer than a server restart or a short
+/// network outage, which must be a pause (the fault campaign's are up to 30 s), and than
+/// the 60 s a broken connection's handles and locks wait for their client.
+pub const DEFAULT_EVICT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Evicted nodes remembered per server for their return, at most (the oldest are
+/// forgotten first: a node that returns after that many others were evicted is not told).
+const EVICTED_REMEMBERED: usize = 65_536;
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -59,6 +74,7 @@ impl Default for ServerOptions {
             local_servers: None,
             key: None,
             tls: None,
+            evict_timeout: Some(DEFAULT_EVICT_TIMEOUT),
         }
     }
 }
@@ -164,12 +180,31 @@ pub(crate) struct Shared {
     total_budget: Arc<Semaphore>,
     pub(crate) next_conn_id: AtomicU64,
     stop: watch::Receiver<bool>,
+    /// Nodes evicted from a target and not connected to it since, with when.
+    evicted: parking_lot::Mutex<HashMap<(TargetId, uuid::Uuid), std::time::Instant>>,
 }
 
 impl Shared {
     /// Whether the server is shutting down.
     pub(crate) fn is_stopping(&self) -> bool {
         *self.stop.borrow()
+    }
+
+    /// Remembers that `node` was evicted from `target`, to tell its next connection.
+    fn remember_eviction(&self, target: TargetId, node: uuid::Uuid) {
+        let mut evicted = self.evicted.lock();
+        if evicted.len() >= EVICTED_REMEMBERED
+            && let Some(oldest) = evicted.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k)
+        {
+            evicted.remove(&oldest);
+        }
+        evicted.insert((target, node), std::time::Instant::now());
+    }
+
+    /// Whether `node` was evicted from `target` since its last connection (and forgets it:
+    /// the node is told once).
+    fn take_eviction(&self, target: TargetId, node: uuid::Uuid) -> bool {
+        self.evicted.lock().remove(&(target, node)).is_some()
     }
 }
 
@@ -202,6 +237,7 @@ impl Server {
             opts,
             next_conn_id: AtomicU64::new(1),
             stop: stop_rx,
+            evicted: parking_lot::Mutex::default(),
         });
         if let Some(local) = &shared.opts.local_servers {
             local.register(local_addr, &shared);
@@ -342,19 +378,36 @@ async fn serve_connection(
             auth,
         });
         tracing::debug!(peer = %addr, target = %hello.target, client = %hello.client_uuid, "connected");
-        tokio::select! {
-            _ = stop.changed() => {}
-            reason = request_loop(&mut r, &endpoint, &service, &peer, &shared) => {
-                if let Some(reason) = reason {
-                    tracing::warn!(peer = %addr, target = %hello.target, %reason, "closing connection");
-                }
-            }
-        }
+        let ended = tokio::select! {
+            _ = stop.changed() => Ended::Left,
+            ended = request_loop(&mut r, &endpoint, &service, &peer, &shared) => ended,
+        };
         // Closed first, so that a request still in flight can tell (through its peer's
         // callback sender) that the connection is gone and leave no state behind after
         // `disconnected` has cleaned up.
         endpoint.close();
-        service.disconnected(&peer);
+        match ended {
+            Ended::Left => service.disconnected(&peer),
+            Ended::Misbehaved(reason) => {
+                tracing::warn!(peer = %addr, target = %hello.target, %reason, "closing connection");
+                service.disconnected(&peer);
+            }
+            Ended::Silent(after) => {
+                tracing::warn!(
+                    peer = %addr,
+                    target = %hello.target,
+                    client = %hello.client_uuid,
+                    silent_s = after.as_secs_f64(),
+                    "evicting a client silent past the eviction timeout: its locks, handles and grants are released"
+                );
+                // The MGS holds nothing a node could lose: its peers are only told of
+                // evictions by targets that held their state.
+                if hello.target.kind != weft_proto::TargetKind::Mgs {
+                    shared.remember_eviction(hello.target, hello.client_uuid);
+                }
+                service.evicted(&peer);
+            }
+        }
     }
     endpoint.close();
     drop(endpoint);
@@ -512,7 +565,13 @@ async fn handshake(
     };
     let reply: WireResult<ConnectReply> = accepted
         .as_ref()
-        .map(|(reply, _, _)| reply.clone())
+        .map(|(reply, _, hello)| ConnectReply {
+            evicted: shared.take_eviction(hello.target, hello.client_uuid),
+            evict_timeout_ms: shared.opts.evict_timeout.map_or(0, |t| {
+                u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+            }),
+            ..reply.clone()
+        })
         .map_err(Clone::clone);
     answer_handshake(endpoint, &frame, &reply).await?;
     let auth = match proved {
@@ -543,42 +602,76 @@ pub(crate) fn handshake_reply(
         target_uuid: service.uuid(),
         features: hello.features & FEATURES_SUPPORTED,
         protocol_version: PROTOCOL_VERSION,
+        evicted: false,
+        evict_timeout_ms: 0,
     };
     Ok((reply, service))
 }
 
-/// Serves requests until the peer leaves (`None`) or misbehaves (`Some(reason)`).
+/// How a connection's request loop ended.
+enum Ended {
+    /// The peer closed it, it broke, or the server is stopping.
+    Left,
+    /// The peer broke the protocol.
+    Misbehaved(String),
+    /// The peer said nothing for this long, past the eviction timeout.
+    Silent(Duration),
+}
+
+/// Waits until the peer has sent something (or closed): false if it stays silent for
+/// `limit`. Looks once more, briefly, before saying so: a server that was itself stopped
+/// (SIGSTOP, a VM pause) finds its timer expired and its peers' pings waiting in the
+/// socket, and must not evict them for its own silence.
+async fn heard_within(r: &mut BufReader<BoxRead>, limit: Duration) -> bool {
+    use tokio::io::AsyncBufReadExt;
+    for wait in [limit, Duration::from_secs(1)] {
+        if tokio::time::timeout(wait, r.fill_buf()).await.is_ok() {
+            return true;
+        }
+    }
+    false
+}
+
+/// Serves requests until the peer leaves, misbehaves or stays silent past the eviction
+/// timeout.
 async fn request_loop(
     r: &mut BufReader<BoxRead>,
     endpoint: &Arc<Endpoint>,
     service: &Arc<dyn Service>,
     peer: &Arc<crate::service::Peer>,
     shared: &Shared,
-) -> Option<String> {
+) -> Ended {
     let conn_budget = Arc::new(Semaphore::new(shared.opts.conn_budget_bytes / BUDGET_UNIT));
     let conn_requests = Arc::new(Semaphore::new(shared.opts.conn_max_requests));
     loop {
+        if let Some(limit) = shared.opts.evict_timeout
+            && !heard_within(r, limit).await
+        {
+            return Ended::Silent(limit);
+        }
         let header = match conn::read_header(r).await {
             Ok(Some(h)) => h,
-            Ok(None) => return None,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Some(e.to_string()),
+            Ok(None) => return Ended::Left,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Ended::Misbehaved(e.to_string());
+            }
             Err(e) => {
                 tracing::debug!(peer = %peer.addr, error = %e, "connection lost");
-                return None;
+                return Ended::Left;
             }
         };
         if header.is_reply() {
             if !header.is_callback() {
-                return Some("reply frame from a client".into());
+                return Ended::Misbehaved("reply frame from a client".into());
             }
             match conn::read_payload(r, header).await {
                 Ok(frame) => endpoint.complete(frame),
-                Err(e) => return Some(e.to_string()),
+                Err(e) => return Ended::Misbehaved(e.to_string()),
             }
             continue;
         }
         if header.is_callback() {
-            return Some("callback request from a client".into());
+            return Ended::Misbehaved("callback request from a client".into());
         }
         // Reserve memory for the payload before reading it: a flood of large requests
         // waits here, and TCP pushes back on the sender.
@@ -589,12 +682,14 @@ async fn request_loop(
             conn_budget.clone().acquire_many_owned(units).await,
             shared.total_budget.clone().acquire_many_owned(units).await,
         ) else {
-            return Some("budget closed".into());
+            return Ended::Misbehaved("budget closed".into());
         };
         let frame = match conn::read_payload(r, header).await {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Some(e.to_string()),
-            Err(_) => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Ended::Misbehaved(e.to_string());
+            }
+            Err(_) => return Ended::Left,
         };
         let (service, peer, endpoint) = (service.clone(), peer.clone(), endpoint.clone());
         tokio::spawn(async move {

@@ -91,6 +91,13 @@ pub trait Handler: Send + Sync + 'static {
     /// Called once when a peer's connection to this target closes.
     fn disconnected(&self, _peer: &Peer) {}
 
+    /// Called once, instead of [`Handler::disconnected`], when the server evicts the peer
+    /// (silent past the eviction timeout, see [`crate::session`]): what it held is to be
+    /// released at once, not kept for its return. The default treats it as a disconnect.
+    fn evicted(&self, peer: &Peer) {
+        self.disconnected(peer);
+    }
+
     /// Counters particular to this target, reported with its operation statistics.
     fn counters(&self) -> Vec<weft_proto::handshake::Counter> {
         Vec::new()
@@ -133,6 +140,8 @@ pub trait Service: Send + Sync + 'static {
     fn stats(&self) -> ServiceStats;
     /// Called once when a peer's connection closes.
     fn disconnected(&self, peer: &Peer);
+    /// Called once, instead of [`Service::disconnected`], when the peer is evicted.
+    fn evicted(&self, peer: &Peer);
 }
 
 /// Adapts a typed [`Handler`] to [`Service`]: decodes bodies, checks opcodes, counts
@@ -143,6 +152,8 @@ pub struct TypedService<H> {
     handler: Arc<H>,
     stats: OpStatsTable,
     jobs: JobStatsTable,
+    /// Peers evicted from this target.
+    evictions: std::sync::atomic::AtomicU64,
 }
 
 impl<H: Handler> TypedService<H> {
@@ -154,6 +165,7 @@ impl<H: Handler> TypedService<H> {
             handler,
             stats: OpStatsTable::default(),
             jobs: JobStatsTable::default(),
+            evictions: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -268,6 +280,10 @@ impl<H: Handler> Service for TypedService<H> {
                     name: "job_cleanup_interval".into(),
                     value: crate::stats::job_cleanup_interval(),
                 });
+                c.push(weft_proto::handshake::Counter {
+                    name: "evictions".into(),
+                    value: self.evictions.load(std::sync::atomic::Ordering::Relaxed),
+                });
                 c
             },
             jobs: self.jobs.snapshot(),
@@ -276,5 +292,11 @@ impl<H: Handler> Service for TypedService<H> {
 
     fn disconnected(&self, peer: &Peer) {
         self.handler.disconnected(peer);
+    }
+
+    fn evicted(&self, peer: &Peer) {
+        self.evictions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.handler.evicted(peer);
     }
 }

@@ -319,8 +319,14 @@ async fn unknown_opcodes_and_malformed_bodies_get_errors_and_the_connection_live
 }
 
 async fn raw_handshake(addr: &str) -> tokio::net::TcpStream {
+    raw_handshake_as(addr, &hello(FS, TargetId::ost(0))).await
+}
+
+/// Connects a raw socket with `hello` and reads the answer: a peer that sends only what
+/// the test writes (no pings).
+async fn raw_handshake_as(addr: &str, hello: &ConnectRequest) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = weft_proto::encode(&hello(FS, TargetId::ost(0))).unwrap();
+    let body = weft_proto::encode(hello).unwrap();
     let h = FrameHeader::new(opcode::CONNECT, 0, 1, &body, &[]).unwrap();
     s.write_all(&h.encode()).await.unwrap();
     s.write_all(&body).await.unwrap();
@@ -332,10 +338,15 @@ async fn raw_handshake(addr: &str) -> tokio::net::TcpStream {
     s
 }
 
-/// Reads until the server closes the stream; fails if it does not within a second.
-async fn expect_closed(mut s: tokio::net::TcpStream) {
+/// Reads until the server closes the stream; fails if it does not within two seconds.
+async fn expect_closed(s: tokio::net::TcpStream) {
+    expect_closed_within(s, Duration::from_secs(2)).await;
+}
+
+/// Reads until the server closes the stream; fails if it does not within `limit`.
+async fn expect_closed_within(mut s: tokio::net::TcpStream, limit: Duration) {
     let mut buf = [0u8; 1024];
-    let closed = tokio::time::timeout(Duration::from_secs(2), async {
+    let closed = tokio::time::timeout(limit, async {
         loop {
             match s.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -632,4 +643,72 @@ async fn the_callers_context_reaches_the_handler() {
             .unwrap();
         assert_eq!(seen, "None 0 0", "{addr}");
     }
+}
+
+/// Eviction (see `weft_rpc::session`): a connected client pings, so a server with a short
+/// eviction timeout keeps it however long it idles; a peer that stays silent is evicted
+/// (its connection closed, the target counting it), and its node's next connection is told
+/// so, once; a `Reconnecting` told so refuses, before sending, a request carrying content
+/// of the epoch before the eviction, and sends everything else.
+#[tokio::test]
+async fn silent_peers_are_evicted_and_their_node_refuses_its_older_content() {
+    let (_server, addr) = start_with(ServerOptions {
+        evict_timeout: Some(Duration::from_millis(400)),
+        ..ServerOptions::default()
+    })
+    .await;
+    let live = connect(&addr, None).await;
+    assert_eq!(live.connect_reply().evict_timeout_ms, 400);
+    assert!(!live.connect_reply().evicted);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(echo(&live, "idle but alive").await, "idle but alive");
+
+    let mut node = hello(FS, TargetId::ost(0));
+    let silent = raw_handshake_as(&addr, &node).await;
+    expect_closed_within(silent, Duration::from_secs(5)).await;
+    let evictions = |s: &weft_proto::handshake::ServiceStats| {
+        s.counters
+            .iter()
+            .find(|c| c.name == "evictions")
+            .map(|c| c.value)
+    };
+    assert_eq!(evictions(&live.stats().await.unwrap()), Some(1));
+
+    let session = Arc::new(weft_rpc::ClientSession::new());
+    let before = RequestContext::new().in_epoch(session.epoch());
+    let back = weft_rpc::Reconnecting::new(
+        Arc::new(transport()),
+        addr.clone(),
+        node.clone(),
+        None,
+        ClientOptions::default(),
+    )
+    .with_session(session.clone());
+    let stale: Result<(String, Bytes), _> = back
+        .call_in(&before, &EchoRequest::Echo("stale".into()), Bytes::new())
+        .await;
+    assert!(matches!(stale, Err(RpcError::Evicted)), "{stale:?}");
+    assert_eq!(session.epoch(), 1);
+    let fresh = RequestContext::new().in_epoch(session.epoch());
+    let (s, _): (String, _) = back
+        .call_in(&fresh, &EchoRequest::Echo("fresh".into()), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(s, "fresh");
+    let (s, _): (String, _) = back
+        .call(&EchoRequest::Echo("unbound".into()), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(s, "unbound");
+
+    // Told once: the node's next connection starts clean; another node never was.
+    let again = Connection::connect(&transport(), &addr, &node, None, &ClientOptions::default())
+        .await
+        .unwrap();
+    assert!(!again.connect_reply().evicted);
+    node.client_uuid = Uuid::new_v4();
+    let other = Connection::connect(&transport(), &addr, &node, None, &ClientOptions::default())
+        .await
+        .unwrap();
+    assert!(!other.connect_reply().evicted);
 }

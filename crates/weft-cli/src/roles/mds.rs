@@ -35,6 +35,8 @@ pub struct MdsArgs {
     pub key: crate::key::KeyArgs,
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
+    #[command(flatten)]
+    pub evict: super::EvictArgs,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -165,7 +167,8 @@ pub async fn stop(mdts: &[Arc<Mdt>]) {
 pub async fn run(args: MdsArgs) -> Result<()> {
     let route = super::Route::new(false)
         .with_key(args.key.server_key()?)
-        .with_tls(args.tls.server()?);
+        .with_tls(args.tls.server()?)
+        .with_evict_timeout(args.evict.timeout());
     let cluster =
         super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout), &route).await?;
     let router = Router::new(cluster.fsname());

@@ -29,6 +29,8 @@ pub struct MgsArgs {
     pub key: crate::key::KeyArgs,
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
+    #[command(flatten)]
+    pub evict: super::EvictArgs,
 }
 
 /// Opens the MGS and adds its service to `router`.
@@ -87,7 +89,8 @@ pub async fn run(args: MgsArgs) -> Result<()> {
         router.clone(),
         &super::Route::new(false)
             .with_key(args.key.server_key()?)
-            .with_tls(args.tls.server()?),
+            .with_tls(args.tls.server()?)
+            .with_evict_timeout(args.evict.timeout()),
     )
     .await?;
     let metrics = match &args.metrics {

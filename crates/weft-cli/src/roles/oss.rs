@@ -34,6 +34,8 @@ pub struct OssArgs {
     pub key: crate::key::KeyArgs,
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
+    #[command(flatten)]
+    pub evict: super::EvictArgs,
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
@@ -72,7 +74,8 @@ pub async fn start(
 pub async fn run(args: OssArgs) -> Result<()> {
     let route = super::Route::new(false)
         .with_key(args.key.server_key()?)
-        .with_tls(args.tls.server()?);
+        .with_tls(args.tls.server()?)
+        .with_evict_timeout(args.evict.timeout());
     let cluster =
         super::connect_mgs(&args.mgs, "", Duration::from_secs(args.mgs_timeout), &route).await?;
     let router = Router::new(cluster.fsname());

@@ -54,6 +54,8 @@ pub struct UpArgs {
     pub key: crate::key::KeyArgs,
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
+    #[command(flatten)]
+    pub evict: super::EvictArgs,
 }
 
 /// Runs until SIGINT/SIGTERM.
@@ -68,7 +70,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let mgs = super::mgs::start(&args.data.join("mgs"), Some(&args.fsname), &router).await?;
     let route = super::Route::new(args.rpc_sockets)
         .with_key(args.key.server_key()?)
-        .with_tls(args.tls.server()?);
+        .with_tls(args.tls.server()?)
+        .with_evict_timeout(args.evict.timeout());
     let server = super::listen(&args.listen, router.clone(), &route).await?;
     let address = server.local_addr().to_string();
     let cluster =

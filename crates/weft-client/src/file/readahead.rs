@@ -231,7 +231,7 @@ impl File {
         offset: u64,
         len: u64,
     ) -> Option<Parts> {
-        if self.access == AccessMode::Write {
+        if self.access == AccessMode::Write || self.evicted() {
             return None;
         }
         let mut st = self.state.try_lock().ok()?;

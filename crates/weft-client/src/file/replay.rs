@@ -20,6 +20,8 @@ impl File {
     {
         let handle = self.handle();
         match call(handle).await {
+            // An eviction closed the handle on purpose: not opened again.
+            Err(e) if e.errno() == Errno::BadF && self.evicted() => Err(super::evicted_error()),
             Err(e) if e.errno() == Errno::BadF => {
                 self.reopen(handle).await?;
                 call(self.handle()).await

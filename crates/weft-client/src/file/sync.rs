@@ -153,6 +153,9 @@ impl File {
     /// Its requests go in the context the file was opened in.
     pub async fn close(&self) -> Result<(), ClientError> {
         let mut st = self.state.lock().await;
+        if !st.closed && self.evicted() {
+            return self.close_evicted(&mut st).await;
+        }
         self.check_open(&st)?;
         let flushed = self.flush_locked(self.client.context(), &mut st).await;
         st.closed = true;
@@ -169,5 +172,27 @@ impl File {
             .on_handle(|h| self.mdt.close(h, size, blocks, modified))
             .await;
         flushed.and(closed)
+    }
+
+    /// Ends a handle opened before this node was evicted: the MDT closed it already, so
+    /// nothing is sent; buffered changes are dropped. EIO if it had changes (they were
+    /// refused or are dropped now), else nothing to report.
+    async fn close_evicted(&self, st: &mut State) -> Result<(), ClientError> {
+        self.settle(st).await;
+        st.dirty.clear();
+        self.client
+            .release_dirty(std::mem::take(&mut st.dirty_bytes));
+        st.closed = true;
+        if let Some(local) = self.local.write().take()
+            && local.kind == Kind::ReadWrite
+        {
+            self.client.pcc_rw_closed(&local.pcc, local.fid);
+        }
+        let lost = st.modified || st.error.take().is_some();
+        if lost {
+            Err(super::evicted_error())
+        } else {
+            Ok(())
+        }
     }
 }

@@ -74,7 +74,9 @@ impl File {
                 }
             }
         }
-        let (client, ctx) = (self.client.clone(), ctx.clone());
+        // The data is this handle's: after an eviction it must not be sent (see
+        // `weft_rpc::session`), however long its flush waits for the connection.
+        let (client, ctx) = (self.client.clone(), ctx.clone().in_epoch(self.epoch));
         st.flushing = Some(tokio::spawn(async move {
             let result = async {
                 let mut touched = Vec::new();
@@ -210,7 +212,12 @@ impl File {
     pub fn try_write_buffered_in(&self, ctx: &RequestContext, offset: u64, data: &[u8]) -> bool {
         let len = data.len() as u64;
         let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE);
-        if self.access == AccessMode::Read || self.append || len == 0 || len > part {
+        if self.access == AccessMode::Read
+            || self.append
+            || len == 0
+            || len > part
+            || self.evicted()
+        {
             return false;
         }
         let Ok(mut st) = self.state.try_lock() else {

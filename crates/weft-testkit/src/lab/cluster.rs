@@ -21,6 +21,9 @@ pub struct LabSpec {
     /// Each OSS host's data on a disk of this many MiB ([`Lab::small_disk`]), so a test
     /// can fill its OSTs; on the lab's disk otherwise.
     pub oss_disk_mib: Option<u64>,
+    /// Flags added to every server role (MGS, MDS and each OSS), e.g.
+    /// `--evict-timeout 3`.
+    pub server_args: Vec<String>,
 }
 
 /// One client host's mount.
@@ -93,7 +96,10 @@ impl LabCluster {
                 mgs_addr.clone(),
                 "--fsname".into(),
                 FSNAME.into(),
-            ],
+            ]
+            .into_iter()
+            .chain(spec.server_args.iter().cloned())
+            .collect(),
         )?;
         let mds = lab.start(
             &spec.servers,
@@ -107,7 +113,10 @@ impl LabCluster {
                 format!("{server_addr}:9401"),
                 "--mdt".into(),
                 format!("0={}", s(sdir.join("mdt0"))),
-            ],
+            ]
+            .into_iter()
+            .chain(spec.server_args.iter().cloned())
+            .collect(),
         )?;
         let mut oss = Vec::new();
         let mut next_ost = 0;
@@ -128,6 +137,7 @@ impl LabCluster {
                 ));
                 next_ost += 1;
             }
+            args.extend(spec.server_args.iter().cloned());
             oss.push(lab.start(host, &format!("oss-{host}"), bin, args)?);
         }
         let mut cluster = Self {
