@@ -5,7 +5,9 @@
 //!
 //! Lock holders are forked children: POSIX locks belong to a process, so the holder and
 //! the contender must be different processes. A child only makes raw system calls (no
-//! allocation) and is driven over a pair of pipes.
+//! allocation) and is driven over a pair of pipes. Other tests use them as a descriptor
+//! no process the test starts inherits (the eviction test's buffered writes: a child's
+//! `execve` closing an inherited descriptor makes the mount flush it).
 
 use crate::bin;
 use crate::fuse_common::{FuseMount, cpath};
@@ -19,7 +21,7 @@ use weft_testkit::wait_until;
 /// A command to a holder: what to do, then start and length for the byte-range ones.
 #[derive(Clone, Copy)]
 #[repr(u8)]
-enum Cmd {
+pub(crate) enum Cmd {
     /// `F_SETLK` write lock.
     Write = b'w',
     /// `F_SETLKW` write lock.
@@ -36,10 +38,14 @@ enum Cmd {
     OpenClose = b'o',
     /// Closes the locked descriptor.
     Close = b'c',
+    /// Writes `len` bytes of 0xAB at `start` (`pwrite`, no fsync).
+    Fill = b'd',
+    /// `fsync` of the descriptor.
+    Fsync = b's',
 }
 
 /// A forked process holding a descriptor of one file.
-struct Holder {
+pub(crate) struct Holder {
     pid: libc::pid_t,
     cmd: OwnedFd,
     ev: OwnedFd,
@@ -92,6 +98,22 @@ fn holder_main(path: &std::ffi::CStr, cmd: i32, ev: i32) -> ! {
                     if other < 0 { -1 } else { libc::close(other) }
                 }
                 b'c' => libc::close(fd),
+                b'd' => {
+                    let chunk = [0xABu8; 4096];
+                    let mut done = 0u64;
+                    let mut ret = 0;
+                    while done < len {
+                        let n = (len - done).min(4096) as usize;
+                        let w = libc::pwrite(fd, chunk.as_ptr().cast(), n, (start + done) as i64);
+                        if w <= 0 {
+                            ret = -1;
+                            break;
+                        }
+                        done += w as u64;
+                    }
+                    ret
+                }
+                b's' => libc::fsync(fd),
                 _ => libc::_exit(2),
             };
             r = if ret < 0 {
@@ -106,7 +128,7 @@ fn holder_main(path: &std::ffi::CStr, cmd: i32, ev: i32) -> ! {
 
 impl Holder {
     /// Forks a process that opens `path` read-write and waits for commands.
-    fn spawn(path: &Path) -> Holder {
+    pub(crate) fn spawn(path: &Path) -> Holder {
         let c = cpath(path);
         let (cmd_r, cmd_w) = pipe();
         let (ev_r, ev_w) = pipe();
@@ -131,7 +153,7 @@ impl Holder {
         h
     }
 
-    fn send(&self, cmd: Cmd, start: u64, len: u64) {
+    pub(crate) fn send(&self, cmd: Cmd, start: u64, len: u64) {
         let mut buf = [0u8; 17];
         buf[0] = cmd as u8;
         buf[1..9].copy_from_slice(&start.to_le_bytes());
@@ -142,7 +164,7 @@ impl Holder {
     }
 
     /// The child's answer (0 or an errno), or `None` if none came within `timeout`.
-    fn reply(&self, timeout: Duration) -> Option<i32> {
+    pub(crate) fn reply(&self, timeout: Duration) -> Option<i32> {
         let mut p = libc::pollfd {
             fd: self.ev.as_raw_fd(),
             events: libc::POLLIN,
@@ -160,14 +182,14 @@ impl Holder {
     }
 
     /// Runs a command and returns its answer.
-    fn run(&self, cmd: Cmd, start: u64, len: u64) -> i32 {
+    pub(crate) fn run(&self, cmd: Cmd, start: u64, len: u64) -> i32 {
         self.send(cmd, start, len);
         self.reply(Duration::from_secs(20))
             .expect("the holder did not answer")
     }
 
     /// Sends SIGKILL and reaps the child; returns whether it died within `timeout`.
-    fn kill(&self, timeout: Duration) -> bool {
+    pub(crate) fn kill(&self, timeout: Duration) -> bool {
         // SAFETY: kill(2) and waitpid(2) on our own child.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         let deadline = Instant::now() + timeout;
