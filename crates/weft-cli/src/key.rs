@@ -12,7 +12,7 @@ use weft_proto::handshake::AuthRole;
 use weft_rpc::{ClusterKey, Tcp, Transport};
 
 /// The environment variable naming a key file, for commands without `--key`.
-pub const KEY_ENV: &str = "WEFT_KEY";
+pub const KEY_ENV: &str = weft_rpc::transport::KEY_VAR;
 
 /// The `--key` flag of servers and mounts.
 #[derive(Args, Debug, Clone, Default)]
@@ -62,7 +62,7 @@ pub fn transport(
 /// `WEFT_TLS_CA` is set (see [`crate::tls`]).
 pub fn cluster_options() -> Result<weft_client::ClusterOptions> {
     Ok(weft_client::ClusterOptions {
-        transport: transport(load(None)?, crate::tls::from_env()?),
+        transport: Arc::new(Tcp::from_env()?),
         ..Default::default()
     })
 }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use weft_rpc::{Tls, TlsFiles};
 
 /// The environment variables standing for the flags.
-pub const CA_ENV: &str = "WEFT_TLS_CA";
+pub const CA_ENV: &str = weft_rpc::transport::TLS_CA_VAR;
 /// See [`CA_ENV`].
-pub const CERT_ENV: &str = "WEFT_TLS_CERT";
+pub const CERT_ENV: &str = weft_rpc::transport::TLS_CERT_VAR;
 /// See [`CA_ENV`].
-pub const KEY_ENV: &str = "WEFT_TLS_KEY";
+pub const KEY_ENV: &str = weft_rpc::transport::TLS_KEY_VAR;
 
 /// The TLS flags of servers and mounts. With `--tls-ca`, every connection over a socket is
 /// TLS: servers need `--tls-cert`/`--tls-key` (a certificate of that CA for the addresses
@@ -88,9 +88,4 @@ impl TlsArgs {
         }
         out
     }
-}
-
-/// The TLS of a tool: from the `WEFT_TLS_*` variables, if set.
-pub fn from_env() -> Result<Option<Arc<Tls>>> {
-    TlsArgs::default().client()
 }

@@ -78,35 +78,9 @@ const FIRST_MDT_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 /// file, the client key of a cluster that authenticates nodes) and `WEFT_TLS_CA`,
 /// `WEFT_TLS_CERT`, `WEFT_TLS_KEY` (the PEM files of a cluster that speaks TLS).
 fn options_from_env() -> Result<ClientOptions, ClientError> {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(std::path::PathBuf::from)
-    };
-    let invalid = |e: &dyn std::fmt::Display| ClientError::Invalid(e.to_string());
-    let key = match var("WEFT_KEY") {
-        Some(p) => Some(Arc::new(
-            weft_rpc::ClusterKey::load(&p).map_err(|e| invalid(&e))?,
-        )),
-        None => None,
-    };
-    let tls = match var("WEFT_TLS_CA") {
-        Some(ca) => {
-            let files = weft_rpc::TlsFiles {
-                ca,
-                cert: var("WEFT_TLS_CERT"),
-                key: var("WEFT_TLS_KEY"),
-            };
-            Some(Arc::new(
-                weft_rpc::Tls::load(&files).map_err(|e| invalid(&e))?,
-            ))
-        }
-        None => None,
-    };
+    let tcp = weft_rpc::Tcp::from_env().map_err(|e| ClientError::Invalid(e.to_string()))?;
     let mut opts = ClientOptions::default();
-    if key.is_some() || tls.is_some() {
-        opts.cluster.transport = Arc::new(weft_rpc::Tcp::sockets().with_key(key).with_tls(tls));
-    }
+    opts.cluster.transport = Arc::new(tcp);
     Ok(opts)
 }
 

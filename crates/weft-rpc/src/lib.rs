@@ -34,4 +34,4 @@ pub use service::{Handler, Peer, PeerAuth, Service, TypedService};
 pub use session::ClientSession;
 pub use stats::OpStatsTable;
 pub use tls::{Tls, TlsError, TlsFiles};
-pub use transport::{Tcp, TcpTransport, Transport};
+pub use transport::{EnvError, Tcp, TcpTransport, Transport};

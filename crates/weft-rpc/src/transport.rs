@@ -2,12 +2,14 @@
 //! also says which servers of this process its connections call directly instead
 //! ([`Transport::local_servers`]).
 
-use crate::auth::ClusterKey;
+use crate::auth::{ClusterKey, KeyError};
 use crate::local::LocalServers;
 use crate::service::BoxFuture;
-use crate::tls::Tls;
+use crate::tls::{Tls, TlsError, TlsFiles};
+use std::ffi::OsString;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -136,6 +138,53 @@ impl Tcp {
         self.tls = tls;
         self
     }
+
+    /// Every connection over a socket, proving the key and speaking the TLS that the
+    /// environment names ([`KEY_VAR`], [`TLS_CA_VAR`], [`TLS_CERT_VAR`], [`TLS_KEY_VAR`]),
+    /// if it does: how programs without flags (administration tools, the Python module)
+    /// secure their connections.
+    pub fn from_env() -> Result<Self, EnvError> {
+        Self::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// [`Tcp::from_env`] with the variables looked up by `var` (a harness's own list of
+    /// the variables it gives its servers). Empty values count as unset.
+    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> Result<Self, EnvError> {
+        let path = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let key = match path(KEY_VAR) {
+            Some(p) => Some(Arc::new(ClusterKey::load(&p)?)),
+            None => None,
+        };
+        let tls = match path(TLS_CA_VAR) {
+            Some(ca) => Some(Arc::new(Tls::load(&TlsFiles {
+                ca,
+                cert: path(TLS_CERT_VAR),
+                key: path(TLS_KEY_VAR),
+            })?)),
+            None => None,
+        };
+        Ok(Self::sockets().with_key(key).with_tls(tls))
+    }
+}
+
+/// The variable naming a cluster key file (see [`crate::auth`]).
+pub const KEY_VAR: &str = "WEFT_KEY";
+/// The variable naming the cluster CA's certificate: turns TLS on (see [`crate::tls`]).
+pub const TLS_CA_VAR: &str = "WEFT_TLS_CA";
+/// The variable naming this node's certificate.
+pub const TLS_CERT_VAR: &str = "WEFT_TLS_CERT";
+/// The variable naming this node's private key.
+pub const TLS_KEY_VAR: &str = "WEFT_TLS_KEY";
+
+/// Why the files the environment names do not secure connections.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// The key file of [`KEY_VAR`].
+    #[error("{KEY_VAR}: {0}")]
+    Key(#[from] KeyError),
+    /// The files of the `WEFT_TLS_*` variables.
+    #[error("WEFT_TLS_*: {0}")]
+    Tls(#[from] TlsError),
 }
 
 impl Transport for Tcp {

@@ -72,12 +72,9 @@ pub struct TestCluster {
     mounts: Vec<std::path::PathBuf>,
     /// Extra environment variables of every server process ([`TestCluster::start_with_env`]).
     env: Vec<(String, String)>,
-    /// The key the servers were given (`WEFT_KEY` in `env`), which this harness's clients
-    /// prove.
-    key: Option<Arc<weft_rpc::ClusterKey>>,
-    /// The TLS the servers were given (`WEFT_TLS_*` in `env`), which this harness's clients
-    /// use too.
-    tls: Option<Arc<weft_rpc::Tls>>,
+    /// How this harness's clients connect: proving the key and speaking the TLS the
+    /// servers were given (`WEFT_KEY`, `WEFT_TLS_*` in `env`), if any.
+    transport: Arc<weft_rpc::Tcp>,
 }
 
 /// Writes a new server key and its client key into `dir` (mode 0600), returning their paths
@@ -175,23 +172,10 @@ impl TestCluster {
                 mounts.push(m);
             }
         }
-        let key = match env.iter().find(|(k, _)| k == "WEFT_KEY") {
-            Some((_, path)) => Some(Arc::new(weft_rpc::ClusterKey::load(Path::new(path))?)),
-            None => None,
-        };
-        let tls_file = |name: &str| {
-            env.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| PathBuf::from(v))
-        };
-        let tls = match tls_file("WEFT_TLS_CA") {
-            Some(ca) => Some(Arc::new(weft_rpc::Tls::load(&weft_rpc::TlsFiles {
-                ca,
-                cert: tls_file("WEFT_TLS_CERT"),
-                key: tls_file("WEFT_TLS_KEY"),
-            })?)),
-            None => None,
-        };
+        // What the servers are given, this harness's clients use too.
+        let transport = weft_rpc::Tcp::from_vars(|name| {
+            env.iter().find(|(k, _)| k == name).map(|(_, v)| v.into())
+        })?;
         let d = dir.path();
         let (mgs_addr, mds_addr, oss_addr) = (
             format!("127.0.0.1:{}", free_port()?),
@@ -266,8 +250,7 @@ impl TestCluster {
             mdses: Vec::new(),
             mounts,
             env,
-            key,
-            tls,
+            transport: Arc::new(transport),
         };
         cluster.wait_ready().await?;
         Ok(cluster)
@@ -535,14 +518,10 @@ impl TestCluster {
 
     /// Options of this harness's clients: they prove the cluster's key, if it has one.
     pub fn cluster_options(&self) -> ClusterOptions {
-        let mut opts = ClusterOptions::default();
-        if self.key.is_some() || self.tls.is_some() {
-            let tcp = weft_rpc::Tcp::sockets()
-                .with_key(self.key.clone())
-                .with_tls(self.tls.clone());
-            opts.transport = Arc::new(tcp);
+        ClusterOptions {
+            transport: self.transport.clone(),
+            ..ClusterOptions::default()
         }
-        opts
     }
 
     /// A fresh client (its own node UUID and connections).
