@@ -9,7 +9,8 @@ use uuid::Uuid;
 /// misread new ones: bump it with every such change, and a mismatched peer gets a clear
 /// "protocol version N is not supported" at connect instead of garbled requests.
 /// 5: node authentication (challenge-response), RW-PCC records and waits.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: failover addresses in registrations and the configuration's targets.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Opcodes shared by every service (the handshake and liveness).
 pub mod opcode {

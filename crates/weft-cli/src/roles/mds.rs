@@ -147,7 +147,7 @@ pub async fn start(
             mdt.uuid(),
             Arc::new(MdtHandler::new(mdt.clone())),
         ));
-        super::register(cluster, id, mdt.uuid(), address).await?;
+        super::register(cluster, id, mdt.uuid(), address, &[]).await?;
         mdt.start_background();
         out.push(mdt);
     }
@@ -179,7 +179,7 @@ pub async fn run(args: MdsArgs) -> Result<()> {
         .iter()
         .map(|m| (TargetId::mdt(m.index()), m.uuid()))
         .collect();
-    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone(), vec![]);
+    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone(), vec![], vec![]);
     let metrics = match &args.metrics {
         Some(addr) => Some(
             crate::metrics::serve(addr, Metrics::new(router.clone(), mdts.clone(), vec![])).await?,
