@@ -25,6 +25,7 @@ mod compress;
 mod dne;
 mod dne_crash;
 mod dne_moves;
+mod failover;
 mod fuse_admin;
 mod fuse_client_params;
 mod fuse_dne;

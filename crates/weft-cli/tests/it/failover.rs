@@ -1,0 +1,237 @@
+//! Failover (issue 25): an OST served by a second OSS when its first dies. The two OSS
+//! processes share the OST directories (shared storage is a shared directory here); the
+//! standby waits on the directories' lock, takes the OSTs over when the primary is killed,
+//! and registers them from its own address; clients follow without an application error.
+
+use crate::bin;
+use crate::metrics::{scrape, value};
+use crate::support::weft;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use weft_client::OpenOptions;
+use weft_proto::mdt::{AccessMode, Credentials};
+use weft_proto::{Fid, LayoutTemplate, TargetId};
+use weft_testkit::{FSNAME, ServerProcess, TestCluster, free_port, pattern, wait_until_async};
+
+const MIB: u64 = 1 << 20;
+/// The file the reader reads: several stripes on each OST.
+const FILE_BYTES: u64 = 24 * MIB;
+
+/// Where each OST of the cluster is registered, by index.
+fn addresses(c: &weft_client::Cluster) -> Vec<(String, Vec<String>)> {
+    (0..2)
+        .map(|i| {
+            let config = c.config();
+            let t = config.target(TargetId::ost(i)).expect("OST registered");
+            (t.address.clone(), t.failover.clone())
+        })
+        .collect()
+}
+
+/// Writes `len` bytes of pattern `seed` into a new file `name` striped over both OSTs
+/// (1 MiB stripes), fsyncs and closes it.
+async fn write_striped(fs: &Arc<weft_client::Client>, name: &str, len: u64, seed: u64) {
+    let opts = OpenOptions {
+        access: AccessMode::ReadWrite,
+        create: Some(0o644),
+        exclusive: true,
+        truncate: false,
+        append: false,
+    };
+    let layout = LayoutTemplate::raid0(2, MIB, -1);
+    let f = fs
+        .open_in(
+            Fid::ROOT,
+            name.as_bytes(),
+            opts,
+            Some(layout),
+            &Credentials::root(),
+        )
+        .await
+        .unwrap();
+    let mut off = 0;
+    while off < len {
+        let n = (4 * MIB).min(len - off);
+        f.write_at(off, &pattern(off, n as usize, seed))
+            .await
+            .unwrap();
+        off += n;
+    }
+    f.fsync().await.unwrap();
+    f.close().await.unwrap();
+}
+
+/// The whole story of issue 25's item: a primary OSS serving OST0 and OST1 with
+/// `--failover` naming a standby; the standby started on the same directories waits and
+/// writes nothing while the primary lives (and an OSS without `--failover` is refused);
+/// a reader reads a file striped over both OSTs in a loop, every read going to the OSTs;
+/// the primary is killed (SIGKILL); the standby takes the OSTs over, the MGS moves them
+/// and counts the failovers, the reader sees a pause and the same bytes, new writes land,
+/// and `weft fsck -n` finds nothing wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_of_an_ost_to_a_second_oss_under_a_reader() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let d = tc.dir.path().to_owned();
+    let standby_addr = format!("127.0.0.1:{}", free_port().unwrap());
+    let standby_metrics = format!("127.0.0.1:{}", free_port().unwrap());
+
+    // The primary, restarted to name its standby.
+    tc.oss.stop().unwrap();
+    tc.oss.add_args(&["--failover", &standby_addr]);
+    tc.oss.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    let watcher = tc.client().await.unwrap();
+    wait_until_async(
+        "the MGS lists the standby as the OSTs' failover",
+        || async {
+            let _ = watcher.refresh().await;
+            addresses(&watcher)
+                .iter()
+                .all(|(a, f)| *a == tc.oss_addr && *f == vec![standby_addr.clone()])
+        },
+    )
+    .await;
+
+    // The standby, on the same directories.
+    let reserve = |i: u32| d.join(format!("ost{i}")).join(weft_ost::RESERVE_FILE);
+    let reserves_before: Vec<Vec<u8>> =
+        (0..2).map(|i| std::fs::read(reserve(i)).unwrap()).collect();
+    let mut args: Vec<String> = ["oss", "--mgs", &tc.mgs_addr, "--listen", &standby_addr]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for i in 0..2 {
+        args.push("--ost".into());
+        args.push(format!("{i}={}", d.join(format!("ost{i}")).display()));
+    }
+    args.extend(
+        ["--failover", &tc.oss_addr, "--metrics", &standby_metrics]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let mut standby =
+        ServerProcess::start("oss-standby", bin(), args, d.join("standby.log")).unwrap();
+    wait_until_async("the standby stands by", || async {
+        standby.log().matches("standing by").count() == 2
+    })
+    .await;
+    // An OSS without --failover on a held directory is refused, as before failover.
+    let (ok, _, err) = weft(&[
+        "oss",
+        "--mgs",
+        &tc.mgs_addr,
+        "--listen",
+        &format!("127.0.0.1:{}", free_port().unwrap()),
+        "--ost",
+        &format!("0={}", d.join("ost0").display()),
+    ]);
+    assert!(!ok, "a second OSS without --failover must not start");
+    assert!(err.contains("ost0"), "{err}");
+    // While the primary lives the standby serves nothing and writes nothing.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(standby.is_running(), "{}", standby.log());
+    let _ = watcher.refresh().await;
+    assert!(addresses(&watcher).iter().all(|(a, _)| *a == tc.oss_addr));
+    let m = scrape(&standby_metrics).await;
+    assert_eq!(value(&m, "weft_oss_target_takeovers_total", &[]), 0.0);
+    for i in 0..2 {
+        assert_eq!(
+            std::fs::read(reserve(i)).unwrap(),
+            reserves_before[i as usize],
+            "the standby wrote into OST{i}'s directory while the primary held it"
+        );
+    }
+
+    // A file over both OSTs, and a reader whose every read goes to them.
+    let fs = tc.fs_client(Duration::from_secs(60)).await.unwrap();
+    fs.params().set("llite.*.max_read_ahead_mb", "0").unwrap();
+    write_striped(&fs, "big", FILE_BYTES, 7).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let passes = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (fs, stop, passes) = (fs.clone(), stop.clone(), passes.clone());
+        tokio::spawn(async move {
+            let cred = Credentials::root();
+            let f = fs.open_path("/big", OpenOptions::read(), &cred).await?;
+            let mut slowest = Duration::ZERO;
+            while !stop.load(Ordering::Relaxed) {
+                let mut off = 0;
+                while off < FILE_BYTES {
+                    let started = Instant::now();
+                    let got = f.read_at(off, MIB).await?;
+                    slowest = slowest.max(started.elapsed());
+                    assert!(
+                        got[..] == pattern(off, MIB as usize, 7)[..],
+                        "bytes at {off} differ"
+                    );
+                    off += MIB;
+                }
+                passes.fetch_add(1, Ordering::Relaxed);
+            }
+            f.close().await?;
+            Ok::<_, weft_client::ClientError>(slowest)
+        })
+    };
+    wait_until_async("the reader reads the file once", || async {
+        passes.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+
+    // The primary dies; the standby takes both OSTs over.
+    let killed = Instant::now();
+    tc.oss.kill().unwrap();
+    wait_until_async("the MGS lists the OSTs at the standby", || async {
+        let _ = watcher.refresh().await;
+        addresses(&watcher).iter().all(|(a, _)| *a == standby_addr)
+    })
+    .await;
+    eprintln!("OSTs at the standby {:?} after the kill", killed.elapsed());
+    let after = passes.load(Ordering::Relaxed);
+    wait_until_async("the reader reads the file twice more", || async {
+        passes.load(Ordering::Relaxed) >= after + 2
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let slowest = reader
+        .await
+        .unwrap()
+        .expect("the reader sees no error across the failover");
+    eprintln!(
+        "{} passes; the longest read took {slowest:?}",
+        passes.load(Ordering::Relaxed)
+    );
+
+    // The configuration: each OST at the standby, the dead primary its failover.
+    for (a, f) in addresses(&watcher) {
+        assert_eq!(a, standby_addr);
+        assert_eq!(f, vec![tc.oss_addr.clone()]);
+    }
+    let mgs = scrape(&tc.metrics_addrs[0]).await;
+    assert_eq!(value(&mgs, "weft_mgs_target_failovers_total", &[]), 2.0);
+    assert_eq!(value(&mgs, "weft_mgs_target_moves_total", &[]), 0.0);
+    let m = scrape(&standby_metrics).await;
+    assert_eq!(value(&m, "weft_oss_target_takeovers_total", &[]), 2.0);
+    // At least one whole pass of the reader came from the standby (half the file from
+    // each OST): its reads went to the OSTs, not to a cache.
+    for ost in ["OST0000", "OST0001"] {
+        let read = value(&m, "weft_ost_read_bytes_total", &[("target", ost)]);
+        assert!(
+            read >= (FILE_BYTES / 2) as f64,
+            "{ost}: {read} bytes read at the standby"
+        );
+    }
+
+    // New writes land on the standby and read back.
+    write_striped(&fs, "after", 8 * MIB, 9).await;
+    let back = fs.read_file("/after", &Credentials::root()).await.unwrap();
+    assert!(back[..] == pattern(0, (8 * MIB) as usize, 9)[..]);
+    let fresh = tc.fs_client(Duration::from_secs(30)).await.unwrap();
+    let back = fresh.read_file("/big", &Credentials::root()).await.unwrap();
+    assert!(back[..] == pattern(0, FILE_BYTES as usize, 7)[..]);
+
+    let fs_spec = format!("{}:/{FSNAME}", tc.mgs_addr);
+    let (ok, out, err) = weft(&["fsck", "-n", &fs_spec]);
+    assert!(ok, "weft fsck -n found problems:\n{out}{err}");
+    standby.kill().unwrap();
+}
