@@ -207,6 +207,19 @@ async fn failover_of_an_ost_to_a_second_oss_under_a_reader() {
         assert_eq!(a, standby_addr);
         assert_eq!(f, vec![tc.oss_addr.clone()]);
     }
+    let (ok, out, err) = weft(&[
+        "get_param",
+        "--mgs",
+        &tc.mgs_addr,
+        &format!("obdfilter.{FSNAME}-OST0001.server"),
+        &format!("obdfilter.{FSNAME}-OST0001.failover_nids"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("OST0001.server={standby_addr}"))
+            && out.contains(&format!("OST0001.failover_nids={}", tc.oss_addr)),
+        "{out}"
+    );
     let mgs = scrape(&tc.metrics_addrs[0]).await;
     assert_eq!(value(&mgs, "weft_mgs_target_failovers_total", &[]), 2.0);
     assert_eq!(value(&mgs, "weft_mgs_target_moves_total", &[]), 0.0);
