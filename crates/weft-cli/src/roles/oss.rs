@@ -140,6 +140,11 @@ async fn start_or_stand_by(
 /// path: identity check, data version reservation), serves and registers it from
 /// `address`, and sends its heartbeats until the task is aborted. An error other than the
 /// directory being held ends the wait, logged: the OST stays with whoever can open it.
+///
+/// A standby never formats: a directory without an OST identity is not the shared storage
+/// the server had (not mounted here?), so it is waited on, not made into a new, empty OST
+/// that clients would be sent to. For the same reason an OST whose UUID is not the one the
+/// MGS lists under its index is closed again and not served.
 async fn stand_by(
     cluster: Arc<Cluster>,
     router: Arc<Router>,
@@ -149,8 +154,17 @@ async fn stand_by(
     metrics: Option<Arc<Metrics>>,
 ) {
     let id = TargetId::ost(o.index);
+    let identity = o.dir.join(weft_ost::IDENTITY_FILE);
+    let mut warned = false;
     let ost = loop {
         tokio::time::sleep(TAKEOVER_POLL).await;
+        if !identity.exists() {
+            if !warned {
+                tracing::warn!(target = %id, dir = %o.dir.display(), "no OST there: a standby does not format; is the shared storage mounted?");
+                warned = true;
+            }
+            continue;
+        }
         let (fsname, dir) = (cluster.fsname().to_string(), o.clone());
         match tokio::task::spawn_blocking(move || open(&fsname, &dir)).await {
             Ok(Ok(ost)) => break ost,
@@ -165,6 +179,13 @@ async fn stand_by(
             }
         }
     };
+    if let Some(listed) = cluster.config().target(id).map(|t| t.uuid)
+        && listed != ost.uuid()
+    {
+        tracing::error!(target = %id, dir = %o.dir.display(), %listed, found = %ost.uuid(),
+            "the directory holds another OST than the one registered: not taking it over");
+        return;
+    }
     tracing::warn!(target = %id, dir = %o.dir.display(), %address, "the OST's server is gone: taking it over");
     // The MGS may be restarting too: the OST is ours now, so keep trying.
     let mut delay = Duration::from_millis(100);
