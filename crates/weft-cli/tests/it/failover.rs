@@ -246,5 +246,24 @@ async fn failover_of_an_ost_to_a_second_oss_under_a_reader() {
     let fs_spec = format!("{}:/{FSNAME}", tc.mgs_addr);
     let (ok, out, err) = weft(&["fsck", "-n", &fs_spec]);
     assert!(ok, "weft fsck -n found problems:\n{out}{err}");
+
+    // And back: the old primary, started again with the same flags, is now the standby;
+    // when the other dies it takes the OSTs back.
+    tc.oss.restart().unwrap();
+    wait_until_async("the old primary stands by", || async {
+        tc.oss.log().matches("standing by").count() == 2
+    })
+    .await;
     standby.kill().unwrap();
+    wait_until_async("the MGS lists the OSTs at the first OSS again", || async {
+        let _ = watcher.refresh().await;
+        addresses(&watcher).iter().all(|(a, _)| *a == tc.oss_addr)
+    })
+    .await;
+    for (name, len, seed) in [("/big", FILE_BYTES, 7), ("/after", 8 * MIB, 9)] {
+        let back = fs.read_file(name, &Credentials::root()).await.unwrap();
+        assert!(back[..] == pattern(0, len as usize, seed)[..], "{name}");
+    }
+    let mgs = scrape(&tc.metrics_addrs[0]).await;
+    assert_eq!(value(&mgs, "weft_mgs_target_failovers_total", &[]), 4.0);
 }
