@@ -267,3 +267,99 @@ async fn failover_of_an_ost_to_a_second_oss_under_a_reader() {
     let mgs = scrape(&tc.metrics_addrs[0]).await;
     assert_eq!(value(&mgs, "weft_mgs_target_failovers_total", &[]), 4.0);
 }
+
+/// The same across hosts and through a real mount: OSS host oss1 serves OST0 and OST1,
+/// oss2 stands by on the same directories; c2 reads, through its FUSE mount, files c1
+/// wrote striped over both OSTs while oss1's OSS is killed (SIGKILL). Every read completes
+/// byte-exact, the OSTs are then at oss2, new writes land, and `weft fsck -n` is clean.
+/// Links are limited to 250 Mbit/s, so the reads are still going when the OSS dies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_of_an_ost_to_a_second_oss_host_under_a_reader_through_a_mount() {
+    use std::io::Write;
+    use weft_testkit::lab::{LabCluster, LabSpec};
+    const FILES: u64 = 6;
+    const LEN: usize = 8 << 20;
+    let spec = LabSpec {
+        servers: "srv".into(),
+        oss: vec![("oss1".into(), 2)],
+        clients: vec!["c1".into(), "c2".into()],
+        link_mbit: Some(250),
+        oss_disk_mib: None,
+        failover_host: Some("oss2".into()),
+    };
+    let mut lc = LabCluster::start(bin(), &spec).await.unwrap();
+    let run = |host: &str, args: &[&str]| {
+        let out = lc.lab.run(host, bin(), args).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "weft {args:?} on {host}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let (c1, c2) = (
+        lc.mount("c1").unwrap().path.clone(),
+        lc.mount("c2").unwrap().path.clone(),
+    );
+    std::fs::create_dir(c1.join("data")).unwrap();
+    let data_dir = c1.join("data").display().to_string();
+    run("c1", &["setstripe", "-c", "-1", "-S", "1M", &data_dir]);
+    let write = |path: std::path::PathBuf, seed: u64| {
+        let mut f = std::fs::File::create(path).unwrap();
+        f.write_all(&pattern(0, LEN, seed)).unwrap();
+        f.sync_all().unwrap();
+    };
+    for i in 0..FILES {
+        write(c1.join(format!("data/f{i}")), i);
+    }
+    let oss1 = format!("{}:9402", lc.lab.host("oss1").unwrap().addr);
+    let oss2 = format!("{}:9402", lc.lab.host("oss2").unwrap().addr);
+    let fs = format!("{}:/{FSNAME}", lc.mgs_addr);
+    let server = format!("obdfilter.{FSNAME}-OST0000.server");
+    assert_eq!(
+        run("srv", &["get_param", "-n", "--mgs", &lc.mgs_addr, &server]).trim(),
+        oss1
+    );
+
+    // c2 has never read these files: every byte comes from the OSTs, at 31 MB/s.
+    let done = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (c2, done) = (c2.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut slowest = Duration::ZERO;
+            for i in 0..FILES {
+                let started = Instant::now();
+                let back = std::fs::read(c2.join(format!("data/f{i}")))?;
+                slowest = slowest.max(started.elapsed());
+                assert!(back == pattern(0, LEN, i), "f{i} reads back byte-exact");
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, std::io::Error>(slowest)
+        })
+    };
+    wait_until_async("c2 reads the first file", || async {
+        done.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+    let before = done.load(Ordering::Relaxed);
+    lc.oss[0].kill().unwrap();
+    let slowest = tokio::task::spawn_blocking(move || reader.join().unwrap())
+        .await
+        .unwrap()
+        .expect("no read fails across the failover");
+    eprintln!("{before} of {FILES} files read before the kill; the slowest took {slowest:?}");
+    assert!(
+        before < FILES,
+        "the reader was still reading when the OSS died"
+    );
+
+    assert_eq!(
+        run("srv", &["get_param", "-n", "--mgs", &lc.mgs_addr, &server]).trim(),
+        oss2
+    );
+    // New writes after the failover land and read back on the other client.
+    write(c1.join("data/after"), 99);
+    assert!(std::fs::read(c2.join("data/after")).unwrap() == pattern(0, LEN, 99));
+    run("srv", &["fsck", "-n", &fs]);
+}
