@@ -33,22 +33,25 @@ const OST_PREFIX: &str = "weft_ost";
 const MGS_PREFIX: &str = "weft_mgs";
 /// Prefix of OSS (process) families.
 const OSS_PREFIX: &str = "weft_oss";
+/// Prefix of MDS (process) families.
+const MDS_PREFIX: &str = "weft_mds";
 
-/// The OSS's own figures: OSTs it took over from another server (failover).
-const OSS_TAKEOVERS: MetricDef = MetricDef::new(
+/// A server's own figure: targets it took over from another server (failover).
+const TAKEOVERS: MetricDef = MetricDef::new(
     "target_takeovers",
-    "OSTs this OSS took over from a server that died (failover).",
+    "Targets this server took over from a server that died (failover).",
     MetricKind::Counter,
 );
 
 /// What a process exposes: its router's services and the targets it hosts.
 pub struct Metrics {
     router: Arc<Router>,
-    mdts: Vec<Arc<Mdt>>,
+    /// Grows when a standby MDS takes an MDT over ([`Metrics::add_mdt`]).
+    mdts: parking_lot::RwLock<Vec<Arc<Mdt>>>,
     /// Grows when a standby OSS takes an OST over ([`Metrics::add_ost`]).
     osts: parking_lot::RwLock<Vec<Arc<Ost>>>,
-    /// Whether the process is an OSS (its takeover count is shown).
-    oss: bool,
+    /// The prefix of the process's takeover count, for an OSS or MDS (failover).
+    takeovers: Option<&'static str>,
     mgs: Option<Arc<Mgs>>,
 }
 
@@ -57,9 +60,9 @@ impl Metrics {
     pub fn new(router: Arc<Router>, mdts: Vec<Arc<Mdt>>, osts: Vec<Arc<Ost>>) -> Arc<Self> {
         Arc::new(Self {
             router,
-            mdts,
+            mdts: parking_lot::RwLock::new(mdts),
             osts: parking_lot::RwLock::new(osts),
-            oss: false,
+            takeovers: None,
             mgs: None,
         })
     }
@@ -68,9 +71,20 @@ impl Metrics {
     pub fn oss(router: Arc<Router>, osts: Vec<Arc<Ost>>) -> Arc<Self> {
         Arc::new(Self {
             router,
-            mdts: Vec::new(),
+            mdts: parking_lot::RwLock::new(Vec::new()),
             osts: parking_lot::RwLock::new(osts),
-            oss: true,
+            takeovers: Some(OSS_PREFIX),
+            mgs: None,
+        })
+    }
+
+    /// Metrics of an MDS process: [`Metrics::new`] and its takeover count.
+    pub fn mds(router: Arc<Router>, mdts: Vec<Arc<Mdt>>) -> Arc<Self> {
+        Arc::new(Self {
+            router,
+            mdts: parking_lot::RwLock::new(mdts),
+            osts: parking_lot::RwLock::new(Vec::new()),
+            takeovers: Some(MDS_PREFIX),
             mgs: None,
         })
     }
@@ -79,9 +93,9 @@ impl Metrics {
     pub fn mgs(router: Arc<Router>, mgs: Arc<Mgs>) -> Arc<Self> {
         Arc::new(Self {
             router,
-            mdts: Vec::new(),
+            mdts: parking_lot::RwLock::new(Vec::new()),
             osts: parking_lot::RwLock::new(Vec::new()),
-            oss: false,
+            takeovers: None,
             mgs: Some(mgs),
         })
     }
@@ -89,6 +103,11 @@ impl Metrics {
     /// Adds the counters of an OST the process started serving later (taken over).
     pub fn add_ost(&self, ost: Arc<Ost>) {
         self.osts.write().push(ost);
+    }
+
+    /// Adds the counters of an MDT the process started serving later (taken over).
+    pub fn add_mdt(&self, mdt: Arc<Mdt>) {
+        self.mdts.write().push(mdt);
     }
 
     /// The current figures in the OpenMetrics text format.
@@ -102,6 +121,7 @@ impl Metrics {
             .collect();
         let mdts: Vec<_> = self
             .mdts
+            .read()
             .iter()
             .map(|m| (TargetId::mdt(m.index()), m.stats()))
             .collect();
@@ -112,11 +132,11 @@ impl Metrics {
             .map(|o| (TargetId::ost(o.index()), o.stats()))
             .collect();
         let mut families = server_families(&stats, &mdts, &osts);
-        if self.oss {
-            let mut f = Family::new(OSS_PREFIX, &OSS_TAKEOVERS);
+        if let Some(prefix) = self.takeovers {
+            let mut f = Family::new(prefix, &TAKEOVERS);
             f.push(
                 Vec::new(),
-                crate::roles::oss::TAKEOVERS.load(std::sync::atomic::Ordering::Relaxed),
+                crate::roles::TAKEOVERS.load(std::sync::atomic::Ordering::Relaxed),
             );
             families.push(f);
         }

@@ -16,6 +16,14 @@ use weft_ost::direct::CacheLimits;
 use weft_proto::{TargetId, TargetKind};
 use weft_rpc::{LocalServers, Router, Server, ServerOptions, Tcp, Transport};
 
+/// How often a standby (`--failover`) tries the lock of a target another server holds:
+/// the longest a failover waits on the standby after the holder died.
+pub const TAKEOVER_POLL: Duration = Duration::from_millis(200);
+
+/// Targets this process took over from another server since it started (Prometheus
+/// `weft_oss_target_takeovers_total` / `weft_mds_target_takeovers_total`).
+pub static TAKEOVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// How often a target tells the MGS it is alive.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 

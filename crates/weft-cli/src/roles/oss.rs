@@ -14,7 +14,7 @@ use crate::shutdown::wait_for_signal;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weft_client::Cluster;
 use weft_ost::{Ost, OstError, OstHandler, OstOptions};
@@ -53,14 +53,6 @@ pub struct OssArgs {
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
 }
-
-/// How often a standby tries the lock of an OST directory another server holds: the
-/// longest a failover waits on the standby after the holder died.
-const TAKEOVER_POLL: Duration = Duration::from_millis(200);
-
-/// OSTs this process took over from another server since it started (Prometheus
-/// `weft_oss_target_takeovers_total`).
-pub static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 
 /// Opens OST `o` of `fsname` (blocking): creates its directory, then formats or recovers
 /// it. [`OstError::Busy`] when another process holds it.
@@ -157,7 +149,7 @@ async fn stand_by(
     let identity = o.dir.join(weft_ost::IDENTITY_FILE);
     let mut warned = false;
     let ost = loop {
-        tokio::time::sleep(TAKEOVER_POLL).await;
+        tokio::time::sleep(super::TAKEOVER_POLL).await;
         if !identity.exists() {
             if !warned {
                 tracing::warn!(target = %id, dir = %o.dir.display(), "no OST there: a standby does not format; is the shared storage mounted?");
@@ -194,7 +186,7 @@ async fn stand_by(
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
-    TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+    super::TAKEOVERS.fetch_add(1, Ordering::Relaxed);
     if let Some(m) = &metrics {
         m.add_ost(ost.clone());
     }

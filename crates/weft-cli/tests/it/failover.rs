@@ -363,3 +363,120 @@ async fn failover_of_an_ost_to_a_second_oss_host_under_a_reader_through_a_mount(
     assert!(std::fs::read(c2.join("data/after")).unwrap() == pattern(0, LEN, 99));
     run("srv", &["fsck", "-n", &fs]);
 }
+
+/// An MDT fails over too: a standby MDS on the MDS's directory waits while the first
+/// serves, and when it is killed (SIGKILL) takes MDT0 over; a loop that creates, writes,
+/// fsyncs and closes files keeps going without an error (the client resends to the
+/// failover address), every acknowledged file is there afterwards, and `weft fsck -n` is
+/// clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_of_an_mdt_to_a_second_mds_under_a_creating_loop() {
+    let mut tc = TestCluster::start(bin(), 2).await.unwrap();
+    let d = tc.dir.path().to_owned();
+    let standby_addr = format!("127.0.0.1:{}", free_port().unwrap());
+    tc.mds.stop().unwrap();
+    tc.mds.add_args(&["--failover", &standby_addr]);
+    tc.mds.restart().unwrap();
+    tc.wait_ready().await.unwrap();
+    let args: Vec<String> = [
+        "mds",
+        "--mgs",
+        &tc.mgs_addr,
+        "--listen",
+        &standby_addr,
+        "--mdt",
+        &format!("0={}", d.join("mdt0").display()),
+        "--failover",
+        &tc.mds_addr,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut standby =
+        ServerProcess::start("mds-standby", bin(), args, d.join("mds-standby.log")).unwrap();
+    wait_until_async("the standby MDS stands by", || async {
+        standby.log().contains("standing by")
+    })
+    .await;
+    let watcher = tc.client().await.unwrap();
+    let mdt0 = |c: &weft_client::Cluster| {
+        let config = c.config();
+        let t = config.target(TargetId::mdt(0)).expect("MDT0 registered");
+        (t.address.clone(), t.failover.clone())
+    };
+    let _ = watcher.refresh().await;
+    assert_eq!(
+        mdt0(&watcher),
+        (tc.mds_addr.clone(), vec![standby_addr.clone()])
+    );
+
+    let fs = tc.fs_client(Duration::from_secs(60)).await.unwrap();
+    let cred = Credentials::root();
+    let dir = fs
+        .mkdir(Fid::ROOT, b"loop", 0o755, &cred)
+        .await
+        .unwrap()
+        .fid;
+    let body = |i: u64| pattern(0, 16384, i);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (fs, cred, stop, done) = (fs.clone(), cred.clone(), stop.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut slowest = Duration::ZERO;
+            while !stop.load(Ordering::Relaxed) {
+                let i = done.load(Ordering::Relaxed);
+                let started = Instant::now();
+                let opts = OpenOptions {
+                    access: AccessMode::ReadWrite,
+                    create: Some(0o644),
+                    exclusive: true,
+                    truncate: false,
+                    append: false,
+                };
+                let f = fs
+                    .open_in(dir, format!("f{i}").as_bytes(), opts, None, &cred)
+                    .await?;
+                f.write_at(0, &body(i)).await?;
+                f.fsync().await?;
+                f.close().await?;
+                slowest = slowest.max(started.elapsed());
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, weft_client::ClientError>(slowest)
+        })
+    };
+    wait_until_async("a few files are made", || async {
+        done.load(Ordering::Relaxed) >= 5
+    })
+    .await;
+    tc.mds.kill().unwrap();
+    wait_until_async("the MGS lists MDT0 at the standby", || async {
+        let _ = watcher.refresh().await;
+        mdt0(&watcher).0 == standby_addr
+    })
+    .await;
+    let after = done.load(Ordering::Relaxed);
+    wait_until_async("more files are made after the failover", || async {
+        done.load(Ordering::Relaxed) >= after + 5
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let slowest = writer
+        .await
+        .unwrap()
+        .expect("no file operation fails across the MDT failover");
+    let done = done.load(Ordering::Relaxed);
+    eprintln!("{done} files across the MDT failover; the longest took {slowest:?}");
+    assert_eq!(mdt0(&watcher).1, vec![tc.mds_addr.clone()]);
+    for i in 0..done {
+        let back = fs.read_file(&format!("/loop/f{i}"), &cred).await.unwrap();
+        assert!(back[..] == body(i)[..], "f{i} reads back as written");
+    }
+    let fs_spec = format!("{}:/{FSNAME}", tc.mgs_addr);
+    let (ok, out, err) = weft(&["fsck", "-n", &fs_spec]);
+    assert!(ok, "weft fsck -n found problems:\n{out}{err}");
+    let mgs = scrape(&tc.metrics_addrs[0]).await;
+    assert_eq!(value(&mgs, "weft_mgs_target_failovers_total", &[]), 1.0);
+    standby.kill().unwrap();
+}
