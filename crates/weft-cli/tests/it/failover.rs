@@ -374,6 +374,7 @@ async fn failover_of_an_mdt_to_a_second_mds_under_a_creating_loop() {
     let mut tc = TestCluster::start(bin(), 2).await.unwrap();
     let d = tc.dir.path().to_owned();
     let standby_addr = format!("127.0.0.1:{}", free_port().unwrap());
+    let standby_metrics = format!("127.0.0.1:{}", free_port().unwrap());
     tc.mds.stop().unwrap();
     tc.mds.add_args(&["--failover", &standby_addr]);
     tc.mds.restart().unwrap();
@@ -388,6 +389,8 @@ async fn failover_of_an_mdt_to_a_second_mds_under_a_creating_loop() {
         &format!("0={}", d.join("mdt0").display()),
         "--failover",
         &tc.mds_addr,
+        "--metrics",
+        &standby_metrics,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -478,5 +481,7 @@ async fn failover_of_an_mdt_to_a_second_mds_under_a_creating_loop() {
     assert!(ok, "weft fsck -n found problems:\n{out}{err}");
     let mgs = scrape(&tc.metrics_addrs[0]).await;
     assert_eq!(value(&mgs, "weft_mgs_target_failovers_total", &[]), 1.0);
+    let m = scrape(&standby_metrics).await;
+    assert_eq!(value(&m, "weft_mds_target_takeovers_total", &[]), 1.0);
     standby.kill().unwrap();
 }
