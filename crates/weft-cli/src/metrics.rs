@@ -14,12 +14,13 @@ pub use http::serve;
 use std::sync::Arc;
 use weft_mdt::stats::MDT_STATS;
 use weft_mdt::{Mdt, MdtStats};
+use weft_mgs::{MGS_STATS, Mgs};
 use weft_ost::{OST_BRW, OST_STATS, Ost, OstStats};
 use weft_proto::TargetId;
 use weft_proto::handshake::ServiceStats;
 use weft_rpc::Router;
 use weft_rpc::auth::{AUTH_METRICS, AuthCounters};
-use weft_rpc::metric::{JOB_METRICS, MetricKind, REQUEST_METRICS, Stat};
+use weft_rpc::metric::{JOB_METRICS, MetricDef, MetricKind, REQUEST_METRICS, Stat};
 
 /// Prefix of a server's request and job families.
 const SERVER_PREFIX: &str = "weft";
@@ -28,17 +29,85 @@ const MDT_PREFIX: &str = "weft_mdt";
 /// Prefix of OST families.
 const OST_PREFIX: &str = "weft_ost";
 
+/// Prefix of MGS families.
+const MGS_PREFIX: &str = "weft_mgs";
+/// Prefix of OSS (process) families.
+const OSS_PREFIX: &str = "weft_oss";
+/// Prefix of MDS (process) families.
+const MDS_PREFIX: &str = "weft_mds";
+
+/// A server's own figure: targets it took over from another server (failover).
+const TAKEOVERS: MetricDef = MetricDef::new(
+    "target_takeovers",
+    "Targets this server took over from a server that died (failover).",
+    MetricKind::Counter,
+);
+
 /// What a process exposes: its router's services and the targets it hosts.
 pub struct Metrics {
     router: Arc<Router>,
-    mdts: Vec<Arc<Mdt>>,
-    osts: Vec<Arc<Ost>>,
+    /// Grows when a standby MDS takes an MDT over ([`Metrics::add_mdt`]).
+    mdts: parking_lot::RwLock<Vec<Arc<Mdt>>>,
+    /// Grows when a standby OSS takes an OST over ([`Metrics::add_ost`]).
+    osts: parking_lot::RwLock<Vec<Arc<Ost>>>,
+    /// The prefix of the process's takeover count, for an OSS or MDS (failover).
+    takeovers: Option<&'static str>,
+    mgs: Option<Arc<Mgs>>,
 }
 
 impl Metrics {
     /// Metrics of everything `router` serves, with target counters of `mdts` and `osts`.
     pub fn new(router: Arc<Router>, mdts: Vec<Arc<Mdt>>, osts: Vec<Arc<Ost>>) -> Arc<Self> {
-        Arc::new(Self { router, mdts, osts })
+        Arc::new(Self {
+            router,
+            mdts: parking_lot::RwLock::new(mdts),
+            osts: parking_lot::RwLock::new(osts),
+            takeovers: None,
+            mgs: None,
+        })
+    }
+
+    /// Metrics of an OSS process: [`Metrics::new`] and its takeover count.
+    pub fn oss(router: Arc<Router>, osts: Vec<Arc<Ost>>) -> Arc<Self> {
+        Arc::new(Self {
+            router,
+            mdts: parking_lot::RwLock::new(Vec::new()),
+            osts: parking_lot::RwLock::new(osts),
+            takeovers: Some(OSS_PREFIX),
+            mgs: None,
+        })
+    }
+
+    /// Metrics of an MDS process: [`Metrics::new`] and its takeover count.
+    pub fn mds(router: Arc<Router>, mdts: Vec<Arc<Mdt>>) -> Arc<Self> {
+        Arc::new(Self {
+            router,
+            mdts: parking_lot::RwLock::new(mdts),
+            osts: parking_lot::RwLock::new(Vec::new()),
+            takeovers: Some(MDS_PREFIX),
+            mgs: None,
+        })
+    }
+
+    /// Metrics of an MGS process: [`Metrics::new`] and the MGS's counters.
+    pub fn mgs(router: Arc<Router>, mgs: Arc<Mgs>) -> Arc<Self> {
+        Arc::new(Self {
+            router,
+            mdts: parking_lot::RwLock::new(Vec::new()),
+            osts: parking_lot::RwLock::new(Vec::new()),
+            takeovers: None,
+            mgs: Some(mgs),
+        })
+    }
+
+    /// Adds the counters of an OST the process started serving later (taken over).
+    pub fn add_ost(&self, ost: Arc<Ost>) {
+        self.osts.write().push(ost);
+    }
+
+    /// Adds the counters of an MDT the process started serving later (taken over).
+    pub fn add_mdt(&self, mdt: Arc<Mdt>) {
+        self.mdts.write().push(mdt);
     }
 
     /// The current figures in the OpenMetrics text format.
@@ -52,15 +121,34 @@ impl Metrics {
             .collect();
         let mdts: Vec<_> = self
             .mdts
+            .read()
             .iter()
             .map(|m| (TargetId::mdt(m.index()), m.stats()))
             .collect();
         let osts: Vec<_> = self
             .osts
+            .read()
             .iter()
             .map(|o| (TargetId::ost(o.index()), o.stats()))
             .collect();
-        encode(server_families(&stats, &mdts, &osts))
+        let mut families = server_families(&stats, &mdts, &osts);
+        if let Some(prefix) = self.takeovers {
+            let mut f = Family::new(prefix, &TAKEOVERS);
+            f.push(
+                Vec::new(),
+                crate::roles::TAKEOVERS.load(std::sync::atomic::Ordering::Relaxed),
+            );
+            families.push(f);
+        }
+        if let Some(mgs) = &self.mgs {
+            let stats = mgs.stats();
+            for stat in &MGS_STATS {
+                let mut f = Family::new(MGS_PREFIX, &stat.def);
+                f.push(Vec::new(), (stat.get)(&stats));
+                families.push(f);
+            }
+        }
+        encode(families)
     }
 }
 

@@ -16,6 +16,14 @@ use weft_ost::direct::CacheLimits;
 use weft_proto::{TargetId, TargetKind};
 use weft_rpc::{LocalServers, Router, Server, ServerOptions, Tcp, Transport};
 
+/// How often a standby (`--failover`) tries the lock of a target another server holds:
+/// the longest a failover waits on the standby after the holder died.
+pub const TAKEOVER_POLL: Duration = Duration::from_millis(200);
+
+/// Targets this process took over from another server since it started (Prometheus
+/// `weft_oss_target_takeovers_total` / `weft_mds_target_takeovers_total`).
+pub static TAKEOVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// How often a target tells the MGS it is alive.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -142,14 +150,21 @@ pub async fn listen(addr: &str, router: Arc<Router>, route: &Route) -> Result<Se
         .with_context(|| format!("cannot listen on {addr}"))
 }
 
-/// Registers a target with the MGS.
-pub async fn register(cluster: &Cluster, id: TargetId, uuid: Uuid, address: &str) -> Result<()> {
+/// Registers a target with the MGS as served at `address`, and by the servers at
+/// `failover` should this one die.
+pub async fn register(
+    cluster: &Cluster,
+    id: TargetId,
+    uuid: Uuid,
+    address: &str,
+    failover: &[String],
+) -> Result<()> {
     cluster
         .mgs()
-        .register(id, uuid, address.to_string(), false)
+        .register(id, uuid, address.to_string(), failover.to_vec(), false)
         .await
         .with_context(|| format!("registering {id} with the MGS"))?;
-    tracing::info!(target = %id, %uuid, address, "registered with the MGS");
+    tracing::info!(target = %id, %uuid, address, ?failover, "registered with the MGS");
     Ok(())
 }
 
@@ -176,34 +191,45 @@ pub fn spawn_heartbeats(
     cluster: Arc<Cluster>,
     targets: Vec<(TargetId, Uuid)>,
     address: String,
+    failover: Vec<String>,
     osts: Vec<Arc<Ost>>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
-        tick.tick().await;
-        let mut changes = cluster.watch_config();
-        apply_server_params(&cluster, &targets, &osts);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                changed = changes.changed() => {
-                    if changed.is_ok() {
-                        apply_server_params(&cluster, &targets, &osts);
-                    }
-                    continue;
+    tokio::spawn(heartbeats(cluster, targets, address, failover, osts))
+}
+
+/// The loop of [`spawn_heartbeats`], for a task that has more to do first (a standby OSS
+/// taking a target over).
+pub async fn heartbeats(
+    cluster: Arc<Cluster>,
+    targets: Vec<(TargetId, Uuid)>,
+    address: String,
+    failover: Vec<String>,
+    osts: Vec<Arc<Ost>>,
+) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    tick.tick().await;
+    let mut changes = cluster.watch_config();
+    apply_server_params(&cluster, &targets, &osts);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = changes.changed() => {
+                if changed.is_ok() {
+                    apply_server_params(&cluster, &targets, &osts);
                 }
+                continue;
             }
-            for (id, uuid) in &targets {
-                if let Err(e) = cluster.mgs().heartbeat(*id, *uuid).await {
-                    if e.errno() == weft_proto::Errno::NoEnt {
-                        let _ = register(&cluster, *id, *uuid, &address).await;
-                    } else {
-                        tracing::warn!(target = %id, error = %e, "heartbeat to the MGS failed");
-                    }
+        }
+        for (id, uuid) in &targets {
+            if let Err(e) = cluster.mgs().heartbeat(*id, *uuid).await {
+                if e.errno() == weft_proto::Errno::NoEnt {
+                    let _ = register(&cluster, *id, *uuid, &address, &failover).await;
+                } else {
+                    tracing::warn!(target = %id, error = %e, "heartbeat to the MGS failed");
                 }
             }
         }
-    })
+    }
 }
 
 /// The server parameters that can be set at run time (`set_param -P`), by their last name.

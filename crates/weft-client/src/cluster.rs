@@ -226,13 +226,10 @@ impl Cluster {
             *v = fresh.version;
             changed
         });
-        // A target that re-registered elsewhere: later connections go to its new address.
+        // A target that re-registered elsewhere (or changed its failover addresses): later
+        // connections go to its new address first.
         for t in &fresh.targets {
-            let conn_addr = |c: &weft_rpc::Reconnecting| {
-                if c.address() != t.address {
-                    c.set_address(t.address.clone());
-                }
-            };
+            let conn_addr = |c: &weft_rpc::Reconnecting| c.set_addresses(t.addresses());
             match t.id.kind {
                 TargetKind::Mdt => {
                     if let Some(c) = self.mdts.read().get(&t.id.index) {
@@ -250,7 +247,7 @@ impl Cluster {
         fresh
     }
 
-    fn reconnecting(&self, target: TargetId, addr: String) -> Reconnecting {
+    fn reconnecting(&self, target: TargetId, addrs: Vec<String>) -> Reconnecting {
         let hello = ConnectRequest {
             fsname: self.fsname.clone(),
             client_uuid: self.opts.node_uuid,
@@ -258,20 +255,24 @@ impl Cluster {
             features: FEATURES_SUPPORTED,
             target,
         };
-        Reconnecting::new(
+        let first = addrs.first().cloned().unwrap_or_default();
+        let conn = Reconnecting::new(
             self.transport.clone(),
-            addr,
+            first,
             hello,
             None,
             self.opts.rpc.clone(),
         )
-        .with_session(self.opts.session.clone())
+        .with_session(self.opts.session.clone());
+        conn.set_addresses(addrs);
+        conn
     }
 
-    fn address_of(&self, id: TargetId) -> Result<String, ClientError> {
+    /// Where target `id` is served: its address, then its failover addresses.
+    fn addresses_of(&self, id: TargetId) -> Result<Vec<String>, ClientError> {
         self.config()
             .target(id)
-            .map(|t| t.address.clone())
+            .map(|t| t.addresses())
             .ok_or(ClientError::UnknownTarget(id))
     }
 
@@ -297,7 +298,7 @@ impl Cluster {
             return Ok(c.clone());
         }
         let id = TargetId::mdt(index);
-        let conn = self.reconnecting(id, self.address_of(id)?);
+        let conn = self.reconnecting(id, self.addresses_of(id)?);
         let mut mdts = self.mdts.write();
         Ok(mdts
             .entry(index)
@@ -311,7 +312,7 @@ impl Cluster {
             return Ok(c.clone());
         }
         let id = TargetId::ost(index);
-        let conn = self.reconnecting(id, self.address_of(id)?);
+        let conn = self.reconnecting(id, self.addresses_of(id)?);
         let mut osts = self.osts.write();
         Ok(osts
             .entry(index)

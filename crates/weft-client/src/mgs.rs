@@ -55,6 +55,7 @@ impl MgsClient {
         id: TargetId,
         uuid: Uuid,
         address: String,
+        failover: Vec<String>,
         replace: bool,
     ) -> Result<FsConfig, ClientError> {
         match self
@@ -62,6 +63,7 @@ impl MgsClient {
                 id,
                 uuid,
                 address,
+                failover,
                 replace,
             })
             .await?

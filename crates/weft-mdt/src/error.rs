@@ -54,6 +54,13 @@ pub enum MdtError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Another server (process) has the MDT open: its store is locked. A failover MDS
+    /// waits for it; any other is refused.
+    #[error("{path} is served by another process")]
+    Busy {
+        /// The directory.
+        path: String,
+    },
     /// The directory holds an MDT of another file system.
     #[error("{path} holds an MDT of file system {found:?}, not {expected:?}")]
     WrongFsname {

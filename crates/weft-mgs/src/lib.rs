@@ -1,7 +1,7 @@
 //! The weftfs management service (MGS): the file system's configuration.
 //!
 //! This crate owns what every node must agree on: the file system's name and UUID, the
-//! registered targets (index, UUID, address, active or not), persistent parameters
+//! registered targets (index, UUID, address and failover addresses, active or not), persistent parameters
 //! (`set_param -P`), OST pools, FID sequence grants with the FID location database, and the
 //! default layout. Every change bumps the configuration version, is made durable, and is
 //! then announced to connected peers with [`weft_proto::mgs::MgsCallback::ConfigChanged`].
@@ -35,8 +35,8 @@ mod subscribers;
 
 pub use error::MgsError;
 pub use mgs::{
-    DEFAULT_HEARTBEAT_TIMEOUT, MAX_PARAMS, MAX_POOLS, MAX_SEQ_PER_GRANT, MAX_TARGET_INDEX, Mgs,
-    MgsOptions,
+    DEFAULT_HEARTBEAT_TIMEOUT, MAX_FAILOVER_ADDRESSES, MAX_PARAMS, MAX_POOLS, MAX_SEQ_PER_GRANT,
+    MAX_TARGET_INDEX, MGS_STATS, Mgs, MgsOptions, MgsStats,
 };
 pub use names::{PARAM_NAME_MAX, PARAM_VALUE_MAX, POOL_NAME_MAX, is_valid_fsname};
 pub use service::MgsHandler;

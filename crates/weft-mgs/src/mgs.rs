@@ -16,6 +16,7 @@ use crate::subscribers::{ConfigSubscriber, Subscribers};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
@@ -24,6 +25,7 @@ use weft_proto::fid::FIRST_GRANTED_SEQ;
 use weft_proto::layout::DEFAULT_STRIPE_SIZE;
 use weft_proto::mgs::{FldEntry, FsConfig, MgsReply, MgsRequest, TargetInfo, TargetState};
 use weft_proto::{Errno, FidSeqRange, LayoutTemplate, TargetId, TargetKind, WireError, WireResult};
+use weft_rpc::metric::{MetricDef, MetricKind, Stat};
 
 /// Most sequences one [`MgsRequest::AllocSeq`] may ask for.
 pub const MAX_SEQ_PER_GRANT: u32 = 1024;
@@ -33,6 +35,8 @@ pub const MAX_TARGET_INDEX: u32 = 0xffff;
 pub const MAX_PARAMS: usize = 16384;
 /// Most pools.
 pub const MAX_POOLS: usize = 1024;
+/// Most failover addresses one target may list.
+pub const MAX_FAILOVER_ADDRESSES: usize = 8;
 /// Default time without a heartbeat after which a target is marked inactive.
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -68,6 +72,60 @@ impl Liveness {
     }
 }
 
+/// How a registration of a known target (same UUID) from a new address moved it.
+enum Move {
+    /// To one of the failover addresses it had listed.
+    Failover { from: String },
+    /// To an address it had not listed.
+    Elsewhere { from: String },
+}
+
+impl Move {
+    fn from(old: &TargetInfo, to: &str) -> Self {
+        let from = old.address.clone();
+        match old.failover.iter().any(|a| a == to) {
+            true => Move::Failover { from },
+            false => Move::Elsewhere { from },
+        }
+    }
+}
+
+/// The MGS's counters, as [`Mgs::stats`] reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MgsStats {
+    /// Targets taken over by one of their failover servers (a registration of the same
+    /// UUID from a listed failover address).
+    pub target_failovers: u64,
+    /// Targets that re-registered from an address they had not listed.
+    pub target_moves: u64,
+}
+
+/// The figures of [`MgsStats`], for the Prometheus endpoint (`weft_mgs_*`).
+pub const MGS_STATS: [Stat<MgsStats>; 2] = [
+    Stat::new(
+        MetricDef::new(
+            "target_failovers",
+            "Targets taken over by one of their failover servers.",
+            MetricKind::Counter,
+        ),
+        |s| s.target_failovers,
+    ),
+    Stat::new(
+        MetricDef::new(
+            "target_moves",
+            "Targets that re-registered from an address they had not listed.",
+            MetricKind::Counter,
+        ),
+        |s| s.target_moves,
+    ),
+];
+
+#[derive(Debug, Default)]
+struct Counters {
+    failovers: AtomicU64,
+    moves: AtomicU64,
+}
+
 /// The management service of one file system.
 pub struct Mgs {
     dir: PathBuf,
@@ -81,6 +139,7 @@ pub struct Mgs {
     /// Serialises changes (held across the durable write).
     writer: tokio::sync::Mutex<()>,
     subscribers: Subscribers,
+    counters: Counters,
     /// Keeps the directory's exclusive lock.
     _dir_lock: std::fs::File,
 }
@@ -180,6 +239,7 @@ impl Mgs {
             live: Mutex::new(live),
             writer: tokio::sync::Mutex::new(()),
             subscribers: Subscribers::default(),
+            counters: Counters::default(),
             _dir_lock: dir_lock,
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -248,8 +308,9 @@ impl Mgs {
                 id,
                 uuid,
                 address,
+                failover,
                 replace,
-            } => self.register(id, uuid, address, replace).await,
+            } => self.register(id, uuid, address, failover, replace).await,
             MgsRequest::Heartbeat { id, uuid } => self.heartbeat(id, uuid).await,
             MgsRequest::GetConfig => Ok(MgsReply::Config(self.config())),
             MgsRequest::GetConfigIfNewer { have } => {
@@ -326,11 +387,23 @@ impl Mgs {
         .await
     }
 
+    /// Registers target `id`, or moves it. The rule: a target is its UUID, written when
+    /// it was formatted and kept in its data directory. A registration with the recorded
+    /// UUID is accepted from any address and makes that address the target's (with the
+    /// failover addresses it names): only a process holding the target's storage knows
+    /// the UUID, and only one process at a time holds it (the OST directory's `flock`),
+    /// so the latest registration is the server that has the storage. Refusing addresses
+    /// outside the recorded list would only forbid moving a target without a failover
+    /// list (an OSS restarted on another port or host), which has always worked. Another
+    /// UUID under the same index is refused unless `replace` is set (a reformatted target).
+    /// A move to one of the recorded failover addresses counts as a failover
+    /// (`target_failovers`), any other move as `target_moves`.
     async fn register(
         &self,
         id: TargetId,
         uuid: Uuid,
         address: String,
+        failover: Vec<String>,
         replace: bool,
     ) -> WireResult<MgsReply> {
         if id.kind == TargetKind::Mgs {
@@ -346,37 +419,90 @@ impl Mgs {
             ));
         }
         check_address(&address)?;
-        let now = unix_now();
-        self.mutate(|rec| {
-            let targets = &mut rec.config.targets;
-            match targets.iter_mut().find(|t| t.id == id) {
-                Some(t) if t.uuid == uuid || replace => {
-                    let changed = t.uuid != uuid || t.address != address || t.state != TargetState::Active;
-                    if t.uuid != uuid {
-                        tracing::warn!(target = %id, old = %t.uuid, new = %uuid, "target replaced");
-                    }
-                    *t = TargetInfo { id, uuid, address, state: TargetState::Active, last_seen: now };
-                    Ok((changed, ()))
-                }
-                Some(t) => Err(err(
-                    Errno::Exist,
-                    format!(
-                        "{id} is already registered with UUID {} at {}; this target has UUID {uuid} \
-                         (a reformatted target must register with replace)",
-                        t.uuid, t.address
-                    ),
-                )),
-                None => {
-                    let pos = targets.partition_point(|t| t.id < id);
-                    targets.insert(pos, TargetInfo { id, uuid, address, state: TargetState::Active, last_seen: now });
-                    tracing::info!(target = %id, %uuid, "target registered");
-                    Ok((true, ()))
-                }
+        if failover.len() > MAX_FAILOVER_ADDRESSES {
+            return Err(err(
+                Errno::Inval,
+                format!(
+                    "{} failover addresses; at most {MAX_FAILOVER_ADDRESSES}",
+                    failover.len()
+                ),
+            ));
+        }
+        for a in &failover {
+            check_address(a)?;
+        }
+        // The target's own address is not a failover of itself, and each is tried once.
+        let mut others: Vec<String> = Vec::with_capacity(failover.len());
+        for a in failover {
+            if a != address && !others.contains(&a) {
+                others.push(a);
             }
-        })
-        .await?;
+        }
+        let failover = others;
+        let now = unix_now();
+        let moved = self
+            .mutate(|rec| {
+                let targets = &mut rec.config.targets;
+                let fresh = TargetInfo {
+                    id,
+                    uuid,
+                    address: address.clone(),
+                    state: TargetState::Active,
+                    last_seen: now,
+                    failover: failover.clone(),
+                };
+                match targets.iter_mut().find(|t| t.id == id) {
+                    Some(t) if t.uuid == uuid || replace => {
+                        let changed = t.uuid != uuid
+                            || t.address != address
+                            || t.failover != failover
+                            || t.state != TargetState::Active;
+                        if t.uuid != uuid {
+                            tracing::warn!(target = %id, old = %t.uuid, new = %uuid, "target replaced");
+                        }
+                        let moved = (t.uuid == uuid && t.address != address)
+                            .then(|| Move::from(t, &address));
+                        *t = fresh;
+                        Ok((changed, moved))
+                    }
+                    Some(t) => Err(err(
+                        Errno::Exist,
+                        format!(
+                            "{id} is already registered with UUID {} at {}; this target has UUID {uuid} \
+                             (a reformatted target must register with replace)",
+                            t.uuid, t.address
+                        ),
+                    )),
+                    None => {
+                        let pos = targets.partition_point(|t| t.id < id);
+                        targets.insert(pos, fresh);
+                        tracing::info!(target = %id, %uuid, "target registered");
+                        Ok((true, None))
+                    }
+                }
+            })
+            .await?;
+        match moved {
+            Some(Move::Failover { from }) => {
+                self.counters.failovers.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(target = %id, %from, to = %address, "target failed over to its failover server");
+            }
+            Some(Move::Elsewhere { from }) => {
+                self.counters.moves.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(target = %id, %from, to = %address, "target moved to an address it did not list");
+            }
+            None => {}
+        }
         self.live.lock().insert(id, Liveness::now());
         Ok(MgsReply::Registered(self.config()))
+    }
+
+    /// The MGS's counters since it started.
+    pub fn stats(&self) -> MgsStats {
+        MgsStats {
+            target_failovers: self.counters.failovers.load(Ordering::Relaxed),
+            target_moves: self.counters.moves.load(Ordering::Relaxed),
+        }
     }
 
     async fn heartbeat(&self, id: TargetId, uuid: Uuid) -> WireResult<MgsReply> {

@@ -9,7 +9,9 @@
 //!
 //! The header carries the format version (checked before the body is parsed) and a checksum,
 //! so a torn or bit-flipped file is reported as corrupt instead of being half-believed.
-//! It is rewritten whole, with the durable recipe, on every change.
+//! It is rewritten whole, with the durable recipe, on every change. Fields added since
+//! format 1 (a target's `failover` addresses) default when absent, so older files load as
+//! they are.
 
 use crate::error::MgsError;
 use crate::names::is_valid_fsname;
@@ -209,6 +211,40 @@ mod tests {
 
         std::fs::write(&path, b"weft-mgs-state 1 99999999999999999999999 0\n{}").unwrap();
         assert!(matches!(load(dir.path()), Err(MgsError::Corrupt { .. })));
+    }
+
+    /// State written before failover existed has targets without `failover`: it loads,
+    /// with empty lists (the format version did not change, only a field was added).
+    #[test]
+    fn state_without_failover_addresses_loads() {
+        use weft_proto::TargetId;
+        use weft_proto::mgs::{TargetInfo, TargetState};
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = record();
+        r.config.targets.push(TargetInfo {
+            id: TargetId::ost(0),
+            uuid: Uuid::new_v4(),
+            address: "h:1".into(),
+            state: TargetState::Active,
+            last_seen: 1,
+            failover: vec![],
+        });
+        let mut json = serde_json::to_value(&r).unwrap();
+        json["config"]["targets"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("failover")
+            .unwrap();
+        let body = serde_json::to_vec(&json).unwrap();
+        let mut file = format!(
+            "{MAGIC} 1 {} {:08x}\n",
+            body.len(),
+            weft_proto::checksum::crc32c(&body)
+        )
+        .into_bytes();
+        file.extend_from_slice(&body);
+        std::fs::write(dir.path().join(STATE_FILE), file).unwrap();
+        assert_eq!(load(dir.path()).unwrap(), Some(r));
     }
 
     #[test]

@@ -45,7 +45,9 @@
 //! fsync, rename, fsync directory); `target.json` is written last at format, so a directory
 //! without it is either empty or an interrupted format. The file system must support user
 //! extended attributes (checked at format). A served directory is held with an exclusive
-//! `flock`, so a second server on it is refused.
+//! `flock`, so a second server on it is refused ([`OstError::Busy`]); a failover OSS
+//! (`weft oss --failover`) waits for it instead, and the kernel drops the lock when its
+//! holder dies, however it dies.
 //!
 //! Bulk I/O larger than `readcache_max_io_mb` / `writethrough_max_io_mb` (default 1 MiB)
 //! bypasses the page cache with `O_DIRECT`; see [`direct`].

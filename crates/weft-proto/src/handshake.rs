@@ -10,7 +10,8 @@ use uuid::Uuid;
 /// "protocol version N is not supported" at connect instead of garbled requests.
 /// 5: node authentication (challenge-response), RW-PCC records and waits.
 /// 6: eviction (the connect reply says whether the target evicted the node, and how long
-/// it waits for a silent peer).
+/// it waits for a silent peer); failover addresses in registrations and the
+/// configuration's targets.
 pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Opcodes shared by every service (the handshake and liveness).

@@ -32,6 +32,25 @@ pub struct TargetInfo {
     pub state: TargetState,
     /// Unix time (seconds) of the last registration or heartbeat.
     pub last_seen: u64,
+    /// Other `HOST:PORT`s of servers that may take the target over when the one at
+    /// `address` dies (`--failover`, Lustre's failover nodes), in the order clients try
+    /// them; never contains `address`. Absent in MGS state written before failover.
+    #[serde(default)]
+    pub failover: Vec<String>,
+}
+
+impl TargetInfo {
+    /// Every address the target may be served from, in the order to try them: `address`
+    /// first, then the failover addresses.
+    pub fn addresses(&self) -> Vec<String> {
+        let mut out = vec![self.address.clone()];
+        for a in &self.failover {
+            if !out.contains(a) {
+                out.push(a.clone());
+            }
+        }
+        out
+    }
 }
 
 /// A FID location database entry: which MDT owns a range of sequences.
@@ -72,12 +91,16 @@ pub struct FsConfig {
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MgsRequest {
-    /// A target announces itself (at start and after reformat). The same index with another
-    /// UUID is refused unless `replace` is set.
+    /// A target announces itself (at start, after reformat, and when a failover server
+    /// takes it over): served at `address`, and by the servers at `failover` should that
+    /// one die. The same index with another UUID is refused unless `replace` is set; the
+    /// same UUID moves the target to `address`, wherever that is (see the MGS's
+    /// `register`).
     Register {
         id: TargetId,
         uuid: Uuid,
         address: String,
+        failover: Vec<String>,
         replace: bool,
     },
     /// A registered target says it is alive.

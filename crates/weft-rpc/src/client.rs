@@ -430,17 +430,31 @@ async fn reader_loop(
 /// A connection that is opened on first use and opened again after it breaks. Requests
 /// that fail on a broken connection return the error; callers decide whether to resend.
 ///
+/// A target may be served from several addresses (its server and the failover servers
+/// that take it over when that one dies): a new connection tries them in turn from the
+/// one that last answered, so a client follows a failover as soon as the new server
+/// serves, without waiting for the MGS to announce the move.
+///
 /// A connect reply saying the target evicted this node moves the node's
 /// [`ClientSession`] to a new epoch; from then on a request whose context carries an older
 /// epoch fails with [`RpcError::Evicted`] without being sent (see [`crate::session`]).
 pub struct Reconnecting {
     transport: Arc<dyn Transport>,
-    addr: parking_lot::RwLock<String>,
+    addrs: parking_lot::RwLock<Addresses>,
     hello: ConnectRequest,
     callbacks: Option<Arc<dyn CallbackHandler>>,
     opts: ClientOptions,
     session: Arc<ClientSession>,
     current: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+/// The addresses a target may be served from, and which to try first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Addresses {
+    /// Never empty: the configuration's address first, then its failover addresses.
+    list: Vec<String>,
+    /// Index in `list` of the address to try first: the one that answered last.
+    first: usize,
 }
 
 impl Reconnecting {
@@ -454,7 +468,10 @@ impl Reconnecting {
     ) -> Self {
         Self {
             transport,
-            addr: parking_lot::RwLock::new(addr),
+            addrs: parking_lot::RwLock::new(Addresses {
+                list: vec![addr],
+                first: 0,
+            }),
             hello,
             callbacks,
             opts,
@@ -474,9 +491,25 @@ impl Reconnecting {
         &self.session
     }
 
-    /// Points future connections at a new address (the target moved).
+    /// Points future connections at a new address (the target moved), and only there.
     pub fn set_address(&self, addr: String) {
-        *self.addr.write() = addr;
+        self.set_addresses(vec![addr]);
+    }
+
+    /// Points future connections at `addrs`, tried in that order (the target's address,
+    /// then its failover addresses); nothing changes when the list is the one held. An
+    /// empty list is ignored.
+    pub fn set_addresses(&self, addrs: Vec<String>) {
+        if addrs.is_empty() {
+            return;
+        }
+        let mut cur = self.addrs.write();
+        if cur.list != addrs {
+            *cur = Addresses {
+                list: addrs,
+                first: 0,
+            };
+        }
     }
 
     /// The options connections are made with.
@@ -484,39 +517,73 @@ impl Reconnecting {
         &self.opts
     }
 
-    /// The address connections go to.
+    /// The address connections go to first.
     pub fn address(&self) -> String {
-        self.addr.read().clone()
+        let a = self.addrs.read();
+        a.list.get(a.first).cloned().unwrap_or_default()
     }
 
-    /// The open connection, connecting if there is none.
+    /// Every address connections may go to, in the order they are tried.
+    pub fn addresses(&self) -> Vec<String> {
+        let a = self.addrs.read();
+        let n = a.list.len();
+        (0..n).map(|i| a.list[(a.first + i) % n].clone()).collect()
+    }
+
+    /// The open connection, connecting if there is none: to each address in turn, from
+    /// the one that answered last, until one serves the target. A failure that another
+    /// server could not cure (a refused key, a wrong file system) ends the search; when
+    /// every address failed, the last failure is returned.
     pub async fn connection(&self) -> Result<Arc<Connection>, RpcError> {
         let mut cur = self.current.lock().await;
         if let Some(c) = cur.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let addr = self.address();
-        let c = Arc::new(
-            Connection::connect(
+        let tried = self.addrs.read().clone();
+        let n = tried.list.len();
+        let mut failure = None;
+        for i in 0..n {
+            let at = (tried.first + i) % n;
+            let addr = &tried.list[at];
+            match Connection::connect(
                 &*self.transport,
-                &addr,
+                addr,
                 &self.hello,
                 self.callbacks.clone(),
                 &self.opts,
             )
-            .await?,
-        );
-        if c.connect_reply().evicted {
-            let epoch = self.session.evicted();
-            tracing::warn!(
-                target = %self.hello.target,
-                server = %addr,
-                epoch,
-                "this node was evicted by the server (silent past its timeout): changes cached before are dropped, files opened before fail with EIO"
-            );
+            .await
+            {
+                Ok(c) => {
+                    let c = Arc::new(c);
+                    if c.connect_reply().evicted {
+                        let epoch = self.session.evicted();
+                        tracing::warn!(
+                            target = %self.hello.target,
+                            server = %addr,
+                            epoch,
+                            "this node was evicted by the server (silent past its timeout): changes cached before are dropped, files opened before fail with EIO"
+                        );
+                    }
+                    if i > 0 {
+                        tracing::info!(target = %self.hello.target, %addr, "connected to a failover address");
+                        let mut a = self.addrs.write();
+                        // Unless the list changed meanwhile (a newer configuration).
+                        if a.list == tried.list {
+                            a.first = at;
+                        }
+                    }
+                    *cur = Some(c.clone());
+                    return Ok(c);
+                }
+                Err(e) if e.is_worth_resending() && i + 1 < n => {
+                    tracing::debug!(target = %self.hello.target, %addr, error = %e, "trying the next address");
+                    failure = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
         }
-        *cur = Some(c.clone());
-        Ok(c)
+        Err(failure.unwrap_or(RpcError::Closed))
     }
 
     /// The open connection for a request in `ctx`: refused if the request carries content

@@ -16,8 +16,8 @@ use weft_proto::{
 };
 use weft_rpc::service::Peer;
 use weft_rpc::{
-    CallbackHandler, ClientOptions, Connection, Handler, RequestContext, Router, RpcError, Server,
-    ServerOptions, TcpTransport, TypedService,
+    CallbackHandler, ClientOptions, Connection, Handler, Reconnecting, RequestContext, Router,
+    RpcError, Server, ServerOptions, TcpTransport, TypedService,
 };
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -711,4 +711,65 @@ async fn silent_peers_are_evicted_and_their_node_refuses_its_older_content() {
         .await
         .unwrap();
     assert!(!other.connect_reply().evicted);
+}
+
+/// Failover: a target served from several addresses. A new connection tries them in turn
+/// from the one that answered last, so a client whose server died reaches the failover
+/// server without being told; a dead address is skipped, and a new list resets the order.
+#[tokio::test]
+async fn a_reconnecting_client_tries_each_address_of_its_target() {
+    let dead = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let (first, first_addr) = start().await;
+    let (_second, second_addr) = start().await;
+    let conn = Reconnecting::new(
+        Arc::new(transport()),
+        dead.clone(),
+        hello(FS, TargetId::ost(0)),
+        None,
+        ClientOptions::default(),
+    );
+    conn.set_addresses(vec![dead.clone(), first_addr.clone(), second_addr.clone()]);
+    let echo = || async {
+        conn.call::<_, String>(&EchoRequest::Echo("hi".into()), Bytes::new())
+            .await
+            .map(|(s, _)| s)
+    };
+    assert_eq!(echo().await.unwrap(), "hi");
+    assert_eq!(conn.address(), first_addr, "the dead address is skipped");
+    assert_eq!(
+        conn.addresses(),
+        vec![first_addr.clone(), second_addr.clone(), dead.clone()]
+    );
+
+    // The server dies: a call on the broken connection fails in a way worth resending (if
+    // the connection was not seen closed before it), the next one reaches the other server.
+    first.shutdown().await;
+    if let Err(e) = echo().await {
+        assert!(e.is_worth_resending(), "{e}");
+    }
+    assert_eq!(echo().await.unwrap(), "hi");
+    assert_eq!(conn.address(), second_addr);
+
+    // A new list (a configuration naming another order) starts from its first address.
+    conn.set_addresses(vec![dead.clone(), second_addr.clone()]);
+    assert_eq!(conn.address(), dead);
+    // The same list again changes nothing.
+    conn.set_addresses(vec![dead.clone(), second_addr.clone()]);
+    assert_eq!(conn.addresses(), vec![dead.clone(), second_addr.clone()]);
+
+    // A refusal another server could not cure ends the search at once.
+    let wrong = Reconnecting::new(
+        Arc::new(transport()),
+        second_addr.clone(),
+        hello("other", TargetId::ost(0)),
+        None,
+        ClientOptions::default(),
+    );
+    wrong.set_addresses(vec![second_addr.clone(), dead.clone()]);
+    let err = wrong.connection().await.err().unwrap();
+    assert!(matches!(err, RpcError::Handshake(_)), "{err}");
+    assert_eq!(wrong.address(), second_addr);
 }

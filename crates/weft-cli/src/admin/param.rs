@@ -215,7 +215,16 @@ pub async fn collect(cluster: &Cluster, patterns: &[String]) -> Result<Vec<(Stri
             }
             TargetKind::Mgs => continue,
         };
-        for (name, value) in target_params(t.id.kind, &stats, statfs.as_ref()) {
+        // Where the target is served, from the configuration (Lustre shows failover
+        // servers as `failover_nids`).
+        let served = [
+            ("server".to_string(), t.address.clone()),
+            ("failover_nids".to_string(), t.failover.join(",")),
+        ];
+        for (name, value) in target_params(t.id.kind, &stats, statfs.as_ref())
+            .into_iter()
+            .chain(served)
+        {
             let full = format!("{prefix}.{name}");
             if patterns.iter().any(|p| glob_match(p, &full)) {
                 found.push((full, value));

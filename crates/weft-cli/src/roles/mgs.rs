@@ -94,9 +94,7 @@ pub async fn run(args: MgsArgs) -> Result<()> {
     )
     .await?;
     let metrics = match &args.metrics {
-        Some(addr) => {
-            Some(crate::metrics::serve(addr, Metrics::new(router, vec![], vec![])).await?)
-        }
+        Some(addr) => Some(crate::metrics::serve(addr, Metrics::mgs(router, mgs.clone())).await?),
         None => None,
     };
     let classes = spawn_nodemap(mgs.clone());

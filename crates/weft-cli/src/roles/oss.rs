@@ -1,4 +1,12 @@
 //! `weft oss`: an object storage server hosting one or more OSTs.
+//!
+//! With `--failover`, an OSS is also a standby: an OST whose directory (shared storage)
+//! another server holds is not refused but waited for. Only one process at a time holds
+//! an OST directory (its exclusive `flock`, which the kernel drops when the holder dies,
+//! even by SIGKILL), so the standby opens the OST, runs its normal open path and registers
+//! it from its own address only once the server that had it is gone; the MGS moves the
+//! target and announces it, and clients, which also try a target's failover addresses
+//! when its server stops answering, follow.
 
 use crate::IndexedDir;
 use crate::metrics::Metrics;
@@ -6,9 +14,10 @@ use crate::shutdown::wait_for_signal;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weft_client::Cluster;
-use weft_ost::{Ost, OstHandler, OstOptions};
+use weft_ost::{Ost, OstError, OstHandler, OstOptions};
 use weft_proto::TargetId;
 use weft_rpc::{Router, TypedService};
 
@@ -27,6 +36,12 @@ pub struct OssArgs {
     /// An OST to serve, as INDEX=DIR (repeatable).
     #[arg(long = "ost", value_parser = crate::parse_indexed_dir, required = true)]
     pub osts: Vec<IndexedDir>,
+    /// Address of another OSS that may serve these OSTs (from the same, shared directories)
+    /// when this one dies (repeatable). Registered with the MGS, so clients try it; and
+    /// with it, an OST directory another server holds is waited for instead of refused
+    /// (this process is that server's standby).
+    #[arg(long = "failover", value_parser = crate::parse_addr)]
+    pub failover: Vec<String>,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics.
     #[arg(long, value_parser = crate::parse_addr)]
     pub metrics: Option<String>,
@@ -41,6 +56,38 @@ pub struct OssArgs {
     pub mgs_timeout: u64,
 }
 
+/// Opens OST `o` of `fsname` (blocking): creates its directory, then formats or recovers
+/// it. [`OstError::Busy`] when another process holds it.
+fn open(fsname: &str, o: &IndexedDir) -> Result<Arc<Ost>, OstError> {
+    std::fs::create_dir_all(&o.dir).map_err(|e| OstError::Io {
+        path: o.dir.clone(),
+        source: e,
+    })?;
+    let opts = OstOptions {
+        index: o.index,
+        fsname: fsname.to_string(),
+    };
+    Ost::open(&o.dir, opts)
+}
+
+/// Adds `ost` to `router`, then registers it with the MGS at `address` (served before it
+/// is announced, so a client sent there by the announcement finds it).
+async fn serve(
+    cluster: &Cluster,
+    router: &Router,
+    ost: &Arc<Ost>,
+    address: &str,
+    failover: &[String],
+) -> Result<()> {
+    let id = TargetId::ost(ost.index());
+    router.add(TypedService::new(
+        id,
+        ost.uuid(),
+        Arc::new(OstHandler::new(ost.clone())),
+    ));
+    super::register(cluster, id, ost.uuid(), address, failover).await
+}
+
 /// Opens each OST, adds it to `router` and registers it with the MGS at `address`.
 pub async fn start(
     cluster: &Cluster,
@@ -48,26 +95,111 @@ pub async fn start(
     osts: &[IndexedDir],
     address: &str,
 ) -> Result<Vec<Arc<Ost>>> {
-    let mut out = Vec::new();
+    let (served, _) = start_or_stand_by(cluster, router, osts, address, &[]).await?;
+    Ok(served)
+}
+
+/// [`start`], except that with `failover` addresses an OST another server holds is set
+/// aside (returned second) instead of failing the start.
+async fn start_or_stand_by(
+    cluster: &Cluster,
+    router: &Router,
+    osts: &[IndexedDir],
+    address: &str,
+    failover: &[String],
+) -> Result<(Vec<Arc<Ost>>, Vec<IndexedDir>)> {
+    let mut served = Vec::new();
+    let mut standby = Vec::new();
     for o in osts {
         let id = TargetId::ost(o.index);
-        std::fs::create_dir_all(&o.dir)
-            .with_context(|| format!("cannot create {}", o.dir.display()))?;
-        let opts = OstOptions {
-            index: o.index,
-            fsname: cluster.fsname().to_string(),
-        };
-        let ost = Ost::open(&o.dir, opts)
-            .with_context(|| format!("cannot open {id} in {}", o.dir.display()))?;
-        router.add(TypedService::new(
-            id,
-            ost.uuid(),
-            Arc::new(OstHandler::new(ost.clone())),
-        ));
-        super::register(cluster, id, ost.uuid(), address).await?;
-        out.push(ost);
+        match open(cluster.fsname(), o) {
+            Ok(ost) => {
+                serve(cluster, router, &ost, address, failover).await?;
+                served.push(ost);
+            }
+            Err(OstError::Busy(_)) if !failover.is_empty() => {
+                tracing::info!(target = %id, dir = %o.dir.display(), "another server holds the OST: standing by");
+                standby.push(o.clone());
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e))
+                    .with_context(|| format!("cannot open {id} in {}", o.dir.display()));
+            }
+        }
     }
-    Ok(out)
+    Ok((served, standby))
+}
+
+/// Waits until the server holding OST `o` is gone, then opens the OST (its normal open
+/// path: identity check, data version reservation), serves and registers it from
+/// `address`, and sends its heartbeats until the task is aborted. An error other than the
+/// directory being held ends the wait, logged: the OST stays with whoever can open it.
+///
+/// A standby never formats: a directory without an OST identity is not the shared storage
+/// the server had (not mounted here?), so it is waited on, not made into a new, empty OST
+/// that clients would be sent to. For the same reason an OST whose UUID is not the one the
+/// MGS lists under its index is closed again and not served.
+async fn stand_by(
+    cluster: Arc<Cluster>,
+    router: Arc<Router>,
+    o: IndexedDir,
+    address: String,
+    failover: Vec<String>,
+    metrics: Option<Arc<Metrics>>,
+) {
+    let id = TargetId::ost(o.index);
+    let identity = o.dir.join(weft_ost::IDENTITY_FILE);
+    let mut warned = false;
+    let ost = loop {
+        tokio::time::sleep(super::TAKEOVER_POLL).await;
+        if !identity.exists() {
+            if !warned {
+                tracing::warn!(target = %id, dir = %o.dir.display(), "no OST there: a standby does not format; is the shared storage mounted?");
+                warned = true;
+            }
+            continue;
+        }
+        let (fsname, dir) = (cluster.fsname().to_string(), o.clone());
+        match tokio::task::spawn_blocking(move || open(&fsname, &dir)).await {
+            Ok(Ok(ost)) => break ost,
+            Ok(Err(OstError::Busy(_))) => continue,
+            Ok(Err(e)) => {
+                tracing::error!(target = %id, dir = %o.dir.display(), error = %e, "cannot take the OST over");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(target = %id, error = %e, "opening the OST failed");
+                return;
+            }
+        }
+    };
+    if let Some(listed) = cluster.config().target(id).map(|t| t.uuid)
+        && listed != ost.uuid()
+    {
+        tracing::error!(target = %id, dir = %o.dir.display(), %listed, found = %ost.uuid(),
+            "the directory holds another OST than the one registered: not taking it over");
+        return;
+    }
+    tracing::warn!(target = %id, dir = %o.dir.display(), %address, "the OST's server is gone: taking it over");
+    // The MGS may be restarting too: the OST is ours now, so keep trying.
+    let mut delay = Duration::from_millis(100);
+    while let Err(e) = serve(&cluster, &router, &ost, &address, &failover).await {
+        tracing::warn!(target = %id, error = format!("{e:#}"), "registering the OST taken over failed; retrying in {delay:?}");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+    super::TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+    if let Some(m) = &metrics {
+        m.add_ost(ost.clone());
+    }
+    super::heartbeats(
+        cluster,
+        vec![(id, ost.uuid())],
+        address,
+        failover,
+        vec![ost],
+    )
+    .await;
 }
 
 /// Runs until SIGINT/SIGTERM.
@@ -84,22 +216,46 @@ pub async fn run(args: OssArgs) -> Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| server.local_addr().to_string());
-    let osts = start(&cluster, &router, &args.osts, &address).await?;
+    let (osts, standby) =
+        start_or_stand_by(&cluster, &router, &args.osts, &address, &args.failover).await?;
     let ids = osts
         .iter()
         .map(|o| (TargetId::ost(o.index()), o.uuid()))
         .collect();
-    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone(), osts.clone());
-    let metrics = match &args.metrics {
-        Some(addr) => Some(
-            crate::metrics::serve(addr, Metrics::new(router.clone(), vec![], osts.clone())).await?,
-        ),
-        None => None,
+    let heartbeats = super::spawn_heartbeats(
+        cluster.clone(),
+        ids,
+        address.clone(),
+        args.failover.clone(),
+        osts.clone(),
+    );
+    let (metrics, metrics_task) = match &args.metrics {
+        Some(addr) => {
+            let m = Metrics::oss(router.clone(), osts.clone());
+            (Some(m.clone()), Some(crate::metrics::serve(addr, m).await?))
+        }
+        None => (None, None),
     };
-    tracing::info!(fsname = cluster.fsname(), %address, osts = osts.len(), "OSS serving");
+    let standbys: Vec<_> = standby
+        .into_iter()
+        .map(|o| {
+            tokio::spawn(stand_by(
+                cluster.clone(),
+                router.clone(),
+                o,
+                address.clone(),
+                args.failover.clone(),
+                metrics.clone(),
+            ))
+        })
+        .collect();
+    tracing::info!(fsname = cluster.fsname(), %address, osts = osts.len(), standby = standbys.len(), "OSS serving");
     wait_for_signal().await;
     heartbeats.abort();
-    if let Some(m) = metrics {
+    for s in &standbys {
+        s.abort();
+    }
+    if let Some(m) = metrics_task {
         m.abort();
     }
     server.shutdown().await;

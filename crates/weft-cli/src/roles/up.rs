@@ -96,7 +96,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
         .map(|o| (TargetId::ost(o.index()), o.uuid()))
         .collect();
     ids.extend(mdts.iter().map(|m| (TargetId::mdt(m.index()), m.uuid())));
-    let heartbeats = super::spawn_heartbeats(cluster.clone(), ids, address.clone(), osts.clone());
+    let heartbeats =
+        super::spawn_heartbeats(cluster.clone(), ids, address.clone(), vec![], osts.clone());
     let metrics = match &args.metrics {
         Some(addr) => {
             let m = crate::metrics::Metrics::new(router.clone(), mdts.clone(), osts.clone());

@@ -141,6 +141,7 @@ async fn a_client_key_cannot_make_server_requests() {
             TargetId::ost(7),
             uuid::Uuid::new_v4(),
             "127.0.0.1:1".into(),
+            vec![],
             false,
         )
         .await

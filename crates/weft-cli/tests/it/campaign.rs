@@ -389,6 +389,7 @@ async fn acknowledged_data_and_names_survive_a_seeded_fault_campaign() {
         link_mbit: None,
         oss_disk_mib: Some(OSS_DISK_MIB),
         server_args: Vec::new(),
+        failover_host: None,
     };
     let hosts = ["srv", "oss1", "oss2", "c1", "c2"];
     let mut lc = LabCluster::start(bin(), &spec).await.unwrap();

@@ -38,6 +38,7 @@ async fn six_hosts_share_one_file_system_and_an_oss_partition_is_a_pause() {
         link_mbit: Some(1000),
         oss_disk_mib: None,
         server_args: Vec::new(),
+        failover_host: None,
     };
     let lc = LabCluster::start(bin(), &spec).await.unwrap();
     let (c1, c2, c3) = (

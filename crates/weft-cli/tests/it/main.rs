@@ -26,6 +26,7 @@ mod dne;
 mod dne_crash;
 mod dne_moves;
 mod evict;
+mod failover;
 mod fuse_admin;
 mod fuse_client_params;
 mod fuse_dne;

@@ -50,7 +50,14 @@ impl Mdt {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         crate::failpoints::arm_from_env();
         let path = dir.join(DB_FILE);
-        let db = Arc::new(create(&path).map_err(StoreError::from)?);
+        // The store's file lock (redb's `flock`) is the MDT's fence: taken before anything
+        // is read or written, dropped by the kernel when its holder dies.
+        let db = Arc::new(create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => MdtError::Busy {
+                path: dir.display().to_string(),
+            },
+            e => MdtError::from(StoreError::from(e)),
+        })?);
         let shown = dir.display().to_string();
 
         let txn = db.begin_write().map_err(StoreError::from)?;

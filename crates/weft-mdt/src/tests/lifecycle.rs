@@ -60,6 +60,21 @@ async fn a_directory_of_another_file_system_or_index_is_refused() {
     assert!(Mdt::open(&dir, opts(), cluster).is_ok());
 }
 
+/// One server at a time: a second open of a served MDT is `Busy` (what a failover MDS
+/// waits on), and succeeds once the first is closed.
+#[tokio::test]
+async fn a_served_mdt_is_busy_for_a_second_server() {
+    let h = H::new().await;
+    let (dir, cluster) = (h.dir.path().to_path_buf(), h.cluster.clone());
+    assert!(matches!(
+        Mdt::open(&dir, opts(), cluster.clone()),
+        Err(MdtError::Busy { .. })
+    ));
+    h.mdt.shutdown().await;
+    drop(h.mdt);
+    assert!(Mdt::open(&dir, opts(), cluster).is_ok());
+}
+
 #[tokio::test]
 async fn non_zero_mdts_have_no_root() {
     let h = H::with(MdtOptions { index: 1, ..opts() }, 2).await;

@@ -6,7 +6,18 @@ fn reg(id: TargetId, uuid: Uuid, address: &str, replace: bool) -> MgsRequest {
         id,
         uuid,
         address: address.into(),
+        failover: vec![],
         replace,
+    }
+}
+
+fn reg_failover(id: TargetId, uuid: Uuid, address: &str, failover: &[&str]) -> MgsRequest {
+    MgsRequest::Register {
+        id,
+        uuid,
+        address: address.into(),
+        failover: failover.iter().map(|a| a.to_string()).collect(),
+        replace: false,
     }
 }
 
@@ -138,6 +149,70 @@ async fn registration_rules() {
         errno(&mgs, reg(TargetId::ost(1), u1, &"x".repeat(300), false)).await,
         Errno::Inval
     );
+}
+
+/// Failover (issue 25): a target names the servers that may take it over; the one that
+/// does registers the same UUID from its own address, the configuration moves the target
+/// there (a new version, announced) and the MGS counts the failover. A wrong UUID is still
+/// refused from any address, failover or not.
+#[tokio::test]
+async fn a_failover_server_takes_a_target_over_with_its_uuid() {
+    let (_d, mgs) = new_mgs();
+    let (u, other) = (Uuid::new_v4(), Uuid::new_v4());
+    let ost = TargetId::ost(3);
+    mgs.execute(reg_failover(ost, u, "a:1", &["b:1", "a:1", "b:1"]))
+        .await
+        .unwrap();
+    let t = mgs.config().target(ost).unwrap().clone();
+    assert_eq!(t.address, "a:1");
+    assert_eq!(t.failover, vec!["b:1"], "itself and repeats are dropped");
+    assert_eq!(t.addresses(), vec!["a:1", "b:1"]);
+    let before = mgs.config().version;
+
+    // The standby at b:1 takes over, naming a:1 as its own failover.
+    mgs.execute(reg_failover(ost, u, "b:1", &["a:1"]))
+        .await
+        .unwrap();
+    let t = mgs.config().target(ost).unwrap().clone();
+    assert_eq!(
+        (t.address.as_str(), t.failover.clone()),
+        ("b:1", vec!["a:1".to_string()])
+    );
+    assert_eq!(t.addresses(), vec!["b:1", "a:1"]);
+    assert!(mgs.config().version > before);
+    assert_eq!(
+        mgs.stats(),
+        MgsStats {
+            target_failovers: 1,
+            target_moves: 0
+        }
+    );
+
+    // Another target claiming the index from the failover address is still refused.
+    assert_eq!(
+        errno(&mgs, reg_failover(ost, other, "a:1", &["b:1"])).await,
+        Errno::Exist
+    );
+    // A move to an unlisted address is accepted (the UUID is the target) but counted apart.
+    mgs.execute(reg_failover(ost, u, "c:1", &[])).await.unwrap();
+    assert_eq!(mgs.config().target(ost).unwrap().address, "c:1");
+    assert_eq!(mgs.stats().target_moves, 1);
+    assert_eq!(mgs.stats().target_failovers, 1);
+
+    // Bad failover lists are refused whole.
+    let many: Vec<String> = (0..=MAX_FAILOVER_ADDRESSES)
+        .map(|i| format!("h:{i}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert_eq!(
+        errno(&mgs, reg_failover(ost, u, "c:1", &many)).await,
+        Errno::Inval
+    );
+    assert_eq!(
+        errno(&mgs, reg_failover(ost, u, "c:1", &["bad address"])).await,
+        Errno::Inval
+    );
+    assert_eq!(mgs.config().target(ost).unwrap().address, "c:1");
 }
 
 #[tokio::test]

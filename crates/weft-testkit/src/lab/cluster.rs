@@ -24,6 +24,11 @@ pub struct LabSpec {
     /// Flags added to every server role (MGS, MDS and each OSS), e.g.
     /// `--evict-timeout 3`.
     pub server_args: Vec<String>,
+    /// A host whose OSS stands by for the first OSS host's OSTs: it serves the same
+    /// directories (hosts share the file system, so they are shared storage), and each of
+    /// the two names the other with `--failover`. Started once the first serves them;
+    /// its process is the last of [`LabCluster::oss`].
+    pub failover_host: Option<String>,
 }
 
 /// One client host's mount.
@@ -69,6 +74,7 @@ impl LabCluster {
         let mut names: Vec<&str> = vec![spec.servers.as_str()];
         names.extend(spec.oss.iter().map(|(h, _)| h.as_str()));
         names.extend(spec.clients.iter().map(String::as_str));
+        names.extend(spec.failover_host.as_deref());
         let mut lab = Lab::new(&names)?;
         if let Some(mib) = spec.oss_disk_mib {
             for (host, _) in &spec.oss {
@@ -120,6 +126,10 @@ impl LabCluster {
         )?;
         let mut oss = Vec::new();
         let mut next_ost = 0;
+        let oss_addr =
+            |host: &str| -> Result<String> { Ok(format!("{}:9402", lab.host(host)?.addr)) };
+        // The first OSS host's arguments, which its standby repeats.
+        let mut first_osts: Vec<String> = Vec::new();
         for (host, count) in &spec.oss {
             let dir = lab.host_dir(host)?;
             let mut args = vec![
@@ -127,7 +137,7 @@ impl LabCluster {
                 "--mgs".into(),
                 mgs_addr.clone(),
                 "--listen".into(),
-                format!("{}:9402", lab.host(host)?.addr),
+                oss_addr(host)?,
             ];
             for _ in 0..*count {
                 args.push("--ost".into());
@@ -137,9 +147,32 @@ impl LabCluster {
                 ));
                 next_ost += 1;
             }
+            if first_osts.is_empty() {
+                first_osts = args[5..].to_vec();
+                if let Some(standby) = &spec.failover_host {
+                    args.extend(["--failover".into(), oss_addr(standby)?]);
+                }
+            }
             args.extend(spec.server_args.iter().cloned());
             oss.push(lab.start(host, &format!("oss-{host}"), bin, args)?);
         }
+        let standby = match (&spec.failover_host, spec.oss.first()) {
+            (Some(standby), Some((first, _))) => {
+                let mut args = vec![
+                    "oss".into(),
+                    "--mgs".into(),
+                    mgs_addr.clone(),
+                    "--listen".into(),
+                    oss_addr(standby)?,
+                    "--failover".into(),
+                    oss_addr(first)?,
+                ];
+                args.extend(first_osts);
+                args.extend(spec.server_args.iter().cloned());
+                Some((standby.clone(), args))
+            }
+            _ => None,
+        };
         let mut cluster = Self {
             mounts: Vec::new(),
             oss,
@@ -152,6 +185,21 @@ impl LabCluster {
         cluster
             .wait_online(bin, &spec.servers, 1 + next_ost)
             .await?;
+        if let Some((host, args)) = standby {
+            let p = cluster
+                .lab
+                .start(&host, &format!("oss-{host}"), bin, args)?;
+            cluster.oss.push(p);
+            let standing = spec.oss.first().map_or(0, |(_, n)| *n as usize);
+            cluster
+                .wait_for("the standby OSS to stand by", || {
+                    Ok(cluster
+                        .oss
+                        .last()
+                        .is_some_and(|p| p.log().matches("standing by").count() == standing))
+                })
+                .await?;
+        }
         for host in &spec.clients {
             let path = cluster.lab.dir().join(format!("mnt-{host}"));
             std::fs::create_dir_all(&path)?;
