@@ -46,6 +46,7 @@ async fn a_partitioned_client_is_evicted_and_its_stale_changes_are_refused() {
         link_mbit: None,
         oss_disk_mib: None,
         server_args: vec!["--evict-timeout".into(), EVICT_S.to_string()],
+        failover_host: None,
     };
     let lc = LabCluster::start(bin(), &spec).await.unwrap();
     let (c1, c2) = (

@@ -286,6 +286,7 @@ async fn failover_of_an_ost_to_a_second_oss_host_under_a_reader_through_a_mount(
         link_mbit: Some(250),
         oss_disk_mib: None,
         failover_host: Some("oss2".into()),
+        server_args: Vec::new(),
     };
     let mut lc = LabCluster::start(bin(), &spec).await.unwrap();
     let run = |host: &str, args: &[&str]| {
