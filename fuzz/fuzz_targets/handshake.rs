@@ -473,6 +473,8 @@ async fn fake_server(
                 target_uuid: Uuid::from_u128(3),
                 features: u64::from(input.byte()),
                 protocol_version: PROTOCOL_VERSION,
+                evicted: input.byte() & 1 != 0,
+                evict_timeout_ms: u64::from(input.byte()) * 100,
             }))
             .unwrap_or_default(),
             _ => {
