@@ -23,6 +23,9 @@ pub mod stats;
 pub mod tls;
 pub mod transport;
 
+#[cfg(test)]
+mod test_support;
+
 pub use abort::AbortOnDrop;
 pub use auth::ClusterKey;
 pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};

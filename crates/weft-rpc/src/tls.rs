@@ -193,5 +193,7 @@ pub(crate) fn server_name(addr: &str) -> std::io::Result<ServerName<'static>> {
     })
 }
 
+#[cfg(any(test, feature = "test-pki"))]
+pub mod test_pki;
 #[cfg(test)]
 mod tests;

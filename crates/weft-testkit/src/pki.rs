@@ -2,7 +2,6 @@
 //! (what an operator would make with their own CA; see `weft_rpc::tls`).
 
 use anyhow::Result;
-use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
 use std::path::{Path, PathBuf};
 
 /// The PEM files of one CA and one node certificate (for both server and client use).
@@ -20,28 +19,12 @@ impl TestPki {
     /// Makes a new CA and a node certificate for `sans` (IP addresses or DNS names) in
     /// `dir`, as `NAME-ca.pem`, `NAME-cert.pem` and `NAME-key.pem`.
     pub fn new(dir: &Path, name: &str, sans: &[&str]) -> Result<Self> {
-        let ca_key = KeyPair::generate()?;
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_cert = ca.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca, ca_key);
-        let key = KeyPair::generate()?;
-        let mut node =
-            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
-        node.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let cert = node.signed_by(&key, &issuer)?;
-        let pki = Self {
-            ca: dir.join(format!("{name}-ca.pem")),
-            cert: dir.join(format!("{name}-cert.pem")),
-            key: dir.join(format!("{name}-key.pem")),
-        };
-        std::fs::write(&pki.ca, ca_cert.pem())?;
-        std::fs::write(&pki.cert, cert.pem())?;
-        std::fs::write(&pki.key, key.serialize_pem())?;
-        Ok(pki)
+        let files = weft_rpc::tls::test_pki::issue(dir, name, sans)?;
+        Ok(Self {
+            ca: files.ca,
+            cert: files.cert.unwrap_or_default(),
+            key: files.key.unwrap_or_default(),
+        })
     }
 
     /// The environment that makes every role and tool of a test cluster use these files

@@ -122,13 +122,11 @@ fn proofs_bind_key_side_and_every_field() {
 /// A server on loopback with one target whose only request is server-only.
 mod over_tcp {
     use super::*;
-    use crate::{
-        ClientOptions, Connection, Handler, Peer, Router, Server, ServerOptions, Tcp, TypedService,
-    };
+    use crate::{Connection, Handler, Peer, Router, Server, ServerOptions, Tcp, TypedService};
     use bytes::Bytes;
     use serde::{Deserialize, Serialize};
     use std::sync::Arc;
-    use weft_proto::{ConnectRequest, Errno, Message, PROTOCOL_VERSION, TargetId, WireResult};
+    use weft_proto::{Errno, Message, TargetId, WireResult};
 
     #[derive(Debug, Serialize, Deserialize)]
     enum Req {
@@ -181,15 +179,7 @@ mod over_tcp {
     }
 
     async fn connect(addr: &str, key: Option<ClusterKey>) -> Result<Connection, crate::RpcError> {
-        let hello = ConnectRequest {
-            fsname: "fs".into(),
-            client_uuid: Uuid::new_v4(),
-            protocol_version: PROTOCOL_VERSION,
-            features: 0,
-            target: TargetId::ost(0),
-        };
-        let t = Tcp::sockets().with_key(key.map(Arc::new));
-        Connection::connect(&t, addr, &hello, None, &ClientOptions::default()).await
+        crate::test_support::connect_ost0(addr, &Tcp::sockets().with_key(key.map(Arc::new))).await
     }
 
     async fn call(c: &Connection, r: Req) -> WireResult<String> {

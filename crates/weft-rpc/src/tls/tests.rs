@@ -1,13 +1,10 @@
 use super::*;
 use crate::auth::COUNTERS;
-use crate::{
-    ClientOptions, Connection, Handler, Peer, Router, Server, ServerOptions, Tcp, TypedService,
-};
+use crate::{Connection, Handler, Peer, Router, Server, ServerOptions, Tcp, TypedService};
 use bytes::Bytes;
-use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-use weft_proto::{ConnectRequest, Message, PROTOCOL_VERSION, TargetId, WireResult};
+use weft_proto::{Message, TargetId, WireResult};
 
 #[test]
 fn server_names_come_from_the_host_part() {
@@ -21,31 +18,9 @@ fn server_names_come_from_the_host_part() {
     assert!(server_name("bad name:1").is_err());
 }
 
-/// A CA in `dir/NAME-ca.pem`, and a node certificate it issued for `sans` (both server
-/// and client use) in `dir/NAME-cert.pem` with its key in `dir/NAME-key.pem`.
+/// A CA and a node certificate it issued for `sans` (see [`super::test_pki::issue`]).
 fn pki(dir: &Path, name: &str, sans: &[&str]) -> TlsFiles {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut node =
-        CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    node.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let cert = node.signed_by(&key, &issuer).unwrap();
-    let files = TlsFiles {
-        ca: dir.join(format!("{name}-ca.pem")),
-        cert: Some(dir.join(format!("{name}-cert.pem"))),
-        key: Some(dir.join(format!("{name}-key.pem"))),
-    };
-    std::fs::write(&files.ca, ca_cert.pem()).unwrap();
-    std::fs::write(files.cert.as_ref().unwrap(), cert.pem()).unwrap();
-    std::fs::write(files.key.as_ref().unwrap(), key.serialize_pem()).unwrap();
-    files
+    super::test_pki::issue(dir, name, sans).unwrap()
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -87,15 +62,7 @@ async fn server(tls: Option<Tls>) -> std::io::Result<(Server, String)> {
 }
 
 async fn connect(addr: &str, tls: Option<Tls>) -> Result<Connection, crate::RpcError> {
-    let hello = ConnectRequest {
-        fsname: "fs".into(),
-        client_uuid: Uuid::new_v4(),
-        protocol_version: PROTOCOL_VERSION,
-        features: 0,
-        target: TargetId::ost(0),
-    };
-    let t = Tcp::sockets().with_tls(tls.map(Arc::new));
-    Connection::connect(&t, addr, &hello, None, &ClientOptions::default()).await
+    crate::test_support::connect_ost0(addr, &Tcp::sockets().with_tls(tls.map(Arc::new))).await
 }
 
 #[tokio::test]
