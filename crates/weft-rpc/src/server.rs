@@ -182,6 +182,47 @@ pub(crate) struct Shared {
     stop: watch::Receiver<bool>,
     /// Nodes evicted from a target and not connected to it since, with when.
     evicted: parking_lot::Mutex<HashMap<(TargetId, uuid::Uuid), std::time::Instant>>,
+    /// Socket connections open per target and node.
+    live: parking_lot::Mutex<HashMap<(TargetId, uuid::Uuid), usize>>,
+}
+
+/// Counts one socket connection of a node to a target in [`Shared::live`] while it lives.
+struct LiveConnection<'a> {
+    shared: &'a Shared,
+    key: (TargetId, uuid::Uuid),
+}
+
+impl<'a> LiveConnection<'a> {
+    fn new(shared: &'a Shared, target: TargetId, node: uuid::Uuid) -> Self {
+        *shared.live.lock().entry((target, node)).or_insert(0) += 1;
+        Self {
+            shared,
+            key: (target, node),
+        }
+    }
+
+    /// Whether the node has another connection to the target open: it is alive, and this
+    /// one is a connection it gave up (its side died in a partition) rather than the node
+    /// gone silent.
+    fn has_sibling(&self) -> bool {
+        self.shared
+            .live
+            .lock()
+            .get(&self.key)
+            .is_some_and(|&n| n > 1)
+    }
+}
+
+impl Drop for LiveConnection<'_> {
+    fn drop(&mut self) {
+        let mut live = self.shared.live.lock();
+        if let Some(n) = live.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -238,6 +279,7 @@ impl Server {
             next_conn_id: AtomicU64::new(1),
             stop: stop_rx,
             evicted: parking_lot::Mutex::default(),
+            live: parking_lot::Mutex::default(),
         });
         if let Some(local) = &shared.opts.local_servers {
             local.register(local_addr, &shared);
@@ -378,6 +420,7 @@ async fn serve_connection(
             auth,
         });
         tracing::debug!(peer = %addr, target = %hello.target, client = %hello.client_uuid, "connected");
+        let live = LiveConnection::new(&shared, hello.target, hello.client_uuid);
         let ended = tokio::select! {
             _ = stop.changed() => Ended::Left,
             ended = request_loop(&mut r, &endpoint, &service, &peer, &shared) => ended,
@@ -390,6 +433,15 @@ async fn serve_connection(
             Ended::Left => service.disconnected(&peer),
             Ended::Misbehaved(reason) => {
                 tracing::warn!(peer = %addr, target = %hello.target, %reason, "closing connection");
+                service.disconnected(&peer);
+            }
+            Ended::Silent(_) if live.has_sibling() => {
+                tracing::info!(
+                    peer = %addr,
+                    target = %hello.target,
+                    client = %hello.client_uuid,
+                    "closing a silent connection of a client connected again: not an eviction"
+                );
                 service.disconnected(&peer);
             }
             Ended::Silent(after) => {

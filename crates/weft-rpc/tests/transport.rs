@@ -773,3 +773,29 @@ async fn a_reconnecting_client_tries_each_address_of_its_target() {
     assert!(matches!(err, RpcError::Handshake(_)), "{err}");
     assert_eq!(wrong.address(), second_addr);
 }
+
+/// A silent connection of a node that has another connection open to the same target is
+/// one the node gave up (its side died in a partition), not the node gone silent: it is
+/// closed like a broken connection, not counted as an eviction, and the node is not told.
+#[tokio::test]
+async fn a_silent_connection_of_a_node_connected_again_is_not_an_eviction() {
+    let (_server, addr) = start_with(ServerOptions {
+        evict_timeout: Some(Duration::from_millis(400)),
+        ..ServerOptions::default()
+    })
+    .await;
+    let node = hello(FS, TargetId::ost(0));
+    let live = Connection::connect(&transport(), &addr, &node, None, &ClientOptions::default())
+        .await
+        .unwrap();
+    let given_up = raw_handshake_as(&addr, &node).await;
+    expect_closed_within(given_up, Duration::from_secs(5)).await;
+    let stats = live.stats().await.unwrap();
+    let evictions = stats.counters.iter().find(|c| c.name == "evictions");
+    assert_eq!(evictions.map(|c| c.value), Some(0));
+    assert_eq!(echo(&live, "still here").await, "still here");
+    let again = Connection::connect(&transport(), &addr, &node, None, &ClientOptions::default())
+        .await
+        .unwrap();
+    assert!(!again.connect_reply().evicted);
+}
