@@ -44,7 +44,8 @@ async fn a_partitioned_client_is_evicted_and_its_stale_changes_are_refused() {
         oss: vec![("oss1".into(), 1)],
         clients: vec!["c1".into(), "c2".into()],
         link_mbit: None,
-        oss_disk_mib: None,
+        // A disk of its own: the test must not depend on the free space of the machine's.
+        oss_disk_mib: Some(512),
         server_args: vec!["--evict-timeout".into(), EVICT_S.to_string()],
         failover_host: None,
     };
