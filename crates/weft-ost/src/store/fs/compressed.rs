@@ -95,25 +95,55 @@ fn punch_file(file: &File, offset: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads `n` whole slots from slot `first`; what lies past the file's end reads as zeros.
-fn read_slots(file: &File, first: u64, n: usize) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; n * SLOT];
+/// Largest slot buffer a thread keeps between reads (bigger reads allocate their own).
+const KEEP_SLOT_BUFFER: usize = 64 * SLOT;
+
+thread_local! {
+    /// Each thread's buffer for the raw slots of a read, kept between reads: a fresh
+    /// zeroed allocation of a megabyte per read cost page faults and page clearing
+    /// comparable to the decoding itself.
+    static SLOT_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads `n` whole slots from slot `first` and gives them to `f`; what lies past the
+/// file's end reads as zeros.
+fn with_slots<R>(file: &File, first: u64, n: usize, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
+    let len = n * SLOT;
     if n > 1 {
         // One read-ahead of the whole span: left to the kernel's window, a cold span of
         // short extents between holes is fetched a little at a time, one wait each.
-        let len = std::num::NonZeroU64::new(buf.len() as u64);
-        let _ = rustix::fs::fadvise(file, first * SLOT64, len, rustix::fs::Advice::WillNeed);
+        let _ = rustix::fs::fadvise(
+            file,
+            first * SLOT64,
+            std::num::NonZeroU64::new(len as u64),
+            rustix::fs::Advice::WillNeed,
+        );
     }
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], first * SLOT64 + done as u64) {
-            Ok(0) => break,
-            Ok(k) => done += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+    SLOT_BUFFER.with(|cell| {
+        // A read inside `f` (none today) would find the buffer taken and use its own.
+        let mut own = Vec::new();
+        let mut kept = cell.try_borrow_mut().ok();
+        let buf = match kept.as_deref_mut() {
+            Some(b) if len <= KEEP_SLOT_BUFFER => b,
+            _ => &mut own,
+        };
+        // Zeroed only when it grows; each read overwrites what it uses.
+        if buf.len() < len {
+            buf.resize(len, 0);
         }
-    }
-    Ok(buf)
+        let buf = &mut buf[..len];
+        let mut done = 0;
+        while done < len {
+            match file.read_at(&mut buf[done..], first * SLOT64 + done as u64) {
+                Ok(0) => break,
+                Ok(k) => done += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf[done..].fill(0);
+        Ok(f(buf))
+    })
 }
 
 /// One compressed object file, for one operation: its descriptor and sizes.
@@ -172,8 +202,7 @@ impl<'a> Compressed<'a> {
             out.fill(0);
             return Ok(0);
         }
-        let raw = read_slots(self.file, slot, 1)?;
-        chunk::decode(&raw, out).map_err(|e| corrupt(slot, e))
+        with_slots(self.file, slot, 1, |raw| chunk::decode(raw, out))?.map_err(|e| corrupt(slot, e))
     }
 
     /// Stores `data` (at most [`CHUNK`] bytes) as chunk `slot`: trailing zeros are not
@@ -214,22 +243,29 @@ impl<'a> Compressed<'a> {
         let stored = (last + 1)
             .min(self.phys.div_ceil(SLOT64))
             .saturating_sub(first);
-        let raw = read_slots(self.file, first, stored as usize)?;
-        let mut out = vec![0u8; want];
-        let mut scratch = vec![0u8; CHUNK];
-        for (i, slot_bytes) in raw.chunks(SLOT).enumerate() {
-            let slot = first + i as u64;
-            let start = slot * CHUNK64;
-            let lo = offset.max(start);
-            let hi = end.min(start + CHUNK64);
-            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
-            if dst.len() == CHUNK {
-                chunk::decode(slot_bytes, dst).map_err(|e| corrupt(slot, e))?;
-            } else {
-                chunk::decode(slot_bytes, &mut scratch).map_err(|e| corrupt(slot, e))?;
-                dst.copy_from_slice(&scratch[(lo - start) as usize..(hi - start) as usize]);
+        // Every byte is decoded over; filled rather than allocated zeroed, as a zeroed
+        // allocation of reused memory makes the allocator hand it back to the kernel
+        // and fault it in again.
+        let mut out = Vec::with_capacity(want);
+        out.resize(want, 0);
+        with_slots(self.file, first, stored as usize, |raw| {
+            let mut scratch = Vec::new();
+            for (i, slot_bytes) in raw.chunks(SLOT).enumerate() {
+                let slot = first + i as u64;
+                let start = slot * CHUNK64;
+                let lo = offset.max(start);
+                let hi = end.min(start + CHUNK64);
+                let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+                if dst.len() == CHUNK {
+                    chunk::decode(slot_bytes, dst).map_err(|e| corrupt(slot, e))?;
+                } else {
+                    scratch.resize(CHUNK, 0);
+                    chunk::decode(slot_bytes, &mut scratch).map_err(|e| corrupt(slot, e))?;
+                    dst.copy_from_slice(&scratch[(lo - start) as usize..(hi - start) as usize]);
+                }
             }
-        }
+            Ok::<_, io::Error>(())
+        })??;
         Ok(Bytes::from(out))
     }
 
