@@ -69,7 +69,10 @@ impl LocalCopy {
     pub(crate) fn read_now(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
         let len =
             usize::try_from(len).map_err(|_| ClientError::Invalid("read too large".into()))?;
-        let mut buf = BytesMut::zeroed(len);
+        // Filled, not allocated zeroed: a zeroed allocation of reused memory makes the
+        // allocator give it back to the kernel and fault it in again.
+        let mut buf = BytesMut::with_capacity(len);
+        buf.resize(len, 0);
         let mut got = 0;
         while got < len {
             match self.file.read_at(&mut buf[got..], offset + got as u64) {

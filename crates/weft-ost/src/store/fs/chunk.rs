@@ -48,7 +48,10 @@ fn le32(b: &[u8], at: usize) -> u32 {
 pub fn encode(data: &[u8]) -> Vec<u8> {
     debug_assert!(data.len() <= CHUNK);
     let data = &data[..data.len().min(CHUNK)];
-    let mut out = vec![0u8; HEADER + lz4_flex::block::get_maximum_output_size(data.len())];
+    // Filled, not allocated zeroed: a zeroed allocation of reused memory makes the
+    // allocator give it back to the kernel and fault it in again.
+    let mut out = Vec::with_capacity(HEADER + lz4_flex::block::get_maximum_output_size(data.len()));
+    out.resize(out.capacity(), 0);
     let compressed = lz4_flex::block::compress_into(data, &mut out[HEADER..]).ok();
     let (flags, stored) = match compressed {
         // Worth it only when it stores fewer blocks than the raw bytes would.
