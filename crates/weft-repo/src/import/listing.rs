@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use weft_rpc::AbortOnDrop;
 
 /// Most keys asked for in one listing page.
-pub const LIST_PAGE: usize = 10_000;
+pub const LIST_PAGE: usize = 50_000;
 
 /// The objects under `prefix` (empty: all) after key `after` (if any), in key order.
 pub(super) fn objects<'a>(
