@@ -78,7 +78,8 @@ fn mdt_records(data: &[u8]) {
     let _ = store::decode::<DestroyRecord>("destroy_log", data);
     let _ = store::decode::<Meta>("meta", data);
     let _ = store::decode::<weft_mdt::replies::Recorded>("replies", data);
-    let _ = store::decode::<LayoutTemplate>("dir_defaults", data);
+    let _ = store::decode::<weft_proto::mdt::DirDefault>("dir_defaults", data);
+    let _ = store::decode::<weft_proto::mdt::DirStripes>("dir_stripes", data);
     let _ = store::split_dirent_key(data);
     let _ = postcard::from_bytes::<ArchiveRef>(data);
     if let Ok(inode) = store::decode::<Inode>("inodes", data) {
@@ -250,11 +251,11 @@ fn ost_object(data: &[u8]) {
             let _ = store.punch(&id, off(&mut input), off(&mut input));
         }
         1 => {
-            let _ = store.set_size(&id, off(&mut input));
+            let _ = store.set_size(&id, off(&mut input), None);
         }
         2 => {
             let n = usize::from(input.byte()) * 97;
-            let _ = store.write(&id, off(&mut input), &Bytes::from(vec![0x5a; n]));
+            let _ = store.write(&id, off(&mut input), &Bytes::from(vec![0x5a; n]), None);
         }
         _ => {}
     }
@@ -291,6 +292,7 @@ fn write_seeds() {
                 pool: None,
                 osts: vec![0, 1],
                 object_fid: None,
+                compress: weft_proto::Compression::Inherit,
             },
             weft_proto::layout::LayoutComponent {
                 id: 2,
@@ -301,6 +303,7 @@ fn write_seeds() {
                 pool: Some("p".into()),
                 osts: Vec::new(),
                 object_fid: None,
+                compress: weft_proto::Compression::Inherit,
             },
         ],
     };

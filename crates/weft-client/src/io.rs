@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
+use weft_proto::Compression;
 use weft_proto::ost::ObjectAttr;
 use weft_rpc::RequestContext;
 
@@ -271,7 +272,10 @@ impl IoEngine {
                 let attr = engine
                     .with_retry(&ctx, p.ost, |c| {
                         let chunk = chunk.clone();
-                        async move { c.write(p.object, p.object_offset, chunk, sync).await }
+                        async move {
+                            c.write(p.object, p.object_offset, chunk, sync, p.compress)
+                                .await
+                        }
                     })
                     .await?;
                 Ok((p.ost, p.object, attr))
@@ -295,16 +299,19 @@ impl IoEngine {
             .await
     }
 
-    /// Sets an object's size.
+    /// Sets an object's size (creating it, compressed as `compress` says, if missing).
     pub async fn punch(
         &self,
         ctx: &RequestContext,
         ost: u32,
         object: weft_proto::ObjectId,
         size: u64,
+        compress: Compression,
     ) -> Result<ObjectAttr, ClientError> {
-        self.with_retry(ctx, ost, |c| async move { c.punch(object, size).await })
-            .await
+        self.with_retry(ctx, ost, |c| async move {
+            c.punch(object, size, compress).await
+        })
+        .await
     }
 
     /// Deallocates `[offset, offset + len)` of an object, keeping its size.

@@ -6,7 +6,7 @@
 //! Everything here is pure arithmetic, tested against a byte-by-byte reference model.
 
 use weft_proto::layout::{Layout, LayoutComponent};
-use weft_proto::{Fid, ObjectId};
+use weft_proto::{Compression, Fid, ObjectId};
 
 /// A contiguous run of file bytes that lives in one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,8 @@ pub struct Piece {
     pub file_offset: u64,
     /// Length in bytes.
     pub len: u64,
+    /// How the object is to be created if this piece creates it (its component's choice).
+    pub compress: Compression,
 }
 
 /// Why a range cannot be mapped.
@@ -71,6 +73,7 @@ pub fn map_range(layout: &Layout, fid: Fid, offset: u64, len: u64) -> Result<Vec
                 object_offset,
                 file_offset: x,
                 len: n,
+                compress: comp.compress,
             });
             x += n;
         }
@@ -220,6 +223,7 @@ mod tests {
             pool: None,
             osts,
             object_fid: None,
+            compress: Compression::Inherit,
         }
     }
 

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
-use weft_proto::{Message, ObjectId, TargetId};
+use weft_proto::{Compression, Message, ObjectId, TargetId};
 use weft_rpc::{Reconnecting, RequestContext};
 
 /// How long [`OstClient::list_objects`] is resent over a broken connection (as reads to
@@ -109,13 +109,15 @@ impl OstClient {
         }
     }
 
-    /// Writes `data` at `offset`; with `sync`, durably.
+    /// Writes `data` at `offset`; with `sync`, durably. An object this creates is
+    /// compressed as `compress` says.
     pub async fn write(
         &self,
         object: ObjectId,
         offset: u64,
         data: Bytes,
         sync: bool,
+        compress: Compression,
     ) -> Result<ObjectAttr, ClientError> {
         match self
             .call(
@@ -123,6 +125,7 @@ impl OstClient {
                     object,
                     offset,
                     sync,
+                    compress,
                 },
                 data,
             )
@@ -133,10 +136,23 @@ impl OstClient {
         }
     }
 
-    /// Truncates or extends the object to `size`.
-    pub async fn punch(&self, object: ObjectId, size: u64) -> Result<ObjectAttr, ClientError> {
+    /// Truncates or extends the object to `size`; an object this creates is compressed as
+    /// `compress` says.
+    pub async fn punch(
+        &self,
+        object: ObjectId,
+        size: u64,
+        compress: Compression,
+    ) -> Result<ObjectAttr, ClientError> {
         match self
-            .call(OstRequest::Punch { object, size }, Bytes::new())
+            .call(
+                OstRequest::Punch {
+                    object,
+                    size,
+                    compress,
+                },
+                Bytes::new(),
+            )
             .await?
         {
             (OstReply::Attr(a), _) => Ok(a),

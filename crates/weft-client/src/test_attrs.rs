@@ -50,6 +50,7 @@ pub(crate) fn striped(stripe_size: u64, count: u32) -> Layout {
             pool: None,
             osts: (0..count).collect(),
             object_fid: None,
+            compress: Default::default(),
         }],
     }
 }

@@ -85,6 +85,8 @@ struct Holder {
     run: u64,
 }
 
+impl crate::store::Record for Holder {}
+
 /// An inode carrying the owner and mode of `attr`, for permission checks of an inode
 /// stored on another MDT.
 pub(crate) fn inode_of(attr: &Attr) -> Inode {

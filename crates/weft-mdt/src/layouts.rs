@@ -100,6 +100,7 @@ impl Engine {
                 stripe_offset: -1,
                 ost_list: Vec::new(),
                 pool: c.pool.clone(),
+                compress: c.compress,
             };
             c.osts = self.placement.choose(&template, &osts, &pool)?;
         }

@@ -92,6 +92,7 @@ mod fast;
 mod fsck;
 mod handles;
 pub mod hsm;
+mod inode_v1;
 mod layouts;
 pub mod locks;
 mod mdt;

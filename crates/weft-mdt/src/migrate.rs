@@ -55,6 +55,8 @@ struct Freezer {
     op: u64,
 }
 
+impl crate::store::Record for Freezer {}
+
 /// The directories a client request changes (its parents, or the inode it changes), which
 /// must not be frozen.
 fn changed_dirs(req: &MdtRequest) -> [Option<Fid>; 2] {

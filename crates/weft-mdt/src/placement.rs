@@ -2,8 +2,9 @@
 //!
 //! Templates inherit field by field, Lustre style: the request's template, else the parent
 //! directory's default, else the root's default, else the file system's default; a zero
-//! stripe count or size (or a missing pool) is taken from the next level that sets it, and
-//! finally from the built-in defaults (1 stripe of 1 MiB).
+//! stripe count or size (or a missing pool, or compression left to inherit) is taken from
+//! the next level that sets it, and finally from the built-in defaults (1 stripe of 1 MiB;
+//! compression as each OST's `obdfilter.*.compress` says).
 //!
 //! OSTs are chosen round robin while free space is balanced, and weighted by free space once
 //! the difference between the emptiest and the fullest OST exceeds [`QOS_THRESHOLD_PCT`]
@@ -42,6 +43,7 @@ pub fn resolve(chain: &[&LayoutTemplate]) -> LayoutTemplate {
             if c.pool.is_none() {
                 c.pool.clone_from(&under.pool);
             }
+            c.compress = c.compress.or(under.compress);
         }
         if c.stripe_count == 0 {
             c.stripe_count = 1;
@@ -121,6 +123,7 @@ impl Placement {
                 pool: c.pool.clone(),
                 osts: chosen,
                 object_fid: None,
+                compress: c.compress,
             });
             start = c.end;
         }

@@ -34,6 +34,8 @@ pub struct Recorded {
     pub reply: MdtReply,
 }
 
+impl crate::store::Record for Recorded {}
+
 fn key(client: uuid::Uuid, seq: u64) -> [u8; 24] {
     let mut k = [0u8; 24];
     k[..16].copy_from_slice(client.as_bytes());

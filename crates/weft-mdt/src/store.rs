@@ -1,7 +1,10 @@
 //! The on-disk shape of an MDT: redb tables, their keys, and versioned records.
 //!
 //! Every key is raw bytes with big-endian integers so that byte order is numeric order.
-//! Every value starts with a record version byte followed by a postcard body.
+//! Every value starts with a record version byte followed by a postcard body. Each stored
+//! type says which version it writes and how it reads older ones ([`Record`]): `inodes`
+//! records are version 2 since layouts carry compression (version 1 reads through
+//! `inode_v1.rs`), every other table's version 1.
 //!
 //! | table | key | value |
 //! |---|---|---|
@@ -259,30 +262,84 @@ pub struct Meta {
     pub files: u64,
 }
 
+/// A value stored in an MDT table: the record version this build writes for it, and how
+/// it reads the bodies of the versions before (records are never rewritten in bulk: an
+/// older record is read as it is and written back in the current version when it
+/// changes).
+pub trait Record {
+    /// The version [`encode`] writes.
+    const VERSION: u8 = RECORD_VERSION;
+
+    /// Decodes the body of record version `version` (below [`Record::VERSION`]); `None`
+    /// when the type never had that version.
+    fn decode_older(version: u8, body: &[u8]) -> Option<postcard::Result<Self>>
+    where
+        Self: Sized,
+    {
+        let _ = (version, body);
+        None
+    }
+}
+
 /// Encodes a record: version byte, then postcard.
-pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    postcard::to_extend(value, vec![RECORD_VERSION]).map_err(|e| StoreError::Corrupt {
+pub fn encode<T: Record + Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    postcard::to_extend(value, vec![T::VERSION]).map_err(|e| StoreError::Corrupt {
         table: "(encode)",
         message: e.to_string(),
     })
 }
 
-/// Decodes a record written by [`encode`].
-pub fn decode<T: DeserializeOwned>(table: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
+/// Decodes a record written by [`encode`], of this build's version or an older one.
+pub fn decode<T: Record + DeserializeOwned>(
+    table: &'static str,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    let corrupt = |e: postcard::Error| StoreError::Corrupt {
+        table,
+        message: e.to_string(),
+    };
     match bytes.split_first() {
-        Some((&RECORD_VERSION, body)) => {
-            postcard::from_bytes(body).map_err(|e| StoreError::Corrupt {
-                table,
-                message: e.to_string(),
-            })
-        }
-        Some((&v, _)) => Err(StoreError::Version(v)),
+        Some((&v, body)) if v == T::VERSION => postcard::from_bytes(body).map_err(corrupt),
+        Some((&v, body)) => match T::decode_older(v, body) {
+            Some(decoded) => decoded.map_err(corrupt),
+            None => Err(StoreError::Version(v)),
+        },
         None => Err(StoreError::Corrupt {
             table,
             message: "empty record".into(),
         }),
     }
 }
+
+/// Record version 2 of the `inodes` table: layout and template components carry their
+/// compression ([`weft_proto::Compression`]). Version 1 records read through
+/// [`crate::inode_v1`].
+impl Record for Inode {
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<postcard::Result<Self>> {
+        (version == RECORD_VERSION)
+            .then(|| postcard::from_bytes::<crate::inode_v1::InodeV1>(body).map(Inode::from))
+    }
+}
+
+/// Reads both versions of an inode record: what it decodes comes before the layouts, and
+/// is the same in both.
+impl Record for InodeAttrs {
+    const VERSION: u8 = <Inode as Record>::VERSION;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<postcard::Result<Self>> {
+        (version == RECORD_VERSION).then(|| postcard::from_bytes(body))
+    }
+}
+
+impl Record for Dirent {}
+impl Record for DestroyRecord {}
+impl Record for Meta {}
+impl Record for weft_proto::mdt::DirDefault {}
+impl Record for weft_proto::mdt::DirStripes {}
+impl Record for weft_proto::hsm::ArchiveRef {}
+impl Record for String {}
 
 /// The key of a directory entry.
 pub fn dirent_key(parent: Fid, name: &[u8]) -> Vec<u8> {
@@ -339,7 +396,7 @@ pub fn fid_prefix_range(fid: Fid) -> (Vec<u8>, Option<Vec<u8>>) {
 }
 
 /// Reads and decodes one record.
-pub fn get<T: DeserializeOwned>(
+pub fn get<T: Record + DeserializeOwned>(
     table: &impl Readable,
     name: &'static str,
     key: &[u8],
@@ -441,6 +498,7 @@ mod tests {
                 pool: Some("fast".into()),
                 osts: vec![0, 1],
                 object_fid: None,
+                compress: weft_proto::Compression::Lz4,
             }],
         });
         ino.default_layout = Some(LayoutTemplate::default());

@@ -213,6 +213,19 @@ mod tests {
         assert!(matches!(load(dir.path()), Err(MgsError::Corrupt { .. })));
     }
 
+    /// Writes `json` as a format 1 state file in `dir`.
+    fn write_format_1(dir: &Path, json: &serde_json::Value) {
+        let body = serde_json::to_vec(json).unwrap();
+        let mut file = format!(
+            "{MAGIC} 1 {} {:08x}\n",
+            body.len(),
+            weft_proto::checksum::crc32c(&body)
+        )
+        .into_bytes();
+        file.extend_from_slice(&body);
+        std::fs::write(dir.join(STATE_FILE), file).unwrap();
+    }
+
     /// State written before failover existed has targets without `failover`: it loads,
     /// with empty lists (the format version did not change, only a field was added).
     #[test]
@@ -235,15 +248,24 @@ mod tests {
             .unwrap()
             .remove("failover")
             .unwrap();
-        let body = serde_json::to_vec(&json).unwrap();
-        let mut file = format!(
-            "{MAGIC} 1 {} {:08x}\n",
-            body.len(),
-            weft_proto::checksum::crc32c(&body)
-        )
-        .into_bytes();
-        file.extend_from_slice(&body);
-        std::fs::write(dir.path().join(STATE_FILE), file).unwrap();
+        write_format_1(dir.path(), &json);
+        assert_eq!(load(dir.path()).unwrap(), Some(r));
+    }
+
+    /// State written before layouts carried compression: the file system's default
+    /// layout loads with its components inheriting it.
+    #[test]
+    fn state_without_layout_compression_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = record();
+        r.config.default_layout = weft_proto::LayoutTemplate::raid0(2, 4 << 20, -1);
+        let mut json = serde_json::to_value(&r).unwrap();
+        json["config"]["default_layout"]["components"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("compress")
+            .unwrap();
+        write_format_1(dir.path(), &json);
         assert_eq!(load(dir.path()).unwrap(), Some(r));
     }
 

@@ -134,6 +134,7 @@ mod tests {
                     object,
                     offset: 0,
                     sync: true,
+                    compress: Default::default(),
                 },
                 data.clone(),
             )
@@ -161,6 +162,7 @@ mod tests {
                 &OstRequest::Punch {
                     object,
                     size: u64::MAX,
+                    compress: Default::default(),
                 },
                 Bytes::new(),
             )

@@ -12,7 +12,9 @@ use uuid::Uuid;
 /// 6: eviction (the connect reply says whether the target evicted the node, and how long
 /// it waits for a silent peer); failover addresses in registrations and the
 /// configuration's targets.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: per-component compression in layouts and templates, and in OST writes and
+/// punches that create an object.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Opcodes shared by every service (the handshake and liveness).
 pub mod opcode {

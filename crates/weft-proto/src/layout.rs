@@ -52,6 +52,69 @@ pub struct LayoutComponent {
     /// component moved to this file by a layout swap (`weft migrate`) keeps its objects.
     #[serde(default)]
     pub object_fid: Option<Fid>,
+    /// Whether the component's objects are compressed when they are created
+    /// (`weft setstripe --compress`). (Defaults when absent from JSON, as in MGS state
+    /// files written before it existed.)
+    #[serde(default)]
+    pub compress: Compression,
+}
+
+/// Compression of a component's OST objects, decided when each object is created
+/// (Lustre's `lfs setstripe --compress`): objects that exist keep their form.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Compression {
+    /// In a template: what the parent directory or the file system says. In a file's
+    /// layout: what the OST says (`obdfilter.*.compress`).
+    #[default]
+    Inherit,
+    /// Plain objects, whatever the OST says.
+    Off,
+    /// LZ4, in 64 KiB chunks, whatever the OST says.
+    Lz4,
+}
+
+impl Compression {
+    /// What an OST creating an object is told: `None` leaves it to the OST's setting.
+    pub fn wanted(self) -> Option<bool> {
+        match self {
+            Compression::Inherit => None,
+            Compression::Off => Some(false),
+            Compression::Lz4 => Some(true),
+        }
+    }
+
+    /// `self`, or `parent` where `self` inherits.
+    pub fn or(self, parent: Compression) -> Compression {
+        match self {
+            Compression::Inherit => parent,
+            set => set,
+        }
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Compression::Inherit => "inherit",
+            Compression::Off => "none",
+            Compression::Lz4 => "lz4",
+        })
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "lz4" => Ok(Compression::Lz4),
+            "none" | "off" => Ok(Compression::Off),
+            "inherit" => Ok(Compression::Inherit),
+            other => Err(format!(
+                "unknown compression {other:?} (lz4, none or inherit)"
+            )),
+        }
+    }
 }
 
 impl LayoutComponent {
@@ -162,6 +225,10 @@ pub struct TemplateComponent {
     pub ost_list: Vec<u32>,
     /// Pool to draw OSTs from.
     pub pool: Option<String>,
+    /// Compression of the component's objects: `Inherit` takes the parent's. (Defaults
+    /// when absent from JSON, as in MGS state files written before it existed.)
+    #[serde(default)]
+    pub compress: Compression,
 }
 
 impl LayoutTemplate {
@@ -175,6 +242,7 @@ impl LayoutTemplate {
                 stripe_offset,
                 ost_list: Vec::new(),
                 pool: None,
+                compress: Compression::Inherit,
             }],
         }
     }
@@ -237,6 +305,7 @@ mod tests {
             pool: None,
             osts: vec![0, 1],
             object_fid: None,
+            compress: Compression::Inherit,
         }
     }
 

@@ -27,7 +27,7 @@ pub use errno::{Errno, WireError, WireResult};
 pub use fid::{Fid, FidSeqRange, ObjectId};
 pub use frame::{FrameError, FrameHeader};
 pub use handshake::{ConnectReply, ConnectRequest, PROTOCOL_VERSION};
-pub use layout::{Layout, LayoutComponent, LayoutTemplate};
+pub use layout::{Compression, Layout, LayoutComponent, LayoutTemplate};
 pub use target::{TargetId, TargetKind};
 pub use time::Timestamp;
 

@@ -5,6 +5,7 @@
 
 use crate::codec::Message;
 use crate::fid::ObjectId;
+use crate::layout::Compression;
 use crate::mdt::StatFs;
 use serde::{Deserialize, Serialize};
 
@@ -33,15 +34,22 @@ pub enum OstRequest {
         offset: u64,
         len: u32,
     },
-    /// Writes the request's bulk at `offset`, creating the object if needed; with `sync`
-    /// the data is durable before the reply.
+    /// Writes the request's bulk at `offset`, creating the object if needed (compressed
+    /// as `compress` says: the layout component's choice); with `sync` the data is
+    /// durable before the reply.
     Write {
         object: ObjectId,
         offset: u64,
         sync: bool,
+        compress: Compression,
     },
-    /// Sets the object's size (truncate down or extend with a hole).
-    Punch { object: ObjectId, size: u64 },
+    /// Sets the object's size (truncate down or extend with a hole), creating it if
+    /// needed (compressed as `compress` says).
+    Punch {
+        object: ObjectId,
+        size: u64,
+        compress: Compression,
+    },
     /// Removes the object; removing a missing object succeeds.
     Destroy { object: ObjectId },
     /// Removes each object (missing ones succeed), then makes the removals durable with one
@@ -200,8 +208,13 @@ mod tests {
                 object: o,
                 offset: 3,
                 sync: true,
+                compress: Compression::Lz4,
             },
-            OstRequest::Punch { object: o, size: 4 },
+            OstRequest::Punch {
+                object: o,
+                size: 4,
+                compress: Compression::Off,
+            },
             OstRequest::Destroy { object: o },
             OstRequest::DestroyMany {
                 objects: vec![o, object(2, 0, 1)],

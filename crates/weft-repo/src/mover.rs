@@ -500,6 +500,7 @@ mod tests {
                 pool: None,
                 osts: (0..osts).collect(),
                 object_fid: None,
+                compress: Default::default(),
             }],
         }
     }

@@ -31,7 +31,8 @@ pub struct MigrateArgs {
     pub args: Vec<String>,
 }
 
-/// The template that keeps a layout's parameters (counts as asked, sizes, pools).
+/// The template that keeps a layout's parameters (counts as asked, sizes, pools,
+/// compression).
 pub fn template_of(layout: &Layout) -> LayoutTemplate {
     LayoutTemplate {
         components: layout
@@ -44,6 +45,7 @@ pub fn template_of(layout: &Layout) -> LayoutTemplate {
                 stripe_offset: -1,
                 ost_list: Vec::new(),
                 pool: c.pool.clone(),
+                compress: c.compress,
             })
             .collect(),
     }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 use weft_client::{Client, LayoutOf};
-use weft_proto::layout::{EOF, Layout, LayoutTemplate, TemplateComponent};
+use weft_proto::layout::{Compression, EOF, Layout, LayoutTemplate, TemplateComponent};
 use weft_proto::mdt::{Credentials, FileKind};
 
 /// Flags of `weft setstripe`, parsed by hand: `-E` opens a new component and the flags
@@ -14,7 +14,8 @@ use weft_proto::mdt::{Credentials, FileKind};
 #[derive(Args, Debug)]
 #[command(disable_help_flag = true)]
 pub struct SetStripeArgs {
-    /// `[-c COUNT] [-S SIZE] [-i INDEX] [-o OST_LIST] [-p POOL] [-E END ...] [-d] PATH...`
+    /// `[-c COUNT] [-S SIZE] [-i INDEX] [-o OST_LIST] [-p POOL] [-Z lz4|none] [-E END ...]
+    /// [-d] PATH...`
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     pub args: Vec<String>,
 }
@@ -31,7 +32,7 @@ pub struct SetStripe {
 }
 
 const SETSTRIPE_USAGE: &str = "usage: weft setstripe [-c COUNT] [-S SIZE] [-i INDEX] \
-[-o OST_LIST] [-p POOL] [-E END -c .. -S .. ...] [-d] PATH...";
+[-o OST_LIST] [-p POOL] [-Z|--compress lz4|none] [-E END -c .. -S .. ...] [-d] PATH...";
 
 /// Parses a size with an optional binary suffix (`4M`, `64k`, `1G`, `1048576`).
 pub fn parse_size(s: &str) -> Result<u64> {
@@ -127,6 +128,9 @@ pub fn parse_setstripe(args: &[String]) -> Result<SetStripe> {
             }
             "-o" | "--ost" | "--ost-list" => cur.ost_list = parse_ost_list(&val(flag)?)?,
             "-p" | "--pool" => cur.pool = Some(val(flag)?),
+            "-Z" | "--compress" | "--compr-type" => {
+                cur.compress = val(flag)?.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            }
             "-E" | "--component-end" | "--comp-end" => {
                 let v = val(flag)?;
                 let end = match v.as_str() {
@@ -165,7 +169,7 @@ pub fn parse_setstripe(args: &[String]) -> Result<SetStripe> {
         });
     }
     // An explicit OST list sets the count when none is given; later components inherit
-    // count, size and pool from the one before, as in Lustre.
+    // count, size, pool and compression from the one before, as in Lustre.
     for i in 0..comps.len() {
         let prev = i.checked_sub(1).and_then(|p| comps.get(p).cloned());
         if let Some(c) = comps.get_mut(i) {
@@ -182,6 +186,7 @@ pub fn parse_setstripe(args: &[String]) -> Result<SetStripe> {
                 if c.pool.is_none() {
                     c.pool = p.pool;
                 }
+                c.compress = c.compress.or(p.compress);
             }
         }
     }
@@ -445,6 +450,22 @@ fn only_fields(
     o
 }
 
+/// `label` and the compression when it is set (nothing when it inherits).
+fn compress_note(c: Compression, label: &str) -> String {
+    match c {
+        Compression::Inherit => String::new(),
+        set => format!("{label}{set}"),
+    }
+}
+
+/// [`compress_note`] as a line of its own.
+fn compress_line(c: Compression, label: &str) -> String {
+    match compress_note(c, label) {
+        s if s.is_empty() => s,
+        s => s + "\n",
+    }
+}
+
 fn size_or_eof(x: u64) -> String {
     if x == EOF {
         "EOF".to_string()
@@ -483,14 +504,15 @@ fn render(args: &GetStripeArgs, s: &Shown) -> String {
         if t.components.len() == 1 && !args.yaml {
             let c = &t.components[0];
             o.push_str(&format!(
-                "stripe_count:  {} stripe_size:   {} pattern:       raid0 stripe_offset: {}{}\n\n",
+                "stripe_count:  {} stripe_size:   {} pattern:       raid0 stripe_offset: {}{}{}\n\n",
                 c.stripe_count,
                 c.stripe_size,
                 c.stripe_offset,
                 c.pool
                     .as_ref()
                     .map(|p| format!(" pool:          {p}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                compress_note(c.compress, " compr_type:    ")
             ));
         } else {
             o.push_str(&format!("  lcm_entry_count:   {}\n", t.components.len()));
@@ -506,6 +528,7 @@ fn render(args: &GetStripeArgs, s: &Shown) -> String {
                 if let Some(p) = &c.pool {
                     o.push_str(&format!("      pool:          {p}\n"));
                 }
+                o.push_str(&compress_line(c.compress, "      compr_type:    "));
                 start = c.end;
             }
             o.push('\n');
@@ -547,6 +570,7 @@ fn render(args: &GetStripeArgs, s: &Shown) -> String {
         if let Some(p) = &c.pool {
             o.push_str(&format!("lmm_pool:          {p}\n"));
         }
+        o.push_str(&compress_line(c.compress, "lmm_compr_type:    "));
         o.push_str("\tobdidx\t\t object\n");
         for (i, ost) in c.osts.iter().enumerate() {
             o.push_str(&format!(
@@ -581,6 +605,7 @@ fn render(args: &GetStripeArgs, s: &Shown) -> String {
         if let Some(p) = &c.pool {
             o.push_str(&format!("      lmm_pool:          {p}\n"));
         }
+        o.push_str(&compress_line(c.compress, "      lmm_compr_type:    "));
         if c.is_instantiated() {
             o.push_str("      lmm_objects:\n");
             for (i, ost) in c.osts.iter().enumerate() {
@@ -590,4 +615,39 @@ fn render(args: &GetStripeArgs, s: &Shown) -> String {
         o.push('\n');
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> Result<SetStripe> {
+        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+        parse_setstripe(&args)
+    }
+
+    #[test]
+    fn compress_is_per_component_and_later_components_inherit_it() {
+        let s = parse("-c 2 --compress lz4 /d").unwrap();
+        let t = s.template.unwrap();
+        assert_eq!(t.components[0].compress, Compression::Lz4);
+        assert!(s.any_option);
+        let t = parse("-E 4M -c 1 -E -1 -c 4 -Z lz4 -E EOF /f");
+        assert!(t.is_err(), "two open-ended components");
+        let t = parse("-E 4M -c 1 -Z none -E -1 -c 4 /f")
+            .unwrap()
+            .template
+            .unwrap();
+        assert_eq!(t.components[0].compress, Compression::Off);
+        assert_eq!(t.components[1].compress, Compression::Off, "inherited");
+        let t = parse("-E 4M -c 1 -E -1 -c 4 --compress=lz4 /f")
+            .unwrap()
+            .template
+            .unwrap();
+        assert_eq!(t.components[0].compress, Compression::Inherit);
+        assert_eq!(t.components[1].compress, Compression::Lz4);
+        let e = parse("-Z gzip /d").unwrap_err().to_string();
+        assert!(e.contains("unknown compression"), "{e}");
+        assert!(parse("-Z").is_err());
+    }
 }

@@ -198,3 +198,131 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
     .await
     .unwrap();
 }
+
+/// Writes `data` to `path` through the mount and makes it durable.
+fn write_file(path: &std::path::Path, data: &[u8]) {
+    let f = File::create(path).unwrap();
+    for (i, part) in data.chunks(MIB).enumerate() {
+        f.write_all_at(part, (i * MIB) as u64).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setstripe_compress_chooses_per_directory_and_file_over_the_ost_setting() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let mgs = tc.mgs_addr.clone();
+    let spec = format!("{mgs}:/{FSNAME}");
+    let m = FuseMount::start(&tc, "");
+    let dir = |rel: &str| m.path(rel).to_string_lossy().into_owned();
+    std::fs::create_dir(m.path("packed")).unwrap();
+    std::fs::create_dir(m.path("plain")).unwrap();
+
+    // A bad choice is refused and changes nothing.
+    let (ok, _, err) = weft(&["setstripe", "--compress", "zstd", &dir("packed")]);
+    assert!(!ok && err.contains("unknown compression"), "{err}");
+
+    // OSTs leave objects plain; the directory asks for LZ4, and its subdirectories
+    // made afterwards inherit that.
+    let (ok, _, err) = weft(&[
+        "setstripe",
+        "-c",
+        "2",
+        "-S",
+        "1M",
+        "--compress",
+        "lz4",
+        &dir("packed"),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = weft(&["getstripe", "-d", &dir("packed")]);
+    assert!(ok && out.contains("compr_type:    lz4"), "{out}{err}");
+    std::fs::create_dir(m.path("packed/sub")).unwrap();
+    let a = text(8 * MIB, 11);
+    let b = text(4 * MIB, 12);
+    let (pa, pb) = (m.path("packed/a.json"), m.path("packed/sub/b.json"));
+    let (wa, wb) = (a.clone(), b.clone());
+    tokio::task::spawn_blocking(move || {
+        write_file(&pa, &wa);
+        write_file(&pb, &wb);
+    })
+    .await
+    .unwrap();
+    let (ok, out, err) = weft(&["getstripe", &dir("packed/sub/b.json")]);
+    assert!(ok && out.contains("lmm_compr_type:    lz4"), "{out}{err}");
+    let (logical, stored) = df_compressed(&spec).expect("the directory's files are compressed");
+    assert_eq!(logical, (12 * MIB / 1024) as u64);
+    assert!(stored * 2 <= logical, "{stored} KiB stored of {logical}");
+    // A file outside it is not.
+    let c = text(2 * MIB, 13);
+    let (pc, wc) = (m.path("c.json"), c.clone());
+    tokio::task::spawn_blocking(move || write_file(&pc, &wc))
+        .await
+        .unwrap();
+    assert_eq!(df_compressed(&spec).unwrap().0, (12 * MIB / 1024) as u64);
+
+    // With the OSTs compressing by default, a directory that says `none` keeps its
+    // files plain, and a file created with its own layout can ask for LZ4 in it.
+    let (ok, _, err) = weft(&["set_param", "--mgs", &mgs, "-P", "obdfilter.*.compress=lz4"]);
+    assert!(ok, "{err}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "obdfilter.*.compress"]);
+        assert!(ok, "{err}");
+        if out
+            .lines()
+            .filter(|l| l.contains("-OST") && l.ends_with("=lz4"))
+            .count()
+            == 2
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not applied: {out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ok, _, err) = weft(&["setstripe", "-Z", "none", &dir("plain")]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = weft(&["setstripe", "-c", "1", "-Z", "lz4", &dir("plain/own.json")]);
+    assert!(ok, "{err}");
+    let (d, own) = (text(4 * MIB, 14), text(MIB, 15));
+    let (pd, po, wd, wo) = (
+        m.path("plain/d.json"),
+        m.path("plain/own.json"),
+        d.clone(),
+        own.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        write_file(&pd, &wd);
+        let f = OpenOptions::new().write(true).open(&po).unwrap();
+        f.write_all_at(&wo, 0).unwrap();
+        f.sync_all().unwrap();
+    })
+    .await
+    .unwrap();
+    let (ok, out, err) = weft(&["getstripe", &dir("plain/d.json")]);
+    assert!(ok && out.contains("lmm_compr_type:    none"), "{out}{err}");
+    assert_eq!(
+        df_compressed(&spec).unwrap().0,
+        (13 * MIB / 1024) as u64,
+        "only own.json joined the compressed bytes"
+    );
+
+    // Every file reads back whole from a fresh mount.
+    drop(m);
+    let m = FuseMount::start(&tc, "");
+    let files = [
+        (m.path("packed/a.json"), a),
+        (m.path("packed/sub/b.json"), b),
+        (m.path("c.json"), c),
+        (m.path("plain/d.json"), d),
+        (m.path("plain/own.json"), own),
+    ];
+    tokio::task::spawn_blocking(move || {
+        for (path, want) in files {
+            let got = read_all(&File::open(&path).unwrap(), want.len());
+            assert!(got == want, "{} differs", path.display());
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_client::NewFile;
 use weft_proto::mdt::Credentials;
-use weft_proto::{Fid, ObjectId};
+use weft_proto::{Compression, Fid, ObjectId};
 use weft_rpc::RequestContext;
 use weft_testkit::TestCluster;
 
@@ -66,7 +66,13 @@ async fn every_server_exposes_parseable_metrics_that_count_its_work() {
     client
         .ost(0)
         .unwrap()
-        .write(obj, 0, Bytes::from(vec![7u8; 1 << 20]), false)
+        .write(
+            obj,
+            0,
+            Bytes::from(vec![7u8; 1 << 20]),
+            false,
+            Compression::Inherit,
+        )
         .await
         .unwrap();
 
@@ -144,9 +150,15 @@ async fn the_grafana_dashboard_uses_only_metrics_the_servers_export() {
         stripe: 0,
     };
     let ost = client.ost(0).unwrap();
-    ost.write(obj, 0, Bytes::from_static(b"x"), false)
-        .await
-        .unwrap();
+    ost.write(
+        obj,
+        0,
+        Bytes::from_static(b"x"),
+        false,
+        Compression::Inherit,
+    )
+    .await
+    .unwrap();
     ost.read(obj, 0, 1).await.unwrap();
     let mut exported = std::collections::BTreeSet::new();
     for addr in &tc.metrics_addrs {
@@ -209,7 +221,13 @@ async fn job_statistics_attribute_requests_to_their_job() {
         .ost(0)
         .unwrap()
         .in_context(&eval)
-        .write(obj, 0, Bytes::from(vec![1u8; 4096]), false)
+        .write(
+            obj,
+            0,
+            Bytes::from(vec![1u8; 4096]),
+            false,
+            Compression::Inherit,
+        )
         .await
         .unwrap();
 

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use std::time::{Duration, Instant};
 use weft_client::NewFile;
 use weft_proto::mdt::{Credentials, XattrMode};
-use weft_proto::{Errno, Fid, ObjectId, TargetId};
+use weft_proto::{Compression, Errno, Fid, ObjectId, TargetId};
 use weft_testkit::TestCluster;
 use weft_testkit::eventually;
 
@@ -48,7 +48,13 @@ async fn acknowledged_changes_survive_kill_and_restart_of_every_process() {
         client
             .ost(i)
             .unwrap()
-            .write(obj(i), 4096, Bytes::from(payload.clone()), true)
+            .write(
+                obj(i),
+                4096,
+                Bytes::from(payload.clone()),
+                true,
+                Compression::Inherit,
+            )
             .await
             .unwrap();
     }
@@ -216,7 +222,13 @@ async fn objects_of_unlinked_files_are_destroyed_even_when_the_ost_was_down() {
         client
             .ost(*ost)
             .unwrap()
-            .write(*obj, 0, Bytes::from_static(b"doomed"), true)
+            .write(
+                *obj,
+                0,
+                Bytes::from_static(b"doomed"),
+                true,
+                Compression::Inherit,
+            )
             .await
             .unwrap();
     }
@@ -270,9 +282,15 @@ async fn a_dead_ost_surfaces_as_an_error_and_a_restarted_one_serves_again() {
         component: 0,
         stripe: 0,
     };
-    ost.write(obj, 0, Bytes::from_static(b"hello"), false)
-        .await
-        .unwrap();
+    ost.write(
+        obj,
+        0,
+        Bytes::from_static(b"hello"),
+        false,
+        Compression::Inherit,
+    )
+    .await
+    .unwrap();
     tc.oss.kill().unwrap();
     let err = ost.read(obj, 0, 5).await.unwrap_err();
     assert_eq!(err.errno(), Errno::Io, "{err}");

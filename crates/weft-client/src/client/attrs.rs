@@ -136,7 +136,7 @@ impl Client {
             for (i, &ost) in c.osts.iter().enumerate() {
                 let obj = c.object(fid, i as u32);
                 let osize = layout::object_size_for(c, i as u32, size);
-                punches.push(self.engine.punch(&self.ctx, ost, obj, osize));
+                punches.push(self.engine.punch(&self.ctx, ost, obj, osize, c.compress));
             }
         }
         for r in futures::future::join_all(punches).await {

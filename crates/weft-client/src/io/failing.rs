@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::ost::ObjectAttr;
-use weft_proto::{Errno, ObjectId, TargetId, WireError};
+use weft_proto::{Compression, Errno, ObjectId, TargetId, WireError};
 use weft_rpc::RpcError;
 
 /// How an injected failure fails.
@@ -216,14 +216,20 @@ impl ObjectIo for FailingOst {
         offset: u64,
         data: Bytes,
         sync: bool,
+        compress: Compression,
     ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
         self.check(Op::Write, Some(object), |o| {
-            o.write(object, offset, data, sync)
+            o.write(object, offset, data, sync, compress)
         })
     }
 
-    fn punch(&self, object: ObjectId, size: u64) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
-        self.check(Op::Punch, Some(object), |o| o.punch(object, size))
+    fn punch(
+        &self,
+        object: ObjectId,
+        size: u64,
+        compress: Compression,
+    ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
+        self.check(Op::Punch, Some(object), |o| o.punch(object, size, compress))
     }
 
     fn punch_range(

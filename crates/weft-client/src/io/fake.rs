@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use weft_proto::ObjectId;
 use weft_proto::ost::ObjectAttr;
+use weft_proto::{Compression, ObjectId};
 
 /// One call a [`MemObjects`] served: its OST, operation, object and byte range (`len` is
 /// the bytes asked for by a read, sent by a write, or 0).
@@ -187,6 +187,7 @@ impl ObjectIo for MemOst {
         offset: u64,
         data: Bytes,
         _sync: bool,
+        _compress: Compression,
     ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
         let key = (self.index, object);
         self.serve(Op::Write, Some(object), offset, data.len() as u64, |s| {
@@ -201,7 +202,12 @@ impl ObjectIo for MemOst {
         })
     }
 
-    fn punch(&self, object: ObjectId, size: u64) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
+    fn punch(
+        &self,
+        object: ObjectId,
+        size: u64,
+        _compress: Compression,
+    ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
         let key = (self.index, object);
         self.serve(Op::Punch, Some(object), size, 0, |s| {
             let o = s.objects.entry(key).or_default();

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use weft_proto::ObjectId;
 use weft_proto::ost::ObjectAttr;
+use weft_proto::{Compression, ObjectId};
 use weft_rpc::RequestContext;
 
 /// The object I/O of one OST, as the I/O engine uses it. Errors are the ones an
@@ -32,18 +32,25 @@ pub trait ObjectIo: Send + Sync {
         len: u32,
     ) -> BoxFuture<'_, Result<(Bytes, ObjectAttr), ClientError>>;
 
-    /// Writes `data` at `offset` of `object` (creating it); with `sync`, durably. Answers
-    /// the object's attributes after.
+    /// Writes `data` at `offset` of `object` (creating it, compressed as `compress` says);
+    /// with `sync`, durably. Answers the object's attributes after.
     fn write(
         &self,
         object: ObjectId,
         offset: u64,
         data: Bytes,
         sync: bool,
+        compress: Compression,
     ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>>;
 
-    /// Truncates or extends `object` to `size`.
-    fn punch(&self, object: ObjectId, size: u64) -> BoxFuture<'_, Result<ObjectAttr, ClientError>>;
+    /// Truncates or extends `object` to `size` (creating it, compressed as `compress`
+    /// says).
+    fn punch(
+        &self,
+        object: ObjectId,
+        size: u64,
+        compress: Compression,
+    ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>>;
 
     /// Deallocates `[offset, offset + len)` of `object`, keeping its size.
     fn punch_range(
@@ -101,12 +108,18 @@ impl ObjectIo for OstClient {
         offset: u64,
         data: Bytes,
         sync: bool,
+        compress: Compression,
     ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
-        OstClient::write(self, object, offset, data, sync).boxed()
+        OstClient::write(self, object, offset, data, sync, compress).boxed()
     }
 
-    fn punch(&self, object: ObjectId, size: u64) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
-        OstClient::punch(self, object, size).boxed()
+    fn punch(
+        &self,
+        object: ObjectId,
+        size: u64,
+        compress: Compression,
+    ) -> BoxFuture<'_, Result<ObjectAttr, ClientError>> {
+        OstClient::punch(self, object, size, compress).boxed()
     }
 
     fn punch_range(

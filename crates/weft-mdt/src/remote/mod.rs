@@ -87,6 +87,8 @@ pub struct Intent {
     pub seq: u64,
 }
 
+impl crate::store::Record for Intent {}
+
 /// The cross-MDT operations.
 // Variant fields are described in their variant's doc comment.
 #[allow(missing_docs)]

@@ -13,6 +13,7 @@ fn pfl() -> LayoutTemplate {
         stripe_offset: -1,
         ost_list: Vec::new(),
         pool: None,
+        compress: Default::default(),
     };
     LayoutTemplate {
         components: vec![comp(1 << 20, 1), comp(EOF, 2)],

@@ -186,12 +186,18 @@ impl<S: ObjectStore> ObjectStore for FailingStore<S> {
         self.run(Op::Read, |s| s.read(id, offset, len))
     }
 
-    fn write(&self, id: &ObjectId, offset: u64, data: &Bytes) -> StoreResult<bool> {
+    fn write(
+        &self,
+        id: &ObjectId,
+        offset: u64,
+        data: &Bytes,
+        compress: Option<bool>,
+    ) -> StoreResult<bool> {
         match self.check(Op::Write) {
-            None => self.inner.write(id, offset, data),
+            None => self.inner.write(id, offset, data, compress),
             Some(Fault::ShortWrite) => {
                 let half = data.slice(..data.len() / 2);
-                self.inner.write(id, offset, &half)?;
+                self.inner.write(id, offset, &half, compress)?;
                 Err(StoreError::ShortWrite {
                     what: format!("write {id} (injected)"),
                     written: half.len() as u64,
@@ -202,8 +208,8 @@ impl<S: ObjectStore> ObjectStore for FailingStore<S> {
         }
     }
 
-    fn set_size(&self, id: &ObjectId, size: u64) -> StoreResult<()> {
-        self.run(Op::SetSize, |s| s.set_size(id, size))
+    fn set_size(&self, id: &ObjectId, size: u64, compress: Option<bool>) -> StoreResult<()> {
+        self.run(Op::SetSize, |s| s.set_size(id, size, compress))
     }
 
     fn punch(&self, id: &ObjectId, offset: u64, len: u64) -> StoreResult<()> {

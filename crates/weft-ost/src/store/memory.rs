@@ -216,11 +216,17 @@ impl ObjectStore for MemoryStore {
         self.with(id, |o| o.read(offset, len))
     }
 
-    fn write(&self, id: &ObjectId, offset: u64, data: &Bytes) -> StoreResult<bool> {
+    fn write(
+        &self,
+        id: &ObjectId,
+        offset: u64,
+        data: &Bytes,
+        _compress: Option<bool>,
+    ) -> StoreResult<bool> {
         Ok(self.with_new(id, |o| o.write(offset, data)).1)
     }
 
-    fn set_size(&self, id: &ObjectId, size: u64) -> StoreResult<()> {
+    fn set_size(&self, id: &ObjectId, size: u64, _compress: Option<bool>) -> StoreResult<()> {
         self.with_new(id, |o| o.set_size(size));
         Ok(())
     }
@@ -321,10 +327,10 @@ mod tests {
         let id = oid(1);
         assert!(matches!(s.stat(&id), Err(StoreError::NotFound(_))));
         assert!(
-            s.write(&id, 3 * PAGE64 + 10, &Bytes::from_static(b"abc"))
+            s.write(&id, 3 * PAGE64 + 10, &Bytes::from_static(b"abc"), None)
                 .unwrap()
         );
-        assert!(!s.write(&id, 0, &Bytes::from_static(b"xy")).unwrap());
+        assert!(!s.write(&id, 0, &Bytes::from_static(b"xy"), None).unwrap());
         let st = s.stat(&id).unwrap();
         assert_eq!((st.size, st.blocks), (3 * PAGE64 + 13, 16));
         let all = s.read(&id, 0, 1 << 20).unwrap();
@@ -345,8 +351,8 @@ mod tests {
             "size kept, page 3 freed"
         );
         assert_eq!(&s.read(&id, 0, 4).unwrap()[..], b"x\0\0\0");
-        s.set_size(&id, 1).unwrap();
-        s.set_size(&id, 10).unwrap();
+        s.set_size(&id, 1, None).unwrap();
+        s.set_size(&id, 10, None).unwrap();
         assert_eq!(&s.read(&id, 0, 100).unwrap()[..], b"x\0\0\0\0\0\0\0\0\0");
     }
 }

@@ -66,14 +66,21 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// holes as zeros.
     fn read(&self, id: &ObjectId, offset: u64, len: usize) -> StoreResult<Bytes>;
 
-    /// Writes the whole of `data` at `offset`, creating the object if it is missing;
-    /// `true` when this call created it. On error, part of the range may have been
+    /// Writes the whole of `data` at `offset`, creating the object if it is missing
+    /// (compressed when `compress` says so; `None`: as [`compress`](Self::compress)
+    /// says); `true` when this call created it. On error, part of the range may have been
     /// written.
-    fn write(&self, id: &ObjectId, offset: u64, data: &Bytes) -> StoreResult<bool>;
+    fn write(
+        &self,
+        id: &ObjectId,
+        offset: u64,
+        data: &Bytes,
+        compress: Option<bool>,
+    ) -> StoreResult<bool>;
 
     /// Sets the object's size (truncating or extending with a hole), creating it if
-    /// missing.
-    fn set_size(&self, id: &ObjectId, size: u64) -> StoreResult<()>;
+    /// missing (compressed as for [`write`](Self::write)).
+    fn set_size(&self, id: &ObjectId, size: u64, compress: Option<bool>) -> StoreResult<()>;
 
     /// Deallocates `[offset, offset + len)` (`len > 0`), keeping the size: the range reads
     /// as zeros afterwards.

@@ -44,12 +44,20 @@ impl Ost {
                 object,
                 offset,
                 sync,
+                compress,
             } => Ok((
-                OstReply::Attr(self.write_from(conn, object, offset, bulk, sync).await?),
+                OstReply::Attr(
+                    self.write_from(conn, object, offset, bulk, sync, compress)
+                        .await?,
+                ),
                 Bytes::new(),
             )),
-            OstRequest::Punch { object, size } => Ok((
-                OstReply::Attr(self.punch(object, size).await?),
+            OstRequest::Punch {
+                object,
+                size,
+                compress,
+            } => Ok((
+                OstReply::Attr(self.punch_with(object, size, compress).await?),
                 Bytes::new(),
             )),
             OstRequest::Destroy { object } => {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{MAX_DESTROY_BATCH, MAX_LIST_OBJECTS, ObjectAttr};
-use weft_proto::{Errno, ObjectId, TargetId, WireError, WireResult};
+use weft_proto::{Compression, Errno, ObjectId, TargetId, WireError, WireResult};
 
 /// Largest object size (16 TiB): writes and punches beyond it fail with EFBIG. ext4 with
 /// 4 KiB blocks stops a little below this; the kernel's EFBIG is passed through as is.
@@ -191,8 +191,9 @@ impl Ost {
             .await
     }
 
-    /// Writes `data` at `offset`, creating the object if needed; with `sync` the data is
-    /// durable before this returns.
+    /// Writes `data` at `offset`, creating the object if needed (compressed as the
+    /// target's `compress` setting says); with `sync` the data is durable before this
+    /// returns.
     pub async fn write(
         self: &Arc<Self>,
         object: ObjectId,
@@ -200,11 +201,12 @@ impl Ost {
         data: Bytes,
         sync: bool,
     ) -> WireResult<ObjectAttr> {
-        self.write_from(LOCAL, object, offset, data, sync).await
+        self.write_from(LOCAL, object, offset, data, sync, Compression::Inherit)
+            .await
     }
 
     /// [`Ost::write`] on behalf of connection `conn`: the write may use the connection's
-    /// grant, and uses it up.
+    /// grant, and uses it up. An object it creates is compressed as `compress` says.
     pub async fn write_from(
         self: &Arc<Self>,
         conn: u64,
@@ -212,8 +214,9 @@ impl Ost {
         offset: u64,
         data: Bytes,
         sync: bool,
+        compress: Compression,
     ) -> WireResult<ObjectAttr> {
-        self.blocking(move |ost| ost.write_blocking(conn, &object, offset, &data, sync))
+        self.blocking(move |ost| ost.write_blocking(conn, &object, offset, &data, sync, compress))
             .await
     }
 
@@ -227,9 +230,20 @@ impl Ost {
         self.grants.total()
     }
 
-    /// Sets the object's size, creating it if missing.
+    /// Sets the object's size, creating it if missing (compressed as the target's
+    /// `compress` setting says).
     pub async fn punch(self: &Arc<Self>, object: ObjectId, size: u64) -> WireResult<ObjectAttr> {
-        self.blocking(move |ost| ost.punch_blocking(&object, size))
+        self.punch_with(object, size, Compression::Inherit).await
+    }
+
+    /// [`Ost::punch`], an object it creates compressed as `compress` says.
+    pub async fn punch_with(
+        self: &Arc<Self>,
+        object: ObjectId,
+        size: u64,
+        compress: Compression,
+    ) -> WireResult<ObjectAttr> {
+        self.blocking(move |ost| ost.punch_blocking(&object, size, compress))
             .await
     }
 

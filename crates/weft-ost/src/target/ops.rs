@@ -9,7 +9,7 @@ use crate::store::{ObjectStat, StoreError, StoreResult};
 use bytes::Bytes;
 use weft_proto::frame::MAX_BULK;
 use weft_proto::ost::ObjectAttr;
-use weft_proto::{Errno, ObjectId, WireError, WireResult};
+use weft_proto::{Compression, Errno, ObjectId, WireError, WireResult};
 
 /// `Some` of a store result, `None` when the object does not exist.
 fn existing<T>(r: StoreResult<T>) -> StoreResult<Option<T>> {
@@ -60,12 +60,13 @@ impl Ost {
         offset: u64,
         data: &Bytes,
         sync: bool,
+        compress: Compression,
     ) -> WireResult<ObjectAttr> {
         let len = data.len() as u64;
         check_end(offset, len)?;
         self.check_space(conn, len)?;
         let _life = self.lock_of(id).lifecycle.read();
-        let written = self.store.write(id, offset, data);
+        let written = self.store.write(id, offset, data, compress.wanted());
         // Even a failed write may have changed some bytes: the version moves either way
         // (when the object exists at all).
         let version = self.bump_version(id);
@@ -80,7 +81,12 @@ impl Ost {
         Ok(attr(st, data_version))
     }
 
-    pub(super) fn punch_blocking(&self, id: &ObjectId, size: u64) -> WireResult<ObjectAttr> {
+    pub(super) fn punch_blocking(
+        &self,
+        id: &ObjectId,
+        size: u64,
+        compress: Compression,
+    ) -> WireResult<ObjectAttr> {
         if size > MAX_OBJECT_SIZE {
             return Err(WireError::new(
                 Errno::FBig,
@@ -88,7 +94,7 @@ impl Ost {
             ));
         }
         let _life = self.lock_of(id).lifecycle.read();
-        let punched = self.store.set_size(id, size);
+        let punched = self.store.set_size(id, size, compress.wanted());
         let version = self.bump_version(id);
         punched?;
         let data_version = version?;

@@ -389,6 +389,7 @@ async fn execute_dispatches_and_counts_bulk() {
                 object: oid(5),
                 offset: 0,
                 sync: true,
+                compress: Default::default(),
             },
             Bytes::from(vec![1u8; 10000]),
         )

@@ -37,6 +37,7 @@ async fn write_err(ost: &Arc<Ost>, offset: u64, fill: u8, sync: bool) -> WireErr
         object: oid(1),
         offset,
         sync,
+        compress: Default::default(),
     };
     error_of(ost, write, Bytes::from(vec![fill; LEN])).await
 }
@@ -165,6 +166,7 @@ async fn failed_truncate_punch_and_sync_report_eio() {
         OstRequest::Punch {
             object: oid(1),
             size: 10,
+            compress: Default::default(),
         },
         Bytes::new(),
     )

@@ -174,3 +174,67 @@ fn a_store_without_compression_refuses_it() {
     assert!(ost.set_compress(false).is_ok());
     assert!(!ost.compress());
 }
+
+/// A layout's choice (sent with each write and punch) decides how a new object is
+/// created, over the target's setting; `Inherit` follows the setting; existing objects
+/// keep their form whatever a later request asks.
+#[tokio::test]
+async fn the_requests_choice_decides_how_new_objects_are_created() {
+    let (_d, ost) = new_ost();
+    let data = text(1 << 20);
+    let compressed = |ost: &Arc<Ost>| ost.stats().compressed_logical;
+    // Setting off: Lz4 compresses, Inherit and Off do not.
+    ost.write_from(LOCAL, oid(1), 0, data.clone(), false, Compression::Lz4)
+        .await
+        .unwrap();
+    assert_eq!(compressed(&ost), 1 << 20);
+    ost.write_from(LOCAL, oid(2), 0, data.clone(), false, Compression::Inherit)
+        .await
+        .unwrap();
+    ost.write_from(LOCAL, oid(3), 0, data.clone(), false, Compression::Off)
+        .await
+        .unwrap();
+    assert_eq!(compressed(&ost), 1 << 20);
+    // A punch that creates an object follows the same rule.
+    ost.punch_with(oid(4), 1 << 20, Compression::Lz4)
+        .await
+        .unwrap();
+    assert_eq!(compressed(&ost), 2 << 20);
+    // Setting on: Off stays plain, Inherit compresses.
+    ost.set_compress(true).unwrap();
+    ost.write_from(LOCAL, oid(5), 0, data.clone(), false, Compression::Off)
+        .await
+        .unwrap();
+    assert_eq!(compressed(&ost), 2 << 20);
+    ost.write_from(LOCAL, oid(6), 0, data.clone(), false, Compression::Inherit)
+        .await
+        .unwrap();
+    assert_eq!(compressed(&ost), 3 << 20);
+    // Existing objects keep their form.
+    ost.write_from(
+        LOCAL,
+        oid(3),
+        1 << 20,
+        data.clone(),
+        false,
+        Compression::Lz4,
+    )
+    .await
+    .unwrap();
+    ost.write_from(
+        LOCAL,
+        oid(1),
+        1 << 20,
+        data.clone(),
+        false,
+        Compression::Off,
+    )
+    .await
+    .unwrap();
+    assert_eq!(compressed(&ost), 4 << 20, "object 1 grew compressed");
+    for (id, len) in [(1, 2 << 20), (3, 2 << 20), (5, 1 << 20), (6, 1 << 20)] {
+        let (_, got) = ost.read(oid(id), 0, 4 << 20).await.unwrap();
+        assert_eq!(got.len(), len, "object {id}");
+        assert_eq!(got.slice(..1 << 20), data, "object {id}");
+    }
+}

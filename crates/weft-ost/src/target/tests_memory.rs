@@ -171,6 +171,7 @@ async fn writes_beyond_free_space_are_refused_before_touching_the_object() {
                 object: oid(2),
                 offset: 0,
                 sync: false,
+                compress: Default::default(),
             },
             Bytes::from(vec![2u8; 100 * PAGE]),
         )
@@ -192,9 +193,16 @@ async fn writes_beyond_free_space_are_refused_before_touching_the_object() {
             .await
             .is_err()
     );
-    ost.write_from(9, oid(3), 0, Bytes::from(vec![3u8; PAGE]), false)
-        .await
-        .unwrap();
+    ost.write_from(
+        9,
+        oid(3),
+        0,
+        Bytes::from(vec![3u8; PAGE]),
+        false,
+        Default::default(),
+    )
+    .await
+    .unwrap();
     let s = ost.statfs().await.unwrap();
     assert_eq!((s.blocks, s.bavail), (256, 55));
 }

@@ -293,9 +293,15 @@ async fn fsck_finds_nothing_in_a_sound_namespace_and_repairs_what_it_finds() {
         stripe: 0,
     };
     let ost = c.cluster().ost(0).unwrap();
-    ost.write(stray, 0, bytes::Bytes::from_static(b"stray"), true)
-        .await
-        .unwrap();
+    ost.write(
+        stray,
+        0,
+        bytes::Bytes::from_static(b"stray"),
+        true,
+        weft_proto::Compression::Inherit,
+    )
+    .await
+    .unwrap();
     let (code, out) = fsck(&tc, true);
     assert_eq!(code, Some(4), "{out}");
     assert!(

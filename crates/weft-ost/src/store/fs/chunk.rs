@@ -43,15 +43,22 @@ fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
+/// `len` zero bytes, written rather than allocated zeroed: the allocator (jemalloc) serves
+/// a zeroed allocation of megabytes it had freed by handing the pages back to the kernel
+/// and faulting fresh ones in, which cost compressed reads as much as decoding them.
+#[allow(clippy::slow_vector_initialization)] // the "slow" form is the fast one here
+pub fn zeros(len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    v.resize(len, 0);
+    v
+}
+
 /// Encodes `data` (at most [`CHUNK`] bytes) as a slot's bytes: header and LZ4 block, or
 /// header and the raw bytes when compression does not save at least one 4 KiB block.
 pub fn encode(data: &[u8]) -> Vec<u8> {
     debug_assert!(data.len() <= CHUNK);
     let data = &data[..data.len().min(CHUNK)];
-    // Filled, not allocated zeroed: a zeroed allocation of reused memory makes the
-    // allocator give it back to the kernel and fault it in again.
-    let mut out = Vec::with_capacity(HEADER + lz4_flex::block::get_maximum_output_size(data.len()));
-    out.resize(out.capacity(), 0);
+    let mut out = zeros(HEADER + lz4_flex::block::get_maximum_output_size(data.len()));
     let compressed = lz4_flex::block::compress_into(data, &mut out[HEADER..]).ok();
     let (flags, stored) = match compressed {
         // Worth it only when it stores fewer blocks than the raw bytes would.

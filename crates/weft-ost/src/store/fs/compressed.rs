@@ -243,11 +243,7 @@ impl<'a> Compressed<'a> {
         let stored = (last + 1)
             .min(self.phys.div_ceil(SLOT64))
             .saturating_sub(first);
-        // Every byte is decoded over; filled rather than allocated zeroed, as a zeroed
-        // allocation of reused memory makes the allocator hand it back to the kernel
-        // and fault it in again.
-        let mut out = Vec::with_capacity(want);
-        out.resize(want, 0);
+        let mut out = chunk::zeros(want);
         with_slots(self.file, first, stored as usize, |raw| {
             let mut scratch = Vec::new();
             for (i, slot_bytes) in raw.chunks(SLOT).enumerate() {

@@ -92,18 +92,21 @@ impl FsStore {
 
     /// Changes the object (`op` names the change in errors): `plain` on an uncompressed
     /// one, `packed` on a compressed one under its exclusive lock. With `create`, a missing
-    /// object is created (compressed when compression is on); returns whether it was.
+    /// object is created (compressed as `create` says: `Some(None)` when compression is
+    /// on, `Some(Some(on))` as `on` says); returns whether it was.
     pub(super) fn update(
         &self,
         id: &weft_proto::ObjectId,
-        create: bool,
+        create: Option<Option<bool>>,
         op: &str,
         plain: impl FnOnce(&File) -> io::Result<()>,
         packed: impl FnOnce(&mut Compressed<'_>) -> io::Result<()>,
     ) -> StoreResult<bool> {
         let lock = self.lz4.lock(id);
         let err = |e| StoreError::io(on(op, id), e);
-        let (guard, file, created) = if create && self.lz4.enabled.load(Ordering::Relaxed) {
+        let compress_new =
+            create.map(|wanted| wanted.unwrap_or_else(|| self.lz4.enabled.load(Ordering::Relaxed)));
+        let (guard, file, created) = if compress_new == Some(true) {
             // Created and marked under the exclusive lock: no one writes plain bytes into
             // an object about to be compressed.
             let guard = lock.write();
@@ -115,7 +118,7 @@ impl FsStore {
             (guard, file, created)
         } else {
             let shared = lock.read();
-            let (file, created) = if create {
+            let (file, created) = if create.is_some() {
                 self.open_or_create(id)?
             } else {
                 (self.existing(id)?, false)

@@ -211,20 +211,26 @@ impl ObjectStore for FsStore {
             .map_err(|e| StoreError::io(on("read", id), e))
     }
 
-    fn write(&self, id: &ObjectId, offset: u64, data: &Bytes) -> StoreResult<bool> {
+    fn write(
+        &self,
+        id: &ObjectId,
+        offset: u64,
+        data: &Bytes,
+        compress: Option<bool>,
+    ) -> StoreResult<bool> {
         self.update(
             id,
-            true,
+            Some(compress),
             "write",
             |file| self.write_data(id, file, data, offset),
             |c| c.write(offset, data),
         )
     }
 
-    fn set_size(&self, id: &ObjectId, size: u64) -> StoreResult<()> {
+    fn set_size(&self, id: &ObjectId, size: u64, compress: Option<bool>) -> StoreResult<()> {
         self.update(
             id,
-            true,
+            Some(compress),
             "truncate",
             |file| file.set_len(size),
             |c| c.set_size(size),
@@ -242,7 +248,7 @@ impl ObjectStore for FsStore {
             )
             .map_err(std::io::Error::from)
         };
-        self.update(id, false, "punch", plain, |c| c.punch(offset, len))
+        self.update(id, None, "punch", plain, |c| c.punch(offset, len))
             .map(|_| ())
     }
 
