@@ -11,6 +11,11 @@
 //!    decides each object's outcome: created, unchanged (same key, tag and size), updated
 //!    (released against the new version, loaded data dropped) or conflict (a local file
 //!    with unexported changes, or open for writing: logged, retried at the next sweep).
+//!    Objects an earlier sweep settled and that the listing shows at the same version
+//!    (tag, size, time) are skipped without a HEAD ([`crate::import::seen`]), so a steady
+//!    sweep costs its listing: as with FSx's event-driven import, a file deleted here is
+//!    not brought back while its object is unchanged (the agent's first sweep after a
+//!    restart, which knows nothing yet, imports everything like `weft repo import`).
 //!    Without `NEW`, names that do not exist are left out; without `CHANGED`, names that
 //!    do (one lookup per object then).
 //! 2. **Import DELETED**: a walk of the linked directory; a file (or symlink) archived in
@@ -37,16 +42,19 @@
 //! beyond, every candidate for deletion is checked with a HEAD instead. The keys of step 4
 //! are at most [`WALK_KEYS_MAX`]; beyond, deletions are not carried for that sweep (and
 //! the next one only records). Neither survives a restart. Each sweep lists the whole
-//! prefix (a HEAD per object) and walks the whole linked directory: its cost grows with
-//! the repository (a change log would be the scalable shape; see the report).
+//! prefix (a HEAD only per new or changed object, up to [`crate::import::seen::SEEN_MAX`]
+//! remembered) and walks the whole linked directory: its cost grows with the repository
+//! (store event notifications would be the scalable shape).
 
 use crate::error::RepoError;
 use crate::export::{self, ExportOptions, key_for};
+use crate::import::seen::Seen;
 use crate::import::{self, ImportOptions};
 use crate::store::RepoStore;
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
+use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,7 +62,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use weft_client::Client;
-use weft_proto::hsm::{HSM_DIRTY, HSM_EXISTS, HSM_RELEASED, Repo, RepoSpec};
+use weft_proto::hsm::{HSM_DIRTY, HSM_EXISTS, HSM_RELEASED, Repo};
 use weft_proto::mdt::{Credentials, FileKind};
 use weft_proto::{Errno, Fid, Timestamp};
 
@@ -74,6 +82,9 @@ pub struct AgentStats {
     pub sweeps: u64,
     /// Files created or updated by automatic imports.
     pub imported: u64,
+    /// Listed objects the automatic import skipped, unchanged since an earlier sweep
+    /// settled them (no HEAD, no MDT request).
+    pub skipped: u64,
     /// Files exported by automatic exports.
     pub exported: u64,
     /// Files and directories removed (import `DELETED`) and objects deleted (export
@@ -93,6 +104,7 @@ pub struct AgentStats {
 struct Counters {
     sweeps: AtomicU64,
     imported: AtomicU64,
+    skipped: AtomicU64,
     exported: AtomicU64,
     deleted: AtomicU64,
     conflicts: AtomicU64,
@@ -111,6 +123,7 @@ impl Counters {
         AgentStats {
             sweeps: g(&self.sweeps),
             imported: g(&self.imported),
+            skipped: g(&self.skipped),
             exported: g(&self.exported),
             deleted: g(&self.deleted),
             conflicts: g(&self.conflicts),
@@ -218,10 +231,14 @@ async fn run_tiering(
 
 /// A repository's state between sweeps.
 struct RepoState {
-    spec: RepoSpec,
+    /// The association it belongs to (an association made again, even alike, starts over).
+    repo: Repo,
     store: RepoStore,
     /// The file keys the previous walk saw (export `DELETED`).
     walked: Option<HashSet<String>>,
+    /// The objects earlier sweeps imported or found unchanged, at their versions: a sweep
+    /// skips them without a HEAD while the listing shows them unchanged.
+    seen: Arc<Mutex<Seen>>,
 }
 
 async fn run(
@@ -243,6 +260,11 @@ async fn run(
     }
 }
 
+/// Whether `a` and `b` are the same association, as made (its tiering policy may change).
+fn same_association(a: &Repo, b: &Repo) -> bool {
+    (&a.spec, a.dir, a.created) == (&b.spec, b.dir, b.created)
+}
+
 /// One sweep over every repository of the current configuration.
 async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &Counters) {
     let config = client.cluster().config();
@@ -254,17 +276,19 @@ async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &C
         .collect();
     states.retain(|id, _| repos.iter().any(|r| r.id == *id));
     for repo in &repos {
-        if states.get(&repo.id).is_none_or(|s| s.spec != repo.spec) {
+        if states
+            .get(&repo.id)
+            .is_none_or(|s| !same_association(&s.repo, repo))
+        {
             match RepoStore::open(&repo.spec) {
                 Ok(store) => {
-                    let spec = repo.spec.clone();
-                    let walked = None;
                     states.insert(
                         repo.id,
                         RepoState {
-                            spec,
+                            repo: repo.clone(),
                             store,
-                            walked,
+                            walked: None,
+                            seen: Arc::default(),
                         },
                     );
                 }
@@ -297,11 +321,13 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
             parallel: PARALLEL,
             skip_new: !ip.new,
             skip_changed: !ip.changed,
+            seen: Some(state.seen.clone()),
             ..Default::default()
         };
         match import::import_from(client, repo, store, &opts, &|_| {}).await {
             Ok(p) => {
                 Counters::add(&c.imported, p.created + p.updated);
+                Counters::add(&c.skipped, p.skipped);
                 Counters::add(&c.conflicts, p.conflicts);
                 Counters::add(&c.errors, p.failed);
                 if p.failed > 0 {

@@ -43,6 +43,7 @@ use futures::stream::FuturesUnordered;
 use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
+use seen::{Fingerprint, Seen};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +94,10 @@ pub struct ImportOptions {
     /// Leave out objects whose name exists already (an auto import without `CHANGED`):
     /// each entry is looked up first.
     pub skip_changed: bool,
+    /// The objects earlier imports of this repository settled (an auto import's memory,
+    /// [`seen`]): listed at the same version, they are skipped without a HEAD and
+    /// counted unchanged; what this import settles is added.
+    pub seen: Option<Arc<parking_lot::Mutex<Seen>>>,
 }
 
 /// What an import did so far.
@@ -106,6 +111,9 @@ pub struct ImportProgress {
     pub updated: u64,
     /// Files already naming their object unchanged.
     pub unchanged: u64,
+    /// Objects an earlier import settled at the same version, skipped without a HEAD
+    /// ([`ImportOptions::seen`]).
+    pub skipped: u64,
     /// Names taken by something the import must not replace.
     pub conflicts: u64,
     /// Objects that could not be imported (bad keys, store or MDT errors).
@@ -250,6 +258,8 @@ async fn run(
     let mut sends = FuturesUnordered::new();
     let mut listing_done = false;
     let mut error: Option<RepoError> = None;
+    let mut in_flight = InFlight::default();
+    let seen = opts.seen.as_deref();
     loop {
         let force = (listing_done && heads.is_empty()) || tracker.pending() >= PENDING_MAX;
         while sends.len() < parallel {
@@ -265,6 +275,7 @@ async fn run(
             biased;
             Some(done) = sends.next(), if !sends.is_empty() => {
                 for (seq, outcome) in done {
+                    in_flight.settle(seen, seq, Some(&outcome));
                     match outcome {
                         Settled::Created => p.created += 1,
                         Settled::Updated => p.updated += 1,
@@ -281,10 +292,14 @@ async fn run(
                 match head {
                     Headed::Job(job) => batcher.add(job),
                     Headed::Failed(seq) => {
+                        in_flight.settle(seen, seq, None);
                         p.failed += 1;
                         tracker.settle(seq);
                     }
-                    Headed::Gone(seq) => tracker.settle(seq),
+                    Headed::Gone(seq) => {
+                        in_flight.settle(seen, seq, None);
+                        tracker.settle(seq);
+                    }
                 }
                 if walk.headed(&dir) {
                     batcher.close(&dir);
@@ -303,6 +318,10 @@ async fn run(
                         p.listed += 1;
                         let seq = tracker.push(meta.location.as_ref());
                         match classify(ctx.prefix, meta.location.as_ref()) {
+                            Ok(_) if in_flight.skip(seen, seq, &meta) => {
+                                p.skipped += 1;
+                                tracker.settle(seq);
+                            }
                             Ok(place) => {
                                 for done in walk.listed(&place.dir) {
                                     batcher.close(&done);
@@ -415,6 +434,49 @@ pub(crate) enum Job {
     },
     /// Make directory `dir` (a directory marker, listed as `seq`).
     Mkdir { seq: u64, dir: String },
+}
+
+/// The fingerprints of the objects in flight when the import has a memory of settled
+/// objects ([`ImportOptions::seen`]), by sequence number.
+#[derive(Default)]
+struct InFlight(std::collections::HashMap<u64, (u64, Fingerprint)>);
+
+impl InFlight {
+    /// Whether listed object `meta` (`seq`) was settled at this version by an earlier
+    /// import; if not, it is followed until it settles.
+    fn skip(
+        &mut self,
+        seen: Option<&parking_lot::Mutex<Seen>>,
+        seq: u64,
+        meta: &ObjectMeta,
+    ) -> bool {
+        let Some(seen) = seen else { return false };
+        let (key, fp) = Fingerprint::of(meta);
+        if seen.lock().unchanged(key, fp) {
+            return true;
+        }
+        self.0.insert(seq, (key, fp));
+        false
+    }
+
+    /// Object `seq` settled as `outcome` (`None`: failed before a request, or gone):
+    /// remembered when the namespace now names it, forgotten otherwise.
+    fn settle(
+        &mut self,
+        seen: Option<&parking_lot::Mutex<Seen>>,
+        seq: u64,
+        outcome: Option<&Settled>,
+    ) {
+        let (Some(seen), Some((key, fp))) = (seen, self.0.remove(&seq)) else {
+            return;
+        };
+        match outcome {
+            Some(Settled::Created | Settled::Updated | Settled::Unchanged) => {
+                seen.lock().settled(key, fp);
+            }
+            _ => seen.lock().forget(key),
+        }
+    }
 }
 
 /// What a HEAD found.
@@ -738,5 +800,6 @@ impl Counts {
 mod batch;
 mod dirs;
 pub mod listing;
+pub mod seen;
 #[cfg(test)]
 mod tests;

@@ -18,12 +18,13 @@ use common::{bin, bucket, link, run};
 
 use futures::StreamExt;
 use object_store::path::Path as StorePath;
-use object_store::{PutOptions, PutPayload};
+use object_store::{ObjectStoreExt, PutOptions, PutPayload};
 use std::time::{Duration, Instant};
 use weft_proto::Fid;
 use weft_proto::Timestamp;
 use weft_proto::hsm::{HSM_ARCHIVED, HSM_EXISTS, HSM_RELEASED};
 use weft_proto::mdt::{Credentials, FileKind};
+use weft_repo::import::seen::Seen;
 use weft_repo::import::{ImportOptions, ImportProgress, import};
 use weft_repo::meta::{FileMeta, S_IFDIR, S_IFLNK, S_IFREG};
 use weft_testkit::{S3Server, TestCluster};
@@ -208,6 +209,57 @@ async fn import_with(server: S3Server) {
         ..Default::default()
     };
     assert_eq!(p, want, "resumed after {after}");
+
+    // With a memory of what earlier imports settled (the agent's): the first import
+    // settles every entry, the next skips them all without a HEAD; then a changed object
+    // is updated, a new one created, and a file removed here stays removed while its
+    // object is unchanged.
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Seen::default()));
+    let remembering = ImportOptions {
+        seen: Some(seen.clone()),
+        ..Default::default()
+    };
+    let p = import(&client, &repo, &remembering, &|_| {}).await.unwrap();
+    assert_eq!(
+        (p.listed, p.unchanged, p.skipped),
+        (objects, entries, 0),
+        "{p:?}"
+    );
+    // The directory marker is not remembered (it is looked at again each time).
+    assert_eq!(seen.lock().len() as u64, entries);
+    let p = import(&client, &repo, &remembering, &|_| {}).await.unwrap();
+    assert_eq!((p.listed, p.skipped), (objects, entries), "{p:?}");
+    assert_eq!(
+        (p.created, p.updated, p.unchanged, p.failed),
+        (0, 0, 0, 0),
+        "{p:?}"
+    );
+    store
+        .put(
+            &StorePath::from("ds/d0/f001"),
+            PutPayload::from(b"changed".to_vec()),
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &StorePath::from("ds/d2/new"),
+            PutPayload::from(b"new".to_vec()),
+        )
+        .await
+        .unwrap();
+    client.unlink(dirs["d0"], b"f002", &root).await.unwrap();
+    let p = import(&client, &repo, &remembering, &|_| {}).await.unwrap();
+    assert_eq!(
+        (p.listed, p.created, p.updated),
+        (objects + 1, 1, 1),
+        "{p:?}"
+    );
+    assert_eq!(p.skipped, entries - 1, "{p:?}");
+    let changed = client.lookup(dirs["d0"], b"f001", &root).await.unwrap();
+    assert_eq!(changed.size, 7);
+    assert!(client.lookup(dirs["d2"], b"new", &root).await.is_ok());
+    assert!(client.lookup(dirs["d0"], b"f002", &root).await.is_err());
     eprintln!("the import test took {:?}", t0.elapsed());
 }
 
