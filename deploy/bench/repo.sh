@@ -11,7 +11,10 @@
 # Env (defaults in brackets): WEFT [target/release/weft, else target/debug/weft],
 # S3S_FS, DATA [/var/tmp/weft-bench-repo], SMALL_COUNT [20000], SMALL_SIZE [128K],
 # LARGE_COUNT [4], LARGE_SIZE [1G], WORKERS [4], RESTORE_AHEAD [64: the mount's
-# llite.*.restore_ahead; 0 turns it off], S3_PORT [9470], WEFT_PORT [9460],
+# llite.*.restore_ahead; 0 turns it off], SHAPE [up: `weft up`, every role in one process
+# with its mount; tcp: the deployment shape, `weft mgs`, `weft mds` (MDT0 and the data
+# mover), `weft oss` (4 OSTs) and `weft mount` as separate processes over TCP on
+# 127.0.0.1 ports WEFT_PORT to WEFT_PORT+2], S3_PORT [9470], WEFT_PORT [9460],
 # BUCKET [weft-bench], KEEP=1 (keep DATA). Extra arguments go to `weft bench-repo`
 # (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
 # for this run; never printed.
@@ -57,15 +60,17 @@ echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 rm -rf "$D"
 mkdir -p "$D/s3/$BUCKET" "$D/fs" "$D/mnt" "$D/local"
-s3_pid=; up_pid=
+s3_pid=; fs_pids=()
 teardown() {
     set +e
-    if [ -n "$up_pid" ]; then
-        kill -INT "$up_pid" 2>/dev/null
-        for _ in $(seq 100); do kill -0 "$up_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$up_pid" 2>/dev/null
-        wait "$up_pid" 2>/dev/null
-    fi
+    # The mount (last started) first, then the servers.
+    for ((i = ${#fs_pids[@]} - 1; i >= 0; i--)); do
+        pid=${fs_pids[$i]}
+        kill -INT "$pid" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
     grep -qs " $D/mnt " /proc/mounts && { fusermount3 -u "$D/mnt" 2>/dev/null || umount -l "$D/mnt"; }
     if [ -n "$s3_pid" ]; then kill "$s3_pid" 2>/dev/null; wait "$s3_pid" 2>/dev/null; fi
     if [ "${KEEP:-0}" = 1 ]; then echo "repo.sh: kept $D"; else rm -rf "$D"; fi
@@ -83,12 +88,39 @@ for i in $(seq 100); do
 done
 
 # The MDS's data mover reaches the bucket with the credentials in this environment.
-"$W" up --data "$D/fs" --mount "$D/mnt" --listen "127.0.0.1:$WEFT_PORT" > "$D/up.log" 2>&1 &
-up_pid=$!
+SHAPE=${SHAPE:-up}
+echo "shape:   $SHAPE"
+case "$SHAPE" in
+    up)
+        "$W" up --data "$D/fs" --mount "$D/mnt" --listen "127.0.0.1:$WEFT_PORT" > "$D/up.log" 2>&1 &
+        fs_pids+=($!)
+        ;;
+    tcp)
+        mgs=127.0.0.1:$WEFT_PORT
+        mkdir -p "$D/fs"/{mgs,mdt0,ost0,ost1,ost2,ost3}
+        "$W" mgs --data "$D/fs/mgs" --listen "$mgs" > "$D/mgs.log" 2>&1 &
+        fs_pids+=($!)
+        "$W" mds --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 1))" --mdt 0="$D/fs/mdt0" > "$D/mds.log" 2>&1 &
+        fs_pids+=($!)
+        "$W" oss --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 2))" --ost 0="$D/fs/ost0" \
+            --ost 1="$D/fs/ost1" --ost 2="$D/fs/ost2" --ost 3="$D/fs/ost3" > "$D/oss.log" 2>&1 &
+        fs_pids+=($!)
+        # The mount waits for the MGS to know every target.
+        for i in $(seq 100); do
+            [ "$("$W" get_param --mgs "$mgs" 'obdfilter.*.kbytestotal' 2>/dev/null | grep -c =)" -ge 4 ] && break
+            sleep 0.1
+        done
+        "$W" mount "$mgs:/weft" "$D/mnt" > "$D/up.log" 2>&1 &
+        fs_pids+=($!)
+        ;;
+    *) echo "repo.sh: SHAPE is up or tcp, not $SHAPE" >&2; exit 1 ;;
+esac
 for i in $(seq 300); do
     grep -qs " $D/mnt fuse" /proc/mounts && break
-    kill -0 "$up_pid" 2>/dev/null || { echo "repo.sh: weft up exited:" >&2; tail -20 "$D/up.log" >&2; exit 1; }
-    [ "$i" = 300 ] && { echo "repo.sh: the mount did not appear at $D/mnt" >&2; tail -20 "$D/up.log" >&2; exit 1; }
+    for pid in "${fs_pids[@]}"; do
+        kill -0 "$pid" 2>/dev/null || { echo "repo.sh: a weft process exited:" >&2; tail -20 "$D"/*.log >&2; exit 1; }
+    done
+    [ "$i" = 300 ] && { echo "repo.sh: the mount did not appear at $D/mnt" >&2; tail -20 "$D"/*.log >&2; exit 1; }
     sleep 0.1
 done
 
@@ -105,7 +137,9 @@ status=0
     --workers "${WORKERS:-4}" "$@" || status=$?
 if [ "$status" -ne 0 ]; then
     echo "repo.sh: weft bench-repo failed ($status); the last lines of the logs:" >&2
-    echo "-- weft up" >&2; tail -20 "$D/up.log" >&2
+    for log in "$D"/up.log "$D"/mgs.log "$D"/mds.log "$D"/oss.log; do
+        [ -f "$log" ] && { echo "-- $(basename "$log")" >&2; tail -20 "$log" >&2; }
+    done
     echo "-- s3s-fs" >&2; tail -5 "$D/s3.log" >&2
 fi
 echo "loadavg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

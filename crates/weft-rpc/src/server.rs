@@ -676,6 +676,10 @@ enum Ended {
 /// socket, and must not evict them for its own silence.
 async fn heard_within(r: &mut BufReader<BoxRead>, limit: Duration) -> bool {
     use tokio::io::AsyncBufReadExt;
+    if !r.buffer().is_empty() {
+        // The next frame is here already (pipelined requests): no timer needed.
+        return true;
+    }
     for wait in [limit, Duration::from_secs(1)] {
         if tokio::time::timeout(wait, r.fill_buf()).await.is_ok() {
             return true;

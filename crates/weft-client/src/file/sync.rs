@@ -159,12 +159,7 @@ impl File {
         self.check_open(&st)?;
         let flushed = self.flush_locked(self.client.context(), &mut st).await;
         st.closed = true;
-        if let Some(local) = self.local.write().take()
-            && local.kind == Kind::ReadWrite
-        {
-            // The data is copied into the file system after the last close here.
-            self.client.pcc_rw_closed(&local.pcc, local.fid);
-        }
+        self.detach_local();
         let size = st.modified.then(|| self.size.get());
         let blocks = st.modified.then(|| st.known_blocks()).flatten();
         let modified = st.modified;
@@ -172,6 +167,16 @@ impl File {
             .on_handle(|h| self.mdt.close(h, size, blocks, modified))
             .await;
         flushed.and(closed)
+    }
+
+    /// Lets go of the handle's local copy (PCC): a read-write one is copied into the file
+    /// system after the last close here.
+    fn detach_local(&self) {
+        if let Some(local) = self.local.write().take()
+            && local.kind == Kind::ReadWrite
+        {
+            self.client.pcc_rw_closed(&local.pcc, local.fid);
+        }
     }
 
     /// Ends a handle opened before this node was evicted: the MDT closed it already, so
@@ -183,11 +188,7 @@ impl File {
         self.client
             .release_dirty(std::mem::take(&mut st.dirty_bytes));
         st.closed = true;
-        if let Some(local) = self.local.write().take()
-            && local.kind == Kind::ReadWrite
-        {
-            self.client.pcc_rw_closed(&local.pcc, local.fid);
-        }
+        self.detach_local();
         let lost = st.modified || st.error.take().is_some();
         if lost {
             Err(super::evicted_error())
