@@ -39,7 +39,8 @@
 //! never logged: errors from the store are [`RepoError`]s, made without them.
 //!
 //! Memory: the listing of step 2 is kept as a set of keys of at most [`LISTED_MAX`] keys;
-//! beyond, every candidate for deletion is checked with a HEAD instead. The keys of step 4
+//! beyond, every candidate for deletion is checked with a HEAD instead. It is step 1's
+//! listing when step 1 ran (one listing per sweep), else a listing of its own. The keys of step 4
 //! are at most [`WALK_KEYS_MAX`]; beyond, deletions are not carried for that sweep (and
 //! the next one only records). Neither survives a restart. Each sweep lists the whole
 //! prefix (a HEAD only per new or changed object, up to [`crate::import::seen::SEEN_MAX`]
@@ -49,7 +50,7 @@
 use crate::error::RepoError;
 use crate::export::{self, ExportOptions, key_for};
 use crate::import::seen::Seen;
-use crate::import::{self, ImportOptions};
+use crate::import::{self, ImportOptions, ListedKeys};
 use crate::store::RepoStore;
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
@@ -316,16 +317,23 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
         Counters::add(&c.errors, 1);
     }
     let store = &state.store;
+    // The import's listing, kept for the deletion check below (one listing per sweep).
+    let mut listed: Option<Option<HashSet<String>>> = None;
     if ip.new || ip.changed {
+        let keys = ip
+            .deleted
+            .then(|| Arc::new(Mutex::new(ListedKeys::new(LISTED_MAX))));
         let opts = ImportOptions {
             parallel: PARALLEL,
             skip_new: !ip.new,
             skip_changed: !ip.changed,
             seen: Some(state.seen.clone()),
+            listed: keys.clone(),
             ..Default::default()
         };
         match import::import_from(client, repo, store, &opts, &|_| {}).await {
             Ok(p) => {
+                listed = keys.map(|k| k.lock().take());
                 Counters::add(&c.imported, p.created + p.updated);
                 Counters::add(&c.skipped, p.skipped);
                 Counters::add(&c.conflicts, p.conflicts);
@@ -356,7 +364,7 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
         }
     }
     if ip.deleted
-        && let Err(e) = import_deleted(client, repo, store, c).await
+        && let Err(e) = import_deleted(client, repo, store, listed, c).await
     {
         tracing::warn!(repo = repo.id, "auto import of deletions: {e}");
         Counters::add(&c.errors, 1);
@@ -485,28 +493,32 @@ fn key_of(store: &RepoStore, rel: &str) -> Option<String> {
     key_for(store.prefix(), rel).ok().map(|k| k.to_string())
 }
 
-/// Step 2 of the module header.
+/// Step 2 of the module header. `listed`: the keys this sweep's import listed (`Some(None)`
+/// when more than [`LISTED_MAX`]); `None`: no import ran, list here.
 async fn import_deleted(
     client: &Arc<Client>,
     repo: &Repo,
     store: &RepoStore,
+    listed: Option<Option<HashSet<String>>>,
     c: &Counters,
 ) -> Result<(), RepoError> {
     // The listing, as a bounded set of keys.
-    let prefix = Some(store.prefix()).filter(|p| !p.as_ref().is_empty());
-    let mut listed: Option<HashSet<String>> = Some(HashSet::new());
-    let mut listing = store.store().list(prefix);
-    while let Some(item) = listing.next().await {
-        let meta = item.map_err(|e| RepoError::store(store.url(), &e))?;
-        if let Some(set) = &mut listed {
-            if set.len() >= LISTED_MAX {
-                listed = None;
-                break;
+    let listed = match listed {
+        Some(keys) => keys,
+        None => {
+            let prefix = Some(store.prefix()).filter(|p| !p.as_ref().is_empty());
+            let mut keys = ListedKeys::new(LISTED_MAX);
+            let mut listing = store.store().list(prefix);
+            while let Some(item) = listing.next().await {
+                let meta = item.map_err(|e| RepoError::store(store.url(), &e))?;
+                keys.add(meta.location.as_ref());
+                if keys.gave_up() {
+                    break;
+                }
             }
-            set.insert(meta.location.to_string());
+            keys.take()
         }
-    }
-    drop(listing);
+    };
     // The candidates: archived here, clean, closed, and not listed at their path.
     let mut candidates = Vec::new();
     walk(client, repo.dir, |w| {

@@ -98,6 +98,48 @@ pub struct ImportOptions {
     /// [`seen`]): listed at the same version, they are skipped without a HEAD and
     /// counted unchanged; what this import settles is added.
     pub seen: Option<Arc<parking_lot::Mutex<Seen>>>,
+    /// Where to collect every listed key (the auto import's deletion check reads the
+    /// sweep's one listing from it instead of listing again).
+    pub listed: Option<Arc<parking_lot::Mutex<ListedKeys>>>,
+}
+
+/// The keys a listing showed, up to a bound (past it, none: the caller checks each
+/// candidate another way).
+#[derive(Debug)]
+pub struct ListedKeys {
+    keys: Option<std::collections::HashSet<String>>,
+    max: usize,
+}
+
+impl ListedKeys {
+    /// An empty set that gives up past `max` keys.
+    pub fn new(max: usize) -> Self {
+        Self {
+            keys: Some(Default::default()),
+            max,
+        }
+    }
+
+    /// Adds a listed key.
+    pub fn add(&mut self, key: &str) {
+        if let Some(set) = &mut self.keys {
+            if set.len() >= self.max {
+                self.keys = None;
+            } else {
+                set.insert(key.to_string());
+            }
+        }
+    }
+
+    /// Whether the bound was passed (no key is kept any more).
+    pub fn gave_up(&self) -> bool {
+        self.keys.is_none()
+    }
+
+    /// Takes the keys out: `None` when there were more than the bound.
+    pub fn take(&mut self) -> Option<std::collections::HashSet<String>> {
+        self.keys.take()
+    }
 }
 
 /// What an import did so far.
@@ -316,6 +358,9 @@ async fn run(
                     }
                     Some(Ok(meta)) => {
                         p.listed += 1;
+                        if let Some(keys) = &opts.listed {
+                            keys.lock().add(meta.location.as_ref());
+                        }
                         let seq = tracker.push(meta.location.as_ref());
                         match classify(ctx.prefix, meta.location.as_ref()) {
                             Ok(_) if in_flight.skip(seen, seq, &meta) => {

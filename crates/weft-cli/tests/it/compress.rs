@@ -62,27 +62,33 @@ fn df_compressed(spec: &str) -> Option<(u64, u64)> {
     Some((c["logical"].as_u64()?, c["stored"].as_u64()?))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compressed_files_read_back_store_smaller_and_take_random_io() {
-    let tc = TestCluster::start(bin(), 2).await.unwrap();
-    let mgs = tc.mgs_addr.clone();
-    let spec = format!("{mgs}:/{FSNAME}");
-    let (ok, _, err) = weft(&["set_param", "--mgs", &mgs, "-P", "obdfilter.*.compress=lz4"]);
+/// Stores `obdfilter.*.compress=lz4` on the MGS and waits until each of the `osts` OSTs
+/// applies it.
+async fn compress_every_ost(mgs: &str, osts: usize) {
+    let (ok, _, err) = weft(&["set_param", "--mgs", mgs, "-P", "obdfilter.*.compress=lz4"]);
     assert!(ok, "{err}");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "obdfilter.*.compress"]);
+        let (ok, out, err) = weft(&["get_param", "--mgs", mgs, "obdfilter.*.compress"]);
         assert!(ok, "{err}");
         // Each OST's live value (the stored setting is listed too, under its own name).
         let on = out
             .lines()
             .filter(|l| l.contains("-OST") && l.ends_with("=lz4"));
-        if on.count() == 2 {
-            break;
+        if on.count() == osts {
+            return;
         }
         assert!(Instant::now() < deadline, "not applied: {out}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_files_read_back_store_smaller_and_take_random_io() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let mgs = tc.mgs_addr.clone();
+    let spec = format!("{mgs}:/{FSNAME}");
+    compress_every_ost(&mgs, 2).await;
     assert_eq!(df_compressed(&spec), None, "nothing compressed yet");
 
     create_with_layout(&tc, "log.json", LayoutTemplate::raid0(2, MIB as u64, -1)).await;
@@ -263,23 +269,7 @@ async fn setstripe_compress_chooses_per_directory_and_file_over_the_ost_setting(
 
     // With the OSTs compressing by default, a directory that says `none` keeps its
     // files plain, and a file created with its own layout can ask for LZ4 in it.
-    let (ok, _, err) = weft(&["set_param", "--mgs", &mgs, "-P", "obdfilter.*.compress=lz4"]);
-    assert!(ok, "{err}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (ok, out, err) = weft(&["get_param", "--mgs", &mgs, "obdfilter.*.compress"]);
-        assert!(ok, "{err}");
-        if out
-            .lines()
-            .filter(|l| l.contains("-OST") && l.ends_with("=lz4"))
-            .count()
-            == 2
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not applied: {out}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    compress_every_ost(&mgs, 2).await;
     let (ok, _, err) = weft(&["setstripe", "-Z", "none", &dir("plain")]);
     assert!(ok, "{err}");
     let (ok, _, err) = weft(&["setstripe", "-c", "1", "-Z", "lz4", &dir("plain/own.json")]);

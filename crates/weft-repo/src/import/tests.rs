@@ -386,3 +386,20 @@ async fn heads_read_fsx_metadata_and_symlink_targets() {
         _ => panic!("a directory marker"),
     }
 }
+
+#[test]
+fn listed_keys_give_up_past_their_bound() {
+    let mut k = ListedKeys::new(2);
+    k.add("a");
+    k.add("b");
+    assert!(!k.gave_up());
+    k.add("a");
+    assert!(k.gave_up(), "a third add passes the bound, even of a key seen");
+    assert_eq!(k.take(), None);
+    let mut k = ListedKeys::new(3);
+    k.add("x");
+    k.add("x");
+    let keys = k.take().unwrap();
+    assert_eq!(keys.len(), 1);
+    assert!(keys.contains("x"));
+}
