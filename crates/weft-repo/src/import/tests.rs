@@ -394,7 +394,10 @@ fn listed_keys_give_up_past_their_bound() {
     k.add("b");
     assert!(!k.gave_up());
     k.add("a");
-    assert!(k.gave_up(), "a third add passes the bound, even of a key seen");
+    assert!(
+        k.gave_up(),
+        "a third add passes the bound, even of a key seen"
+    );
     assert_eq!(k.take(), None);
     let mut k = ListedKeys::new(3);
     k.add("x");
