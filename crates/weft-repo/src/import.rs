@@ -95,8 +95,8 @@ pub struct ImportOptions {
     /// each entry is looked up first.
     pub skip_changed: bool,
     /// The objects earlier imports of this repository settled (an auto import's memory,
-    /// [`seen`]): listed at the same version, they are skipped without a HEAD and
-    /// counted unchanged; what this import settles is added.
+    /// [`seen`]): listed at the same version, they are skipped without a HEAD (counted
+    /// in [`ImportProgress::skipped`]); what this import settles is added.
     pub seen: Option<Arc<parking_lot::Mutex<Seen>>>,
     /// Where to collect every listed key (the auto import's deletion check reads the
     /// sweep's one listing from it instead of listing again).
