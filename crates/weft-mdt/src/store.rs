@@ -313,7 +313,7 @@ pub fn decode<T: Record + DeserializeOwned>(
 
 /// Record version 2 of the `inodes` table: layout and template components carry their
 /// compression ([`weft_proto::Compression`]). Version 1 records read through
-/// [`crate::inode_v1`].
+/// `inode_v1.rs`.
 impl Record for Inode {
     const VERSION: u8 = 2;
 
