@@ -59,12 +59,9 @@ const TCP_RTO_MAX_MS: libc::c_int = 44;
 /// back. Requests still time out on their own deadlines.
 const USER_TIMEOUT_MS: libc::c_int = 300_000;
 
-/// Sets one `IPPROTO_TCP` option of `socket` to `value`; returns whether it took.
-fn set_tcp_option(
-    socket: &impl std::os::fd::AsRawFd,
-    option: libc::c_int,
-    value: libc::c_int,
-) -> bool {
+/// Sets one `IPPROTO_TCP` option of `socket` to `value` (a failure is logged: the
+/// kernel's default stays).
+fn set_tcp_option(socket: &impl std::os::fd::AsRawFd, option: libc::c_int, value: libc::c_int) {
     // SAFETY: setsockopt on a socket this process owns, with a pointer to a c_int that
     // lives across the call and its exact size; it reads nothing else. Neither rustix nor
     // socket2 offers `TCP_RTO_MAX_MS`.
@@ -80,7 +77,6 @@ fn set_tcp_option(
     if rc != 0 {
         tracing::debug!(option, error = %io::Error::last_os_error(), "TCP option not set");
     }
-    rc == 0
 }
 
 /// Sets [`RTO_MAX_MS`] (older kernels, ENOPROTOOPT, keep their default) and

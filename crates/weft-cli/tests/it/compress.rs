@@ -5,14 +5,14 @@
 
 use crate::bin;
 use crate::fuse_common::{FuseMount, create_with_layout, fallocate, seek_data_or_hole};
-use crate::support::weft;
+use crate::support::{weft, write_synced};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::time::{Duration, Instant};
+
 use weft_proto::layout::LayoutTemplate;
-use weft_testkit::{FSNAME, TestCluster};
+use weft_testkit::{FSNAME, TestCluster, wait_until_async};
 
 const MIB: usize = 1 << 20;
 /// The file's size: 24 MiB, 12 MiB per OST.
@@ -67,20 +67,16 @@ fn df_compressed(spec: &str) -> Option<(u64, u64)> {
 async fn compress_every_ost(mgs: &str, osts: usize) {
     let (ok, _, err) = weft(&["set_param", "--mgs", mgs, "-P", "obdfilter.*.compress=lz4"]);
     assert!(ok, "{err}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_until_async("every OST compresses", || async {
         let (ok, out, err) = weft(&["get_param", "--mgs", mgs, "obdfilter.*.compress"]);
         assert!(ok, "{err}");
         // Each OST's live value (the stored setting is listed too, under its own name).
-        let on = out
-            .lines()
-            .filter(|l| l.contains("-OST") && l.ends_with("=lz4"));
-        if on.count() == osts {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not applied: {out}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        out.lines()
+            .filter(|l| l.contains("-OST") && l.ends_with("=lz4"))
+            .count()
+            == osts
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,15 +201,6 @@ async fn compressed_files_read_back_store_smaller_and_take_random_io() {
     .unwrap();
 }
 
-/// Writes `data` to `path` through the mount and makes it durable.
-fn write_file(path: &std::path::Path, data: &[u8]) {
-    let f = File::create(path).unwrap();
-    for (i, part) in data.chunks(MIB).enumerate() {
-        f.write_all_at(part, (i * MIB) as u64).unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setstripe_compress_chooses_per_directory_and_file_over_the_ost_setting() {
     let tc = TestCluster::start(bin(), 2).await.unwrap();
@@ -249,8 +236,8 @@ async fn setstripe_compress_chooses_per_directory_and_file_over_the_ost_setting(
     let (pa, pb) = (m.path("packed/a.json"), m.path("packed/sub/b.json"));
     let (wa, wb) = (a.clone(), b.clone());
     tokio::task::spawn_blocking(move || {
-        write_file(&pa, &wa);
-        write_file(&pb, &wb);
+        write_synced(&pa, &wa);
+        write_synced(&pb, &wb);
     })
     .await
     .unwrap();
@@ -262,7 +249,7 @@ async fn setstripe_compress_chooses_per_directory_and_file_over_the_ost_setting(
     // A file outside it is not.
     let c = text(2 * MIB, 13);
     let (pc, wc) = (m.path("c.json"), c.clone());
-    tokio::task::spawn_blocking(move || write_file(&pc, &wc))
+    tokio::task::spawn_blocking(move || write_synced(&pc, &wc))
         .await
         .unwrap();
     assert_eq!(df_compressed(&spec).unwrap().0, (12 * MIB / 1024) as u64);
@@ -282,7 +269,7 @@ async fn setstripe_compress_chooses_per_directory_and_file_over_the_ost_setting(
         own.clone(),
     );
     tokio::task::spawn_blocking(move || {
-        write_file(&pd, &wd);
+        write_synced(&pd, &wd);
         let f = OpenOptions::new().write(true).open(&po).unwrap();
         f.write_all_at(&wo, 0).unwrap();
         f.sync_all().unwrap();

@@ -5,7 +5,7 @@
 //! listed on another, and a partition of an OSS host is a pause for a reader, not an error.
 
 use crate::bin;
-use std::path::Path;
+use crate::support::write_synced;
 use std::time::{Duration, Instant};
 use weft_testkit::lab::{LabCluster, LabSpec};
 use weft_testkit::pattern;
@@ -20,13 +20,6 @@ fn weft_on(lc: &LabCluster, host: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn write_file(path: &Path, data: &[u8]) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).unwrap();
-    f.write_all(data).unwrap();
-    f.sync_all().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +45,7 @@ async fn six_hosts_share_one_file_system_and_an_oss_partition_is_a_pause() {
 
     // Striped over all four OSTs of both OSS hosts, written on c1, read on c2 and c3.
     let big = pattern(0, 24 << 20, 1);
-    write_file(&c1.join("data/big"), &big);
+    write_synced(&c1.join("data/big"), &big);
     let stripes = weft_on(&lc, "c1", &["getstripe", "-c", &format!("{data_dir}/big")]);
     assert_eq!(
         stripes.trim(),
@@ -81,7 +74,7 @@ async fn six_hosts_share_one_file_system_and_an_oss_partition_is_a_pause() {
     // its stripes are on oss2); the read waits, and completes byte-exact once the cable
     // is back.
     let fresh = pattern(0, 8 << 20, 2);
-    write_file(&c1.join("data/fresh"), &fresh);
+    write_synced(&c1.join("data/fresh"), &fresh);
     lc.lab.set_link("oss2", false).unwrap();
     let reader = {
         let path = c3.join("data/fresh");

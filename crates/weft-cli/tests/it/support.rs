@@ -22,6 +22,14 @@ pub const RW: OpenOptions = OpenOptions {
 /// Longest a `weft` command run by [`weft_run`] may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
+/// Writes `data` as the whole of a new file at `path` (through a mount) and makes it
+/// durable.
+pub fn write_synced(path: &Path, data: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+}
+
 /// The `weft` binary under test: the one cargo built with this test, or the one
 /// `WEFT_TEST_BIN` names (a release build, or a copy that a long run keeps while the tree
 /// is rebuilt).

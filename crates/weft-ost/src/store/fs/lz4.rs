@@ -14,6 +14,19 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+/// What [`FsStore::update`] does when the object is missing.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Missing {
+    /// Fails with not found.
+    Fail,
+    /// Creates it, compressed when `compress` says so (`None`: as the store's setting
+    /// says).
+    Create {
+        /// The request's choice.
+        compress: Option<bool>,
+    },
+}
+
 /// The compression state of a file-system store.
 pub(super) struct Lz4State {
     /// Whether objects created from now on are compressed.
@@ -91,22 +104,25 @@ impl FsStore {
     }
 
     /// Changes the object (`op` names the change in errors): `plain` on an uncompressed
-    /// one, `packed` on a compressed one under its exclusive lock. With `create`, a missing
-    /// object is created (compressed as `create` says: `Some(None)` when compression is
-    /// on, `Some(Some(on))` as `on` says); returns whether it was.
+    /// one, `packed` on a compressed one under its exclusive lock. A missing object is
+    /// created or not as `missing` says; returns whether it was created.
     pub(super) fn update(
         &self,
         id: &weft_proto::ObjectId,
-        create: Option<Option<bool>>,
+        missing: Missing,
         op: &str,
         plain: impl FnOnce(&File) -> io::Result<()>,
         packed: impl FnOnce(&mut Compressed<'_>) -> io::Result<()>,
     ) -> StoreResult<bool> {
         let lock = self.lz4.lock(id);
         let err = |e| StoreError::io(on(op, id), e);
-        let compress_new =
-            create.map(|wanted| wanted.unwrap_or_else(|| self.lz4.enabled.load(Ordering::Relaxed)));
-        let (guard, file, created) = if compress_new == Some(true) {
+        let compress_new = match missing {
+            Missing::Fail => false,
+            Missing::Create { compress } => {
+                compress.unwrap_or_else(|| self.lz4.enabled.load(Ordering::Relaxed))
+            }
+        };
+        let (guard, file, created) = if compress_new {
             // Created and marked under the exclusive lock: no one writes plain bytes into
             // an object about to be compressed.
             let guard = lock.write();
@@ -118,7 +134,7 @@ impl FsStore {
             (guard, file, created)
         } else {
             let shared = lock.read();
-            let (file, created) = if create.is_some() {
+            let (file, created) = if matches!(missing, Missing::Create { .. }) {
                 self.open_or_create(id)?
             } else {
                 (self.existing(id)?, false)

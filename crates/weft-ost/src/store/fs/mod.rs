@@ -25,6 +25,7 @@ use crate::identity::Identity;
 use crate::object::{OBJECTS_DIR, object_path, subdir_of};
 use crate::store::{ListPage, ObjectStat, ObjectStore, StoreCounters, StoreError, StoreResult};
 use bytes::Bytes;
+use lz4::Missing;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -220,7 +221,7 @@ impl ObjectStore for FsStore {
     ) -> StoreResult<bool> {
         self.update(
             id,
-            Some(compress),
+            Missing::Create { compress },
             "write",
             |file| self.write_data(id, file, data, offset),
             |c| c.write(offset, data),
@@ -230,7 +231,7 @@ impl ObjectStore for FsStore {
     fn set_size(&self, id: &ObjectId, size: u64, compress: Option<bool>) -> StoreResult<()> {
         self.update(
             id,
-            Some(compress),
+            Missing::Create { compress },
             "truncate",
             |file| file.set_len(size),
             |c| c.set_size(size),
@@ -248,7 +249,7 @@ impl ObjectStore for FsStore {
             )
             .map_err(std::io::Error::from)
         };
-        self.update(id, None, "punch", plain, |c| c.punch(offset, len))
+        self.update(id, Missing::Fail, "punch", plain, |c| c.punch(offset, len))
             .map(|_| ())
     }
 
