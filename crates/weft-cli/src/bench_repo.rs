@@ -276,6 +276,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
         import_policy: RepoPolicy::default(),
         export_policy: RepoPolicy::default(),
         import_metadata: false,
+        events: None,
         chunk_size: args.chunk_size,
     };
     let id = match client

@@ -270,6 +270,38 @@ mod tests {
     }
 
     #[test]
+    fn state_without_repository_events_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = record();
+        r.config.repos.push(weft_proto::hsm::Repo {
+            id: 1,
+            spec: weft_proto::hsm::RepoSpec {
+                path: "/data".into(),
+                url: "s3://b/p".into(),
+                endpoint: None,
+                region: Some("us-east-1".into()),
+                path_style: false,
+                import_policy: Default::default(),
+                export_policy: Default::default(),
+                import_metadata: false,
+                chunk_size: 1 << 30,
+                events: None,
+            },
+            dir: weft_proto::Fid::ROOT,
+            created: Default::default(),
+            tiering: None,
+        });
+        let mut json = serde_json::to_value(&r).unwrap();
+        json["config"]["repos"][0]["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("events")
+            .unwrap();
+        write_format_1(dir.path(), &json);
+        assert_eq!(load(dir.path()).unwrap(), Some(r));
+    }
+
+    #[test]
     fn inconsistent_sequences_are_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = record();

@@ -14,7 +14,8 @@ use uuid::Uuid;
 /// configuration's targets.
 /// 7: per-component compression in layouts and templates, and in OST writes and
 /// punches that create an object.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: a repository's event queue (`RepoSpec::events`).
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Opcodes shared by every service (the handshake and liveness).
 pub mod opcode {

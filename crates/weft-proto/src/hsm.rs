@@ -176,7 +176,16 @@ pub struct RepoSpec {
     /// `ceil(size / chunk_size)` OSTs (at most all of them) in chunks of 1 MiB; smaller
     /// ones get their directory's default layout.
     pub chunk_size: u64,
+    /// An SQS queue the bucket sends its event notifications to (`ObjectCreated:*`,
+    /// `ObjectRemoved:*`): the auto import follows them within seconds and lists the
+    /// whole prefix only as a safety net, rarely. `s3://` repositories with an import
+    /// policy only.
+    #[serde(default)]
+    pub events: Option<String>,
 }
+
+/// The longest event queue URL.
+pub const EVENTS_URL_MAX: usize = 1024;
 
 /// Smallest and largest restore chunk size.
 pub const CHUNK_SIZE_MIN: u64 = 1 << 20;
@@ -207,6 +216,25 @@ impl RepoSpec {
         }
         if self.url.len() > KEY_MAX + 256 {
             return Err("the URL is too long".into());
+        }
+        if let Some(q) = &self.events {
+            if scheme != "s3" {
+                return Err(format!(
+                    "event notifications come from S3 (an SQS queue): not from {scheme}://"
+                ));
+            }
+            if !self.import_policy.any() {
+                return Err("an event queue needs an import policy (--import-policy)".into());
+            }
+            if q.len() > EVENTS_URL_MAX
+                || !(q.starts_with("https://") || q.starts_with("http://"))
+                || q.contains(['@', '?', '#', ' '])
+            {
+                return Err(
+                    "the event queue is not a plain SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE)"
+                        .into(),
+                );
+            }
         }
         if !(CHUNK_SIZE_MIN..=CHUNK_SIZE_MAX).contains(&self.chunk_size) {
             return Err(format!(
@@ -436,6 +464,40 @@ mod tests {
         assert!(RepoPolicy::parse("NEWISH").is_err());
         assert_eq!(flag_names(0xd), ["exists", "released", "archived"]);
         assert_eq!(flag_by_name("NoRelease"), Some(HSM_NORELEASE));
+    }
+
+    #[test]
+    fn event_queues_need_s3_an_import_policy_and_a_plain_url() {
+        let spec = |url: &str, import: &str, events: &str| RepoSpec {
+            path: "/data".into(),
+            url: url.into(),
+            endpoint: None,
+            region: None,
+            path_style: false,
+            import_policy: RepoPolicy::parse(import).unwrap(),
+            export_policy: RepoPolicy::default(),
+            import_metadata: false,
+            chunk_size: 1 << 30,
+            events: Some(events.into()),
+        };
+        let q = "https://sqs.us-east-1.amazonaws.com/123456789012/q";
+        assert!(spec("s3://b/p", "NEW", q).validate().is_ok());
+        assert!(
+            spec("s3://b/p", "NEW", "http://127.0.0.1:5000/1/q")
+                .validate()
+                .is_ok()
+        );
+        let err = |s: RepoSpec| s.validate().unwrap_err();
+        assert!(err(spec("gs://b/p", "NEW", q)).contains("come from S3"));
+        assert!(err(spec("s3://b/p", "NONE", q)).contains("import policy"));
+        for bad in ["sqs://q", "https://k:s@sqs/q", "https://sqs/q?sig=1", "q"] {
+            assert!(
+                err(spec("s3://b/p", "NEW", bad)).contains("not a plain"),
+                "{bad}"
+            );
+        }
+        let long = format!("https://sqs/{}", "q".repeat(EVENTS_URL_MAX));
+        assert!(spec("s3://b/p", "NEW", &long).validate().is_err());
     }
 
     #[test]

@@ -34,6 +34,17 @@
 //!    The first sweep after the agent starts only records (deletions while it was down are
 //!    not carried).
 //!
+//! **Event notifications** (`weft repo create --events QUEUE_URL`, [`crate::events`]):
+//! one receiver per queue long-polls it and applies each created or removed object under
+//! a repository's prefix at once: a created one is imported as step 1 imports a listed
+//! one, a removed one's file goes as in step 2 (the object confirmed gone by a HEAD).
+//! Steps 1 and 2 of such a repository then run only every
+//! [`AgentConfig::events_sweep`] (default [`EVENTS_SWEEP_INTERVAL`]), as the safety net
+//! for events lost or never configured; steps 3 and 4 every sweep as before. A message
+//! is deleted once its changes are applied; one that could not be (store or MDT errors)
+//! comes back after the queue's visibility timeout, one that is no S3 event is deleted
+//! with a warning.
+//!
 //! Errors (store down, throttling, MDT errors) are logged with the repository's id and
 //! retried at the next sweep; a file whose export failed stays dirty. Credentials are
 //! never logged: errors from the store are [`RepoError`]s, made without them.
@@ -44,31 +55,54 @@
 //! are at most [`WALK_KEYS_MAX`]; beyond, deletions are not carried for that sweep (and
 //! the next one only records). Neither survives a restart. Each sweep lists the whole
 //! prefix (a HEAD only per new or changed object, up to [`crate::import::seen::SEEN_MAX`]
-//! remembered) and walks the whole linked directory: its cost grows with the repository
-//! (store event notifications would be the scalable shape).
+//! remembered) and walks the whole linked directory: its cost grows with the repository,
+//! which is why a repository with an event queue lists rarely.
+
+mod events;
+mod removal;
 
 use crate::error::RepoError;
 use crate::export::{self, ExportOptions, key_for};
 use crate::import::seen::Seen;
 use crate::import::{self, ImportOptions, ListedKeys};
 use crate::store::RepoStore;
-use futures::StreamExt;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use weft_client::Client;
 use weft_proto::hsm::{HSM_DIRTY, HSM_EXISTS, HSM_RELEASED, Repo};
-use weft_proto::mdt::{Credentials, FileKind};
-use weft_proto::{Errno, Fid, Timestamp};
+use weft_proto::mdt::{Attr, Credentials, FileKind};
+use weft_proto::{Fid, Timestamp};
 
 /// The default time between two sweeps.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// The default time between two listings (steps 1 and 2) of a repository whose bucket
+/// sends event notifications.
+pub const EVENTS_SWEEP_INTERVAL: Duration = Duration::from_secs(600);
+
+/// How often the agent works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// Time between two sweeps.
+    pub interval: Duration,
+    /// Time between two listings of a repository with an event queue.
+    pub events_sweep: Duration,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            interval: SWEEP_INTERVAL,
+            events_sweep: EVENTS_SWEEP_INTERVAL,
+        }
+    }
+}
 /// Most keys of a listing kept for the deletion check (else a HEAD per candidate).
 pub const LISTED_MAX: usize = 500_000;
 /// Most file keys remembered between two sweeps for deletions (else none carried).
@@ -81,8 +115,10 @@ const PARALLEL: usize = 4;
 pub struct AgentStats {
     /// Sweeps finished (over every repository).
     pub sweeps: u64,
-    /// Files created or updated by automatic imports.
+    /// Files created or updated by automatic imports (listings and events).
     pub imported: u64,
+    /// Event messages received from the repositories' queues.
+    pub events: u64,
     /// Listed objects the automatic import skipped, unchanged since an earlier sweep
     /// settled them (no HEAD, no MDT request).
     pub skipped: u64,
@@ -105,6 +141,7 @@ pub struct AgentStats {
 struct Counters {
     sweeps: AtomicU64,
     imported: AtomicU64,
+    events: AtomicU64,
     skipped: AtomicU64,
     exported: AtomicU64,
     deleted: AtomicU64,
@@ -124,6 +161,7 @@ impl Counters {
         AgentStats {
             sweeps: g(&self.sweeps),
             imported: g(&self.imported),
+            events: g(&self.events),
             skipped: g(&self.skipped),
             exported: g(&self.exported),
             deleted: g(&self.deleted),
@@ -144,9 +182,9 @@ pub struct RepoAgent {
 }
 
 impl RepoAgent {
-    /// Starts sweeping every `interval` with `client` (acting as root), and looking at
-    /// OST usage for tiering every [`crate::tiering::TIER_TICK`].
-    pub fn start(client: Arc<Client>, interval: Duration) -> Self {
+    /// Starts sweeping every `config.interval` with `client` (acting as root), and
+    /// looking at OST usage for tiering every [`crate::tiering::TIER_TICK`].
+    pub fn start(client: Arc<Client>, config: AgentConfig) -> Self {
         let counters = Arc::new(Counters::default());
         let (stop, stopped) = watch::channel(false);
         let tiering = tokio::spawn(run_tiering(
@@ -154,7 +192,7 @@ impl RepoAgent {
             counters.clone(),
             stopped.clone(),
         ));
-        let task = tokio::spawn(run(client, interval, counters.clone(), stopped));
+        let task = tokio::spawn(run(client, config, counters.clone(), stopped));
         Self {
             counters,
             stop,
@@ -240,23 +278,37 @@ struct RepoState {
     /// The objects earlier sweeps imported or found unchanged, at their versions: a sweep
     /// skips them without a HEAD while the listing shows them unchanged.
     seen: Arc<Mutex<Seen>>,
+    /// When steps 1 and 2 last ran (a repository with an event queue lists rarely).
+    listed_at: Option<Instant>,
+}
+
+/// What the agent keeps between sweeps.
+struct Agent {
+    config: AgentConfig,
+    states: HashMap<u32, RepoState>,
+    /// The event queues' receivers, by queue URL (dropped: stopped).
+    queues: HashMap<String, events::Receiver>,
 }
 
 async fn run(
     client: Arc<Client>,
-    interval: Duration,
+    config: AgentConfig,
     counters: Arc<Counters>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let mut states: HashMap<u32, RepoState> = HashMap::new();
+    let mut agent = Agent {
+        config,
+        states: HashMap::new(),
+        queues: HashMap::new(),
+    };
     loop {
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => return,
-            _ = sweep(&client, &mut states, &counters) => {}
+            _ = sweep(&client, &mut agent, &counters) => {}
         }
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => return,
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(config.interval) => {}
         }
     }
 }
@@ -267,7 +319,8 @@ fn same_association(a: &Repo, b: &Repo) -> bool {
 }
 
 /// One sweep over every repository of the current configuration.
-async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &Counters) {
+async fn sweep(client: &Arc<Client>, agent: &mut Agent, c: &Arc<Counters>) {
+    let states = &mut agent.states;
     let config = client.cluster().config();
     let repos: Vec<Repo> = config
         .repos
@@ -290,6 +343,7 @@ async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &C
                             store,
                             walked: None,
                             seen: Arc::default(),
+                            listed_at: None,
                         },
                     );
                 }
@@ -300,14 +354,52 @@ async fn sweep(client: &Arc<Client>, states: &mut HashMap<u32, RepoState>, c: &C
                 }
             }
         }
-        if let Some(state) = states.get_mut(&repo.id) {
-            sweep_repo(client, repo, state, c).await;
+    }
+    follow_queues(client, &repos, agent, c);
+    for repo in &repos {
+        if let Some(state) = agent.states.get_mut(&repo.id) {
+            sweep_repo(client, repo, state, agent.config, c).await;
         }
     }
     Counters::add(&c.sweeps, 1);
 }
 
-async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c: &Counters) {
+/// Starts a receiver for each event queue a repository with an import policy names (with
+/// the first such repository's credentials), and stops those no repository names.
+fn follow_queues(client: &Arc<Client>, repos: &[Repo], agent: &mut Agent, c: &Arc<Counters>) {
+    let wanted: HashMap<&str, &Repo> = repos
+        .iter()
+        .filter(|r| r.spec.import_policy.any())
+        .filter_map(|r| r.spec.events.as_deref().map(|q| (q, r)))
+        .collect();
+    agent.queues.retain(|q, _| wanted.contains_key(q.as_str()));
+    for (queue, repo) in wanted {
+        if agent.queues.contains_key(queue) {
+            continue;
+        }
+        let Some(access) = agent.states.get(&repo.id).and_then(|s| s.store.aws()) else {
+            continue;
+        };
+        match events::Receiver::start(client.clone(), queue, access, c.clone()) {
+            Ok(r) => {
+                tracing::info!(repo = repo.id, queue, "following the bucket's event queue");
+                agent.queues.insert(queue.to_string(), r);
+            }
+            Err(e) => {
+                tracing::warn!(repo = repo.id, "event queue not followed: {e}");
+                Counters::add(&c.errors, 1);
+            }
+        }
+    }
+}
+
+async fn sweep_repo(
+    client: &Arc<Client>,
+    repo: &Repo,
+    state: &mut RepoState,
+    config: AgentConfig,
+    c: &Counters,
+) {
     let (ip, ep) = (repo.spec.import_policy, repo.spec.export_policy);
     // Deletions first: a file removed here must not come back by the import below.
     if (ep.new || ep.deleted)
@@ -317,9 +409,17 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
         Counters::add(&c.errors, 1);
     }
     let store = &state.store;
+    // With an event queue, the listing steps are the safety net: rarely.
+    let list_now = repo.spec.events.is_none()
+        || state
+            .listed_at
+            .is_none_or(|t| t.elapsed() >= config.events_sweep);
+    if list_now {
+        state.listed_at = Some(Instant::now());
+    }
     // The import's listing, kept for the deletion check below (one listing per sweep).
     let mut listed: Option<Option<HashSet<String>>> = None;
-    if ip.new || ip.changed {
+    if list_now && (ip.new || ip.changed) {
         let keys = ip
             .deleted
             .then(|| Arc::new(Mutex::new(ListedKeys::new(LISTED_MAX))));
@@ -363,8 +463,9 @@ async fn sweep_repo(client: &Arc<Client>, repo: &Repo, state: &mut RepoState, c:
             }
         }
     }
-    if ip.deleted
-        && let Err(e) = import_deleted(client, repo, store, listed, c).await
+    if list_now
+        && ip.deleted
+        && let Err(e) = removal::import_deleted(client, repo, store, listed, c).await
     {
         tracing::warn!(repo = repo.id, "auto import of deletions: {e}");
         Counters::add(&c.errors, 1);
@@ -428,6 +529,46 @@ pub(crate) struct Walked {
     pub(crate) data_version: u64,
 }
 
+impl Walked {
+    /// Entry `name` (`fid`, of `kind`) of directory `parent` (at `parent_rel`), with
+    /// attributes `a` (none: zeros).
+    pub(crate) fn of(
+        parent: Fid,
+        parent_rel: &str,
+        name: Vec<u8>,
+        (fid, kind): (Fid, FileKind),
+        a: Option<&Attr>,
+    ) -> Self {
+        let name_str = String::from_utf8_lossy(&name);
+        let rel = if parent_rel.is_empty() {
+            name_str.into_owned()
+        } else {
+            format!("{parent_rel}/{name_str}")
+        };
+        Walked {
+            parent,
+            parent_rel: parent_rel.to_string(),
+            rel,
+            fid,
+            regular: kind == FileKind::Regular,
+            hsm_flags: a.map_or(0, |a| a.hsm_flags),
+            archive_id: a.map_or(0, |a| a.archive_id),
+            open_count: a.map_or(0, |a| a.open_count),
+            size: a.map_or(0, |a| a.size),
+            used: a.map_or(Timestamp::default(), |a| {
+                let key = |t: &Timestamp| (t.sec, t.nsec);
+                if key(&a.mtime) > key(&a.atime) {
+                    a.mtime
+                } else {
+                    a.atime
+                }
+            }),
+            data_version: a.map_or(0, |a| a.data_version),
+            name,
+        }
+    }
+}
+
 /// Walks the tree below `dir` (depth first, a page at a time), calling `visit` for each
 /// regular file and symlink with a UTF-8 path.
 pub(crate) async fn walk(
@@ -450,37 +591,22 @@ pub(crate) async fn walk(
             let Ok(name) = std::str::from_utf8(&e.name) else {
                 continue;
             };
-            let child = if rel.is_empty() {
-                name.to_string()
-            } else {
-                format!("{rel}/{name}")
-            };
             match e.kind {
-                FileKind::Directory => stack.push((e.fid, child, 0)),
-                FileKind::Regular | FileKind::Symlink => {
-                    let a = e.attr.as_ref();
-                    visit(Walked {
-                        parent: fid,
-                        parent_rel: rel.clone(),
-                        name: e.name.clone(),
-                        rel: child,
-                        fid: e.fid,
-                        regular: e.kind == FileKind::Regular,
-                        hsm_flags: a.map_or(0, |a| a.hsm_flags),
-                        archive_id: a.map_or(0, |a| a.archive_id),
-                        open_count: a.map_or(0, |a| a.open_count),
-                        size: a.map_or(0, |a| a.size),
-                        used: a.map_or(Timestamp::default(), |a| {
-                            let key = |t: &Timestamp| (t.sec, t.nsec);
-                            if key(&a.mtime) > key(&a.atime) {
-                                a.mtime
-                            } else {
-                                a.atime
-                            }
-                        }),
-                        data_version: a.map_or(0, |a| a.data_version),
-                    });
+                FileKind::Directory => {
+                    let child = if rel.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{rel}/{name}")
+                    };
+                    stack.push((e.fid, child, 0));
                 }
+                FileKind::Regular | FileKind::Symlink => visit(Walked::of(
+                    fid,
+                    &rel,
+                    e.name,
+                    (e.fid, e.kind),
+                    e.attr.as_ref(),
+                )),
                 _ => {}
             }
         }
@@ -491,132 +617,6 @@ pub(crate) async fn walk(
 /// The full key of `rel` under the store's prefix, as a string.
 fn key_of(store: &RepoStore, rel: &str) -> Option<String> {
     key_for(store.prefix(), rel).ok().map(|k| k.to_string())
-}
-
-/// Step 2 of the module header. `listed`: the keys this sweep's import listed (`Some(None)`
-/// when more than [`LISTED_MAX`]); `None`: no import ran, list here.
-async fn import_deleted(
-    client: &Arc<Client>,
-    repo: &Repo,
-    store: &RepoStore,
-    listed: Option<Option<HashSet<String>>>,
-    c: &Counters,
-) -> Result<(), RepoError> {
-    // The listing, as a bounded set of keys.
-    let listed = match listed {
-        Some(keys) => keys,
-        None => {
-            let prefix = Some(store.prefix()).filter(|p| !p.as_ref().is_empty());
-            let mut keys = ListedKeys::new(LISTED_MAX);
-            let mut listing = store.store().list(prefix);
-            while let Some(item) = listing.next().await {
-                let meta = item.map_err(|e| RepoError::store(store.url(), &e))?;
-                keys.add(meta.location.as_ref());
-                if keys.gave_up() {
-                    break;
-                }
-            }
-            keys.take()
-        }
-    };
-    // The candidates: archived here, clean, closed, and not listed at their path.
-    let mut candidates = Vec::new();
-    walk(client, repo.dir, |w| {
-        let clean = w.hsm_flags & HSM_EXISTS != 0 && w.hsm_flags & HSM_DIRTY == 0;
-        if !clean || w.archive_id != repo.id || w.open_count > 0 {
-            return;
-        }
-        let listed_here = match (&listed, key_of(store, &w.rel)) {
-            (Some(set), Some(k)) => set.contains(&k),
-            _ => false,
-        };
-        if !listed_here {
-            candidates.push(w);
-        }
-    })
-    .await?;
-    let root = Credentials::root();
-    let mut emptied: BTreeSet<(usize, String)> = BTreeSet::new();
-    for w in candidates {
-        // The key its archive reference names (a file imported or exported elsewhere).
-        let key = match client.hsm_archive_ref(w.fid).await {
-            Ok(Some(r)) => r.key,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::warn!(repo = repo.id, path = %w.rel, "archive reference not read: {e}");
-                Counters::add(&c.errors, 1);
-                continue;
-            }
-        };
-        if listed.as_ref().is_some_and(|s| s.contains(&key)) {
-            continue;
-        }
-        // Confirmed gone (not made since the listing).
-        let Ok(path) = Path::parse(&key) else {
-            continue;
-        };
-        match store.store().head(&path).await {
-            Ok(_) => continue,
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(RepoError::store(store.url(), &e)),
-        }
-        // Still clean and closed?
-        match client.getattr(w.fid).await {
-            Ok(a) if a.hsm_flags & HSM_DIRTY == 0 && a.open_count == 0 => {}
-            _ => continue,
-        }
-        match client.unlink(w.parent, &w.name, &root).await {
-            Ok(()) => {
-                tracing::info!(repo = repo.id, path = %w.rel, %key, "object deleted: file removed");
-                Counters::add(&c.deleted, 1);
-                if !w.parent_rel.is_empty() {
-                    emptied.insert((depth(&w.parent_rel), w.parent_rel.clone()));
-                }
-            }
-            Err(e) if e.errno() == Errno::NoEnt => {}
-            Err(e) => {
-                tracing::warn!(repo = repo.id, path = %w.rel, "not removed: {e}");
-                Counters::add(&c.errors, 1);
-            }
-        }
-    }
-    // Directories emptied, deepest first, then their parents.
-    while let Some((d, rel)) = emptied.pop_last() {
-        let (parent_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
-        let parent = match resolve_rel(client, repo.dir, parent_rel).await {
-            Ok(f) => f,
-            Err(_) => continue,
-        };
-        match client.rmdir(parent, name.as_bytes(), &root).await {
-            Ok(()) => {
-                tracing::info!(repo = repo.id, path = %rel, "emptied directory removed");
-                Counters::add(&c.deleted, 1);
-                if !parent_rel.is_empty() {
-                    emptied.insert((d - 1, parent_rel.to_string()));
-                }
-            }
-            Err(e) if matches!(e.errno(), Errno::NotEmpty | Errno::NoEnt) => {}
-            Err(e) => {
-                tracing::warn!(repo = repo.id, path = %rel, "directory not removed: {e}");
-                Counters::add(&c.errors, 1);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn depth(rel: &str) -> usize {
-    rel.split('/').count()
-}
-
-/// The FID of `rel` (relative to `dir`; `""`: `dir` itself).
-async fn resolve_rel(client: &Client, dir: Fid, rel: &str) -> Result<Fid, RepoError> {
-    let cred = Credentials::root();
-    let mut fid = dir;
-    for c in rel.split('/').filter(|c| !c.is_empty()) {
-        fid = client.lookup(fid, c.as_bytes(), &cred).await?.fid;
-    }
-    Ok(fid)
 }
 
 /// Steps 3 (moved files) and 4 of the module header.

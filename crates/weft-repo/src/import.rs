@@ -39,7 +39,7 @@ use crate::task::{Counts, Reporter};
 use batch::{Batcher, Walk};
 use dirs::DirCache;
 use futures::StreamExt;
-use futures::stream::FuturesUnordered;
+use futures::stream::{BoxStream, FuturesUnordered};
 use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
@@ -195,33 +195,13 @@ pub async fn import_from(
     opts: &ImportOptions,
     progress: &(dyn Fn(&ImportProgress) + Send + Sync),
 ) -> Result<ImportProgress, RepoError> {
-    let osts = client
-        .cluster()
-        .config()
-        .targets_of(TargetKind::Ost)
-        .count()
-        .max(1);
-    let ctx = Ctx {
-        client,
-        repo,
-        store: store.store().as_ref(),
-        pages: store.pages(),
-        prefix: store.prefix(),
-        url: store.url(),
-        heads: HeadCtx {
-            store: store.store().as_ref(),
-            url: store.url(),
-            chunk_size: repo.spec.chunk_size,
-            osts: u32::try_from(osts).unwrap_or(u32::MAX),
-        },
-        dirs: DirCache::new(repo.dir),
-        cred: Credentials::root(),
-        skip_new: opts.skip_new,
-        skip_changed: opts.skip_changed,
-    };
+    let ctx = Ctx::new(client, repo, store, opts);
     let mut reporter = Reporter::new(client, opts.task);
     let mut progress_of = |p: &ImportProgress| progress(p);
-    let result = run(&ctx, opts, &mut reporter, &mut progress_of).await;
+    let result = match listing_of(&ctx, opts) {
+        Ok(listing) => run(&ctx, opts, listing, &mut reporter, &mut progress_of).await,
+        Err(e) => Err((ImportProgress::default(), e)),
+    };
     let (p, err) = match result {
         Ok(p) => (p, None),
         Err((p, e)) => (p, Some(e)),
@@ -236,6 +216,94 @@ pub async fn import_from(
     match err {
         None => Ok(p),
         Some(e) => Err(e),
+    }
+}
+
+/// Imports the objects named by `keys` (full keys, the prefix included; a key ending in
+/// `/` is a directory marker), as [`import_from`] imports listed ones: each is HEADed
+/// for its metadata, one that is gone imports nothing, and the MDT decides each outcome.
+/// The auto import of a bucket's event notifications ([`crate::events`]); keys outside
+/// the prefix count failed. `opts.seen` and `opts.listed` are not used (no listing).
+pub async fn import_keys(
+    client: &Arc<Client>,
+    repo: &Repo,
+    store: &RepoStore,
+    keys: &[String],
+    opts: &ImportOptions,
+) -> Result<ImportProgress, RepoError> {
+    let opts = ImportOptions {
+        task: None,
+        resume_after: None,
+        seen: None,
+        listed: None,
+        ..opts.clone()
+    };
+    let ctx = Ctx::new(client, repo, store, &opts);
+    // In key order, once each, as a listing would give them (the batches follow
+    // directories in listing order).
+    let mut keys: Vec<&String> = keys.iter().collect();
+    keys.sort();
+    keys.dedup();
+    let mut metas = Vec::with_capacity(keys.len());
+    let mut p = ImportProgress::default();
+    for key in keys {
+        match Path::parse(key) {
+            Ok(location) => metas.push(Ok(ObjectMeta {
+                location,
+                last_modified: chrono::DateTime::UNIX_EPOCH,
+                // A marker (`a/b/`, parsed as `a/b`) is told from an object by its size
+                // (see `head`); the others' real size comes with their HEAD.
+                size: u64::from(!key.ends_with('/')),
+                e_tag: None,
+                version: None,
+            })),
+            Err(e) => {
+                tracing::warn!(key = %key, "not imported: {e}");
+                p.failed += 1;
+            }
+        }
+    }
+    let failed = p.failed;
+    let mut reporter = Reporter::new(client, None);
+    let listing = futures::stream::iter(metas).boxed();
+    let mut p = run(&ctx, &opts, listing, &mut reporter, &mut |_| {})
+        .await
+        .map_err(|(_, e)| e)?;
+    p.failed += failed;
+    Ok(p)
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        client: &'a Arc<Client>,
+        repo: &'a Repo,
+        store: &'a RepoStore,
+        opts: &ImportOptions,
+    ) -> Self {
+        let osts = client
+            .cluster()
+            .config()
+            .targets_of(TargetKind::Ost)
+            .count()
+            .max(1);
+        Ctx {
+            client,
+            repo,
+            store: store.store().as_ref(),
+            pages: store.pages(),
+            prefix: store.prefix(),
+            url: store.url(),
+            heads: HeadCtx {
+                store: store.store().as_ref(),
+                url: store.url(),
+                chunk_size: repo.spec.chunk_size,
+                osts: u32::try_from(osts).unwrap_or(u32::MAX),
+            },
+            dirs: DirCache::new(repo.dir),
+            cred: Credentials::root(),
+            skip_new: opts.skip_new,
+            skip_changed: opts.skip_changed,
+        }
     }
 }
 
@@ -262,24 +330,19 @@ struct HeadCtx<'a> {
     osts: u32,
 }
 
-/// The pipeline: listing, HEADs, batches, requests; see the module header.
-async fn run(
-    ctx: &Ctx<'_>,
+/// The listing an import works through: the prefix from the checkpoint on.
+fn listing_of<'a>(
+    ctx: &Ctx<'a>,
     opts: &ImportOptions,
-    reporter: &mut Reporter<'_>,
-    progress: &mut (dyn FnMut(&ImportProgress) + Send),
-) -> Result<ImportProgress, (ImportProgress, RepoError)> {
-    let parallel = opts.parallel.max(1);
+) -> Result<BoxStream<'a, object_store::Result<ObjectMeta>>, RepoError> {
     let offset = match &opts.resume_after {
-        Some(after) => Some(Path::parse(after).map_err(|e| {
-            (
-                ImportProgress::default(),
-                RepoError::Spec(format!("bad checkpoint {after:?}: {e}")),
-            )
-        })?),
+        Some(after) => Some(
+            Path::parse(after)
+                .map_err(|e| RepoError::Spec(format!("bad checkpoint {after:?}: {e}")))?,
+        ),
         None => None,
     };
-    let mut listing = listing::objects(
+    Ok(listing::objects(
         ctx.store,
         ctx.pages,
         ctx.prefix,
@@ -288,7 +351,18 @@ async fn run(
             0 => listing::LIST_PAGE,
             n => n,
         },
-    );
+    ))
+}
+
+/// The pipeline: listing, HEADs, batches, requests; see the module header.
+async fn run(
+    ctx: &Ctx<'_>,
+    opts: &ImportOptions,
+    mut listing: BoxStream<'_, object_store::Result<ObjectMeta>>,
+    reporter: &mut Reporter<'_>,
+    progress: &mut (dyn FnMut(&ImportProgress) + Send),
+) -> Result<ImportProgress, (ImportProgress, RepoError)> {
+    let parallel = opts.parallel.max(1);
     let mut p = ImportProgress {
         last_key: opts.resume_after.clone(),
         ..Default::default()

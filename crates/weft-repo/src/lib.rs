@@ -3,6 +3,7 @@
 //!
 //! - [`store`]: opening a repository's store from its spec (`s3://`, `gs://`, `az://`,
 //!   `file://`), with credentials from the process's environment, never from the spec.
+//! - [`events`]: a bucket's event notifications (S3 → SQS), which the auto import follows.
 //! - [`export`]: exporting new and changed files to the store, recorded archived.
 //! - [`import`]: importing a repository's objects as released files (metadata only).
 //! - [`meta`]: the POSIX metadata FSx for Lustre keeps on objects (`file-permissions`...).
@@ -15,6 +16,7 @@
 
 pub mod agent;
 pub mod error;
+pub mod events;
 pub mod export;
 pub mod import;
 pub mod meta;
@@ -23,7 +25,7 @@ pub mod store;
 mod task;
 pub mod tiering;
 
-pub use agent::{AgentStats, RepoAgent};
+pub use agent::{AgentConfig, AgentStats, RepoAgent};
 pub use error::RepoError;
 pub use mover::{Mover, MoverConfig, MoverStats};
 pub use store::RepoStore;

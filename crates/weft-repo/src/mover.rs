@@ -517,6 +517,7 @@ mod tests {
                 import_policy: RepoPolicy::default(),
                 export_policy: RepoPolicy::default(),
                 import_metadata: false,
+                events: None,
                 chunk_size: 1 << 30,
             },
             dir: Fid::ROOT,

@@ -31,6 +31,19 @@ pub struct RepoStore {
     pages: Option<Arc<dyn PaginatedListStore>>,
     prefix: Path,
     url: String,
+    /// For `s3://`: the store's credentials and region, which the bucket's event queue
+    /// ([`crate::events`]) is reached with too.
+    aws: Option<AwsAccess>,
+}
+
+/// How an `s3://` repository reaches AWS services: the credential chain its store built
+/// (environment, profile, web identity, instance metadata) and its region.
+#[derive(Clone, Debug)]
+pub struct AwsAccess {
+    /// The store's credential provider.
+    pub credentials: object_store::aws::AwsCredentialProvider,
+    /// The store's region.
+    pub region: String,
 }
 
 impl std::fmt::Debug for RepoStore {
@@ -59,6 +72,7 @@ impl RepoStore {
             Option<Arc<dyn PaginatedListStore>>,
             Path,
         );
+        let mut aws = None;
         let (store, pages, prefix): Opened = match url.scheme() {
             "s3" => {
                 let bucket = url.host_str().ok_or_else(|| bad("no bucket"))?;
@@ -74,7 +88,14 @@ impl RepoStore {
                     b = b.with_region(region);
                 }
                 b = b.with_virtual_hosted_style_request(!spec.path_style);
+                let region = b
+                    .get_config_value(&object_store::aws::AmazonS3ConfigKey::Region)
+                    .unwrap_or_else(|| "us-east-1".to_string());
                 let s = Arc::new(b.build().map_err(|e| bad(&e.to_string()))?);
+                aws = Some(AwsAccess {
+                    credentials: s.credentials().clone(),
+                    region,
+                });
                 (s.clone(), Some(s), prefix)
             }
             "gs" => {
@@ -114,6 +135,7 @@ impl RepoStore {
             pages,
             prefix,
             url: spec.url.clone(),
+            aws,
         })
     }
 
@@ -148,6 +170,11 @@ impl RepoStore {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// For `s3://` repositories: the credentials and region the store uses.
+    pub fn aws(&self) -> Option<&AwsAccess> {
+        self.aws.as_ref()
+    }
 }
 
 #[cfg(test)]
@@ -165,6 +192,7 @@ mod tests {
             import_policy: RepoPolicy::default(),
             export_policy: RepoPolicy::default(),
             import_metadata: false,
+            events: None,
             chunk_size: 1 << 30,
         }
     }

@@ -425,6 +425,7 @@ mod tests {
                 import_policy: Default::default(),
                 export_policy: Default::default(),
                 import_metadata: false,
+                events: None,
                 chunk_size: 1 << 30,
             },
             dir: Fid::ROOT,

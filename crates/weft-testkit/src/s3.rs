@@ -215,6 +215,32 @@ impl S3Server {
         Ok(())
     }
 
+    /// Makes bucket `bucket` send its `ObjectCreated:*` and `ObjectRemoved:*` events to
+    /// the SQS queue `queue_arn` (moto only: s3s-fs has no notifications; moto delivers
+    /// them to its own SQS, at this same endpoint).
+    pub fn notify_queue(&self, bucket: &str, queue_arn: &str) -> Result<()> {
+        if self.kind != S3Kind::Moto {
+            bail!("{:?} sends no event notifications", self.kind);
+        }
+        let body = format!(
+            "<NotificationConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+             <QueueConfiguration><Id>weft</Id><Queue>{queue_arn}</Queue>\
+             <Event>s3:ObjectCreated:*</Event><Event>s3:ObjectRemoved:*</Event>\
+             </QueueConfiguration></NotificationConfiguration>"
+        );
+        let (status, answer) = http_with_body(
+            self.port,
+            "PUT",
+            &format!("/{bucket}?notification"),
+            &body,
+            Duration::from_secs(10),
+        )?;
+        if status != 200 {
+            bail!("moto: PUT /{bucket}?notification answered {status}: {answer}");
+        }
+        Ok(())
+    }
+
     /// The environment a process needs to reach this server with `object_store` (and the
     /// AWS SDKs): credentials, region, plain HTTP allowed.
     pub fn env(&self) -> Vec<(String, String)> {
@@ -248,6 +274,7 @@ impl S3Server {
             import_policy: RepoPolicy::default(),
             export_policy: RepoPolicy::default(),
             import_metadata: false,
+            events: None,
             chunk_size: 1 << 30,
         }
     }
@@ -292,14 +319,26 @@ impl S3Server {
 
 /// One HTTP/1.1 request without a body to 127.0.0.1:`port`; the status and body.
 fn http(port: u16, method: &str, path: &str, timeout: Duration) -> Result<(u16, String)> {
+    http_with_body(port, method, path, "", timeout)
+}
+
+/// One HTTP/1.1 request with `body` to 127.0.0.1:`port`; the status and body.
+fn http_with_body(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Result<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     // One write: `write!` on the stream would send each piece of the format in a write
     // (and a segment) of its own.
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\
-         Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
     );
     s.write_all(request.as_bytes())?;
     let mut reply = Vec::new();

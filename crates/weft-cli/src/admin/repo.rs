@@ -143,6 +143,11 @@ pub struct CreateArgs {
     /// With --import-metadata: objects handled at once.
     #[arg(long, default_value_t = IMPORT_PARALLEL)]
     pub parallel: usize,
+    /// An SQS queue URL the bucket sends its event notifications to (ObjectCreated:*,
+    /// ObjectRemoved:*): the auto import follows them within seconds (s3:// with an
+    /// --import-policy only).
+    #[arg(long, value_name = "QUEUE_URL")]
+    pub events: Option<String>,
 }
 
 fn parse_chunk_size(s: &str) -> Result<u64, String> {
@@ -352,6 +357,9 @@ async fn create(a: CreateArgs) -> Result<()> {
     if let Some(e) = &a.endpoint {
         refuse_secrets("endpoint", e)?;
     }
+    if let Some(q) = &a.events {
+        refuse_secrets("event queue URL", q)?;
+    }
     let p = fspath::resolve(&a.path)?;
     let inner = normalise(&p.inner)?;
     let display = p.display(&inner);
@@ -364,6 +372,7 @@ async fn create(a: CreateArgs) -> Result<()> {
         import_policy: a.import_policy,
         export_policy: a.export_policy,
         import_metadata: a.import_metadata,
+        events: a.events.clone(),
         chunk_size: a.chunk_size,
     };
     spec.validate().map_err(|e| anyhow!("{e}"))?;
@@ -374,6 +383,11 @@ async fn create(a: CreateArgs) -> Result<()> {
         .check()
         .await
         .map_err(|e| repo_error(&e).context("the store does not answer"))?;
+    if let Some(queue) = &spec.events {
+        weft_repo::events::check(&store, queue)
+            .await
+            .map_err(|e| repo_error(&e).context("the event queue does not answer"))?;
+    }
 
     let client = fspath::connect_client(&p).await?;
     let cluster = client.cluster().clone();
@@ -502,6 +516,7 @@ mod tests {
                 import_policy: RepoPolicy::default(),
                 export_policy: RepoPolicy::default(),
                 import_metadata: false,
+                events: None,
                 chunk_size: 1 << 30,
             },
             dir: Fid::ROOT,

@@ -64,6 +64,11 @@ pub struct RepoAgentArgs {
     #[arg(long, default_value_t = weft_repo::agent::SWEEP_INTERVAL.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub repo_interval_ms: u64,
+    /// Milliseconds between two listings of a repository whose bucket sends event
+    /// notifications (`weft repo create --events`): the safety net for lost events.
+    #[arg(long, default_value_t = weft_repo::agent::EVENTS_SWEEP_INTERVAL.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=604_800_000))]
+    pub repo_events_sweep_ms: u64,
 }
 
 /// Starts the repository agent with a client of the file system at `mgs` acting as root,
@@ -84,9 +89,12 @@ pub async fn start_repo_agent(
     };
     match weft_client::Client::mount(mgs, fsname, opts).await {
         Ok(client) => {
-            let interval = Duration::from_millis(args.repo_interval_ms);
-            tracing::info!(?interval, "repository agent started");
-            Some(weft_repo::RepoAgent::start(client, interval))
+            let config = weft_repo::AgentConfig {
+                interval: Duration::from_millis(args.repo_interval_ms),
+                events_sweep: Duration::from_millis(args.repo_events_sweep_ms),
+            };
+            tracing::info!(?config, "repository agent started");
+            Some(weft_repo::RepoAgent::start(client, config))
         }
         Err(e) => {
             tracing::warn!("repository agent not started: {e}");

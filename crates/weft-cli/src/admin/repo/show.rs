@@ -17,6 +17,8 @@ struct RepoRow {
     export_policy: String,
     import_metadata: bool,
     chunk_size: u64,
+    /// The SQS queue of the bucket's event notifications, if any.
+    events: Option<String>,
     created: i64,
     tiering: Option<weft_proto::hsm::TieringPolicy>,
     /// `show` only: files whose data lives only in the store, and their bytes.
@@ -40,6 +42,7 @@ impl RepoRow {
             export_policy: r.spec.export_policy.to_string(),
             import_metadata: r.spec.import_metadata,
             chunk_size: r.spec.chunk_size,
+            events: r.spec.events.clone(),
             created: r.created.sec,
             tiering: r.tiering,
             released_files: None,
@@ -117,6 +120,7 @@ pub(super) async fn show(mgs: Option<&str>, target: &str, json: bool) -> Result<
     println!("export_policy:   {}", r.export_policy);
     println!("import_metadata: {}", yes(r.import_metadata));
     println!("chunk_size:      {}", size_str(r.chunk_size));
+    println!("events:          {}", r.events.as_deref().unwrap_or("-"));
     println!("created:         {}", r.created);
     println!(
         "tiering:         {}",

@@ -1,0 +1,205 @@
+//! The receiver of one event queue (see [`crate::events`]): a task that long-polls the
+//! queue and applies each batch of messages to every repository naming that queue whose
+//! bucket and prefix a change falls under, then deletes the messages.
+//!
+//! A batch whose changes could not all be applied (the store or the MDT failing) is not
+//! deleted: its messages come back after [`VISIBILITY`] and are applied again (both
+//! kinds of change are idempotent: each is checked against the store first). A message
+//! that is no S3 event is deleted with a warning; an object that fails on its own (a bad
+//! key, a name taken) is logged and left to the listing sweep.
+
+use super::{Counters, PARALLEL, removal, same_association};
+use crate::RepoError;
+use crate::events::s3_event::{self, Change, ChangeKind};
+use crate::events::sqs::{RECEIVE_MAX, Sqs, WAIT_MAX};
+use crate::events::{bucket_of, under_prefix};
+use crate::import::{self, ImportOptions};
+use crate::store::{AwsAccess, RepoStore};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_client::Client;
+use weft_proto::hsm::Repo;
+use weft_rpc::AbortOnDrop;
+
+/// How long a received message stays hidden from other receivers: longer than a batch
+/// takes to apply; a batch not applied comes back after it.
+pub const VISIBILITY: Duration = Duration::from_secs(60);
+/// First and longest wait after a failed receive.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
+
+/// A running receiver; dropping it stops it.
+pub(super) struct Receiver {
+    _task: AbortOnDrop<()>,
+}
+
+impl Receiver {
+    /// Starts following `queue` with `access` (a repository store's credentials).
+    pub(super) fn start(
+        client: Arc<Client>,
+        queue: &str,
+        access: &AwsAccess,
+        counters: Arc<Counters>,
+    ) -> Result<Self, RepoError> {
+        let sqs = Sqs::new(queue, access)?;
+        Ok(Self {
+            _task: AbortOnDrop(tokio::spawn(receive(client, sqs, counters))),
+        })
+    }
+}
+
+/// The receiver's loop.
+async fn receive(client: Arc<Client>, sqs: Sqs, c: Arc<Counters>) {
+    let mut stores: HashMap<u32, (Repo, RepoStore)> = HashMap::new();
+    let mut backoff = BACKOFF.0;
+    loop {
+        let messages = match sqs.receive(RECEIVE_MAX, WAIT_MAX, VISIBILITY).await {
+            Ok(m) => {
+                backoff = BACKOFF.0;
+                m
+            }
+            Err(e) => {
+                tracing::warn!(queue = sqs.url(), "event queue: {e}");
+                Counters::add(&c.errors, 1);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF.1);
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        Counters::add(&c.events, messages.len() as u64);
+        let mut changes = Vec::new();
+        for m in &messages {
+            match s3_event::changes(&m.body) {
+                Ok(found) => changes.extend(found),
+                Err(why) => {
+                    tracing::warn!(
+                        queue = sqs.url(),
+                        "event queue: a message that is no S3 event, deleted: {why}"
+                    );
+                    Counters::add(&c.errors, 1);
+                }
+            }
+        }
+        let mut applied = true;
+        for (repo, store) in repositories(&client, sqs.url(), &mut stores) {
+            let mine: Vec<&Change> = changes
+                .iter()
+                .filter(|ch| bucket_of(&repo.spec.url) == Some(ch.bucket.as_str()))
+                .filter(|ch| under_prefix(&ch.key, store.prefix().as_ref()))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            if let Err(e) = apply(&client, repo, store, &mine, &c).await {
+                tracing::warn!(
+                    repo = repo.id,
+                    "event import (retried after {VISIBILITY:?}): {e}"
+                );
+                Counters::add(&c.errors, 1);
+                applied = false;
+            }
+        }
+        if applied {
+            let receipts: Vec<String> = messages.into_iter().map(|m| m.receipt).collect();
+            match sqs.delete(&receipts).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    queue = sqs.url(),
+                    "event queue: {n} messages not deleted (they come again)"
+                ),
+                Err(e) => tracing::warn!(
+                    queue = sqs.url(),
+                    "event queue: messages not deleted (they come again): {e}"
+                ),
+            }
+        }
+    }
+}
+
+/// The repositories of the current configuration that follow `queue` (with an import
+/// policy), each with its store (kept in `stores` while the association stays).
+fn repositories<'a>(
+    client: &Client,
+    queue: &str,
+    stores: &'a mut HashMap<u32, (Repo, RepoStore)>,
+) -> Vec<(&'a Repo, &'a RepoStore)> {
+    let config = client.cluster().config();
+    let repos: Vec<&Repo> = config
+        .repos
+        .iter()
+        .filter(|r| r.spec.events.as_deref() == Some(queue) && r.spec.import_policy.any())
+        .collect();
+    stores.retain(|id, (kept, _)| {
+        repos
+            .iter()
+            .any(|r| r.id == *id && same_association(kept, r))
+    });
+    for r in repos {
+        if stores.contains_key(&r.id) {
+            // A tiering or policy change keeps the association: take the new policies.
+            if let Some((kept, _)) = stores.get_mut(&r.id) {
+                kept.clone_from(r);
+            }
+            continue;
+        }
+        match RepoStore::open(&r.spec) {
+            Ok(store) => {
+                stores.insert(r.id, (r.clone(), store));
+            }
+            Err(e) => tracing::warn!(repo = r.id, "event queue: store not opened: {e}"),
+        }
+    }
+    stores.values().map(|(r, s)| (r, s)).collect()
+}
+
+/// Applies `changes` (all under `repo`'s bucket and prefix) as its import policy says.
+async fn apply(
+    client: &Arc<Client>,
+    repo: &Repo,
+    store: &RepoStore,
+    changes: &[&Change],
+    c: &Counters,
+) -> Result<(), RepoError> {
+    let ip = repo.spec.import_policy;
+    let keys = |kind: ChangeKind| -> Vec<String> {
+        changes
+            .iter()
+            .filter(|ch| ch.kind == kind)
+            .map(|ch| ch.key.clone())
+            .collect()
+    };
+    let created = keys(ChangeKind::Created);
+    if (ip.new || ip.changed) && !created.is_empty() {
+        let opts = ImportOptions {
+            parallel: PARALLEL,
+            skip_new: !ip.new,
+            skip_changed: !ip.changed,
+            ..Default::default()
+        };
+        let p = import::import_keys(client, repo, store, &created, &opts).await?;
+        Counters::add(&c.imported, p.created + p.updated);
+        Counters::add(&c.conflicts, p.conflicts);
+        Counters::add(&c.errors, p.failed);
+        if p.created + p.updated + p.conflicts + p.failed > 0 {
+            tracing::info!(
+                repo = repo.id,
+                created = p.created,
+                updated = p.updated,
+                conflicts = p.conflicts,
+                failed = p.failed,
+                "event import"
+            );
+        }
+    }
+    let removed = keys(ChangeKind::Removed);
+    if ip.deleted && !removed.is_empty() {
+        let n = removal::remove_keys(client, repo, store, &removed, c).await?;
+        if n > 0 {
+            tracing::info!(repo = repo.id, removed = n, "event import of deletions");
+        }
+    }
+    Ok(())
+}

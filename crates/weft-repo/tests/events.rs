@@ -1,0 +1,271 @@
+//! Auto import by event notifications (S3 → SQS), against moto (its S3 sends the bucket's
+//! events to its own SQS; s3s-fs sends none) and a real file system whose MDS sweeps
+//! every 200 ms but lists a repository with an event queue only once an hour: after the
+//! first listing, every change below comes through the queue.
+//!
+//! - `weft repo create --events`: a queue that does not exist is refused with a clear
+//!   error (nothing linked); a real one is kept and shown by `weft repo show`;
+//! - NEW, CHANGED and DELETED objects (a key with a space and a `+`, a directory emptied
+//!   by a deletion) reach the namespace through the queue;
+//! - two repositories on one bucket share the queue: each gets the changes under its own
+//!   prefix, a key under neither prefix goes nowhere;
+//! - a message that is no S3 event is dropped and the queue goes on;
+//! - the MDS log never holds the credentials.
+//!
+//! Needs the `weft` binary (`cargo build -p weft-cli --bin weft`) and moto (`./test.sh`
+//! installs it; see `weft_testkit::s3`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{bin, bucket, link, run};
+
+use object_store::ObjectStoreExt;
+use object_store::aws::AwsCredential;
+use object_store::path::Path as StorePath;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_client::{Client, OpenOptions};
+use weft_proto::Fid;
+use weft_proto::hsm::RepoPolicy;
+use weft_proto::mdt::Credentials;
+use weft_repo::events::Sqs;
+use weft_repo::store::AwsAccess;
+use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+use weft_testkit::{FSNAME, S3Server, TestCluster, eventually, wait_until_async};
+
+const BUCKET: &str = "weft";
+const ALL: RepoPolicy = RepoPolicy {
+    new: true,
+    changed: true,
+    deleted: true,
+};
+
+/// The test servers' credentials, for this process's own SQS calls.
+fn access() -> AwsAccess {
+    AwsAccess {
+        credentials: Arc::new(object_store::StaticCredentialProvider::new(AwsCredential {
+            key_id: ACCESS_KEY.into(),
+            secret_key: SECRET_KEY.into(),
+            token: None,
+        })),
+        region: REGION.into(),
+    }
+}
+
+async fn read_all(client: &Arc<Client>, dir: Fid, name: &[u8]) -> Vec<u8> {
+    let root = Credentials::root();
+    let a = client.lookup(dir, name, &root).await.unwrap();
+    let f = client
+        .open(a.fid, OpenOptions::read(), &root)
+        .await
+        .unwrap();
+    let data = f.read_at(0, f.size().await).await.unwrap();
+    f.close().await.unwrap();
+    data.to_vec()
+}
+
+async fn exists(client: &Client, dir: Fid, name: &[u8]) -> bool {
+    client.lookup(dir, name, &Credentials::root()).await.is_ok()
+}
+
+/// `weft repo create` with `args`, its environment the server's credentials: the exit
+/// status and what it printed (both streams).
+fn weft_repo(server: &S3Server, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(bin())
+        .arg("repo")
+        .args(args)
+        .envs(server.env())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_auto_import_follows_the_buckets_event_queue() {
+    run(async {
+        let server = S3Server::start_moto().unwrap();
+        server.create_bucket(BUCKET).unwrap();
+        let queue = Sqs::create_queue(&server.endpoint(), "weft-events", &access())
+            .await
+            .unwrap();
+        let sqs = Sqs::new(&queue, &access()).unwrap();
+        server
+            .notify_queue(BUCKET, &sqs.arn().await.unwrap())
+            .unwrap();
+        let s = bucket(&server, BUCKET);
+        s.put(&StorePath::from("ev/early.txt"), "before the link".into())
+            .await
+            .unwrap();
+
+        let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
+            .await
+            .unwrap();
+        cluster.mds.add_args(&[
+            "--repo-interval-ms",
+            "200",
+            "--repo-events-sweep-ms",
+            "3600000",
+        ]);
+        cluster.mds.restart().unwrap();
+        cluster.wait_ready().await.unwrap();
+        let root = Credentials::root();
+        let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+
+        // `repo create --events`: a missing queue is refused, nothing linked.
+        let fs_path = |p: &str| format!("{}:/{FSNAME}{p}", cluster.mgs_addr);
+        let endpoint = server.endpoint();
+        let create = |path: String, prefix: &str, q: String| {
+            vec![
+                "create".to_string(),
+                path,
+                format!("s3://{BUCKET}/{prefix}"),
+                "--endpoint".into(),
+                endpoint.clone(),
+                "--region".into(),
+                REGION.into(),
+                "--path-style".into(),
+                "--import-policy".into(),
+                "NEW,CHANGED,DELETED".into(),
+                "--events".into(),
+                q,
+            ]
+        };
+        let missing = format!("{}/123456789012/no-such-queue", server.endpoint());
+        let args = create(fs_path("/nope"), "nope", missing);
+        let (ok, out) = weft_repo(
+            &server,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(!ok, "a missing queue was accepted: {out}");
+        assert!(out.contains("the event queue does not answer"), "{out}");
+        assert!(!out.contains(SECRET_KEY), "{out}");
+        assert!(
+            !exists(&client, Fid::ROOT, b"nope").await,
+            "a directory was made"
+        );
+
+        // Two repositories on the bucket, one queue: /ev (prefix ev) by the CLI, /ev2
+        // (prefix other) through the MGS.
+        let args = create(fs_path("/ev"), "ev", queue.clone());
+        let (ok, out) = weft_repo(
+            &server,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(ok, "{out}");
+        let (ok, out) = weft_repo(&server, &["show", &fs_path("/ev")]);
+        assert!(
+            ok && out.contains(&format!("events:          {queue}")),
+            "{out}"
+        );
+        let ev = client.lookup(Fid::ROOT, b"ev", &root).await.unwrap();
+        let ev2 = client.mkdir(Fid::ROOT, b"ev2", 0o755, &root).await.unwrap();
+        let mut spec = server.spec("/ev2", BUCKET, "other");
+        spec.import_policy = ALL;
+        spec.events = Some(queue.clone());
+        link(&client, spec, ev2.fid).await;
+
+        // The first (and, within the hour, only) listing brings the early object.
+        eventually("early.txt imported by the first listing", || {
+            client.lookup(ev.fid, b"early.txt", &root)
+        })
+        .await;
+
+        // NEW, through the queue only.
+        let name = "with space+plus.txt";
+        let v1 = b"first version".to_vec();
+        s.put(&StorePath::from(format!("ev/{name}")), v1.clone().into())
+            .await
+            .unwrap();
+        s.put(&StorePath::from("ev/d/x"), "x".into()).await.unwrap();
+        s.put(&StorePath::from("other/b.txt"), "b".into())
+            .await
+            .unwrap();
+        s.put(&StorePath::from("stray.txt"), "nobody's".into())
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let a = eventually("the new object imported from its event", || {
+            client.lookup(ev.fid, name.as_bytes(), &root)
+        })
+        .await;
+        eprintln!("NEW by event after {:?}", t.elapsed());
+        assert_eq!(a.size, v1.len() as u64);
+        assert_eq!(read_all(&client, ev.fid, name.as_bytes()).await, v1);
+        let d = eventually("d imported", || client.lookup(ev.fid, b"d", &root)).await;
+        eventually("d/x imported", || client.lookup(d.fid, b"x", &root)).await;
+        eventually("other/b.txt imported into /ev2", || {
+            client.lookup(ev2.fid, b"b.txt", &root)
+        })
+        .await;
+        assert!(!exists(&client, ev.fid, b"b.txt").await);
+        assert!(!exists(&client, ev2.fid, b"stray.txt").await);
+        assert!(!exists(&client, ev.fid, b"stray.txt").await);
+
+        // A message that is no S3 event: dropped, the queue goes on.
+        sqs.send("this is not an event").await.unwrap();
+
+        // CHANGED.
+        let v2 = b"the second version, longer".to_vec();
+        s.put(&StorePath::from(format!("ev/{name}")), v2.clone().into())
+            .await
+            .unwrap();
+        let t = Instant::now();
+        wait_until_async("the changed object updated from its event", || async {
+            client
+                .lookup(ev.fid, name.as_bytes(), &root)
+                .await
+                .is_ok_and(|a| a.size == v2.len() as u64)
+        })
+        .await;
+        eprintln!("CHANGED by event after {:?}", t.elapsed());
+        let fresh = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(read_all(&fresh, ev.fid, name.as_bytes()).await, v2);
+
+        // DELETED: the files go, and d, emptied.
+        s.delete(&StorePath::from(format!("ev/{name}")))
+            .await
+            .unwrap();
+        s.delete(&StorePath::from("ev/d/x")).await.unwrap();
+        let t = Instant::now();
+        wait_until_async("the deleted objects' files removed", || async {
+            !exists(&client, ev.fid, name.as_bytes()).await && !exists(&client, ev.fid, b"d").await
+        })
+        .await;
+        eprintln!("DELETED by event after {:?}", t.elapsed());
+        assert!(exists(&client, ev.fid, b"early.txt").await);
+        assert!(exists(&client, ev2.fid, b"b.txt").await);
+
+        // Every message was handled and deleted.
+        wait_until_async("the queue emptied", || async {
+            sqs.receive(10, Duration::ZERO, Duration::from_secs(1))
+                .await
+                .unwrap()
+                .is_empty()
+        })
+        .await;
+
+        let log = cluster.mds.log();
+        assert!(log.contains("following the bucket's event queue"), "{log}");
+        assert!(
+            log.contains("no S3 event"),
+            "the bad message was not reported"
+        );
+        assert!(
+            !log.contains(SECRET_KEY),
+            "the secret key is in the MDS log"
+        );
+        assert!(
+            !log.contains(ACCESS_KEY),
+            "the access key is in the MDS log"
+        );
+        drop(s);
+        let _ = server;
+    });
+}
