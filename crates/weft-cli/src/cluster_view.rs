@@ -217,6 +217,19 @@ impl ClusterView for MdtClusterView {
     fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>> {
         Box::pin(async move { self.mover.restore_chunk(chunk).await })
     }
+
+    /// The mover's counters, and MDT0's the repository agent's (which runs in the process
+    /// serving MDT0).
+    fn counters(&self) -> Vec<weft_proto::handshake::Counter> {
+        use weft_rpc::metric::counters;
+        let mut c = counters(&weft_repo::mover::MOVER_STATS, &self.mover.stats());
+        if self.mdt == 0
+            && let Some(agent) = weft_repo::agent::running_stats()
+        {
+            c.extend(counters(&weft_repo::agent::AGENT_STATS, &agent));
+        }
+        c
+    }
 }
 
 #[cfg(test)]

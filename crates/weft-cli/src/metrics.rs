@@ -132,6 +132,13 @@ impl Metrics {
             .map(|o| (TargetId::ost(o.index()), o.stats()))
             .collect();
         let mut families = server_families(&stats, &mdts, &osts);
+        let views: Vec<_> = self
+            .mdts
+            .read()
+            .iter()
+            .map(|m| (TargetId::mdt(m.index()), m.view_counters()))
+            .collect();
+        families.extend(view_families(&views));
         if let Some(prefix) = self.takeovers {
             let mut f = Family::new(prefix, &TAKEOVERS);
             f.push(
@@ -183,6 +190,26 @@ pub fn server_families(
         out.push(brw);
     }
     out
+}
+
+/// The families of the work done for MDTs outside them (the data mover's and the
+/// repository agent's counters, `weft_mdt_mover_*` and `weft_mdt_repo_agent_*`): one per
+/// declared figure some MDT reports, a sample per MDT that reports it.
+fn view_families(views: &[(TargetId, Vec<weft_proto::handshake::Counter>)]) -> Vec<Family> {
+    let defs = weft_repo::mover::MOVER_STATS
+        .iter()
+        .map(|s| s.def)
+        .chain(weft_repo::agent::AGENT_STATS.iter().map(|s| s.def));
+    defs.filter_map(|def| {
+        let mut f = Family::new(MDT_PREFIX, &def);
+        for (t, counters) in views {
+            if let Some(c) = counters.iter().find(|c| c.name == def.param) {
+                f.push(vec![("target", t.to_string())], c.value);
+            }
+        }
+        (!f.samples.is_empty()).then_some(f)
+    })
+    .collect()
 }
 
 /// One family per figure of `table`, with a sample per target.
@@ -320,6 +347,49 @@ mod tests {
             bulk_bytes: 4096,
             buckets: vec![0, 1, 1],
         }
+    }
+
+    #[test]
+    fn the_mover_and_agent_counters_are_exposed_under_the_mdts_that_report_them() {
+        use weft_repo::agent::{AGENT_STATS, AgentStats};
+        use weft_repo::mover::{MOVER_STATS, MoverStats};
+        let mover = MoverStats {
+            chunks: 3,
+            ..Default::default()
+        };
+        let agent = AgentStats {
+            events: 7,
+            ..Default::default()
+        };
+        let mut mdt0 = weft_rpc::metric::counters(&MOVER_STATS, &mover);
+        mdt0.extend(weft_rpc::metric::counters(&AGENT_STATS, &agent));
+        let mdt1 = weft_rpc::metric::counters(&MOVER_STATS, &MoverStats::default());
+        let views = [(TargetId::mdt(0), mdt0), (TargetId::mdt(1), mdt1)];
+        let text = encode(view_families(&views));
+        let want: BTreeSet<String> = MOVER_STATS
+            .iter()
+            .map(|s| s.def.family(MDT_PREFIX))
+            .chain(AGENT_STATS.iter().map(|s| s.def.family(MDT_PREFIX)))
+            .collect();
+        assert_eq!(exposed(&text), want, "{text}");
+        assert!(
+            text.contains("weft_mdt_mover_chunks_total{target=\"MDT0000\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_mdt_mover_chunks_total{target=\"MDT0001\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_mdt_repo_agent_events_total{target=\"MDT0000\"} 7"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("weft_mdt_repo_agent_events_total{target=\"MDT0001\"}"),
+            "{text}"
+        );
+        // Nothing reported, nothing exposed.
+        assert!(view_families(&[(TargetId::mdt(0), Vec::new())]).is_empty());
     }
 
     #[test]

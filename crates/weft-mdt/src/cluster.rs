@@ -87,4 +87,9 @@ pub trait ClusterView: Send + Sync + 'static {
             ))
         })
     }
+    /// Counters of the work done for this MDT outside it (the data mover's restores, the
+    /// repository agent's sweeps), reported with the MDT's own (`get_param`, Prometheus).
+    fn counters(&self) -> Vec<weft_proto::handshake::Counter> {
+        Vec::new()
+    }
 }

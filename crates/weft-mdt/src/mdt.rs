@@ -172,6 +172,11 @@ impl Mdt {
         self.cluster.clone()
     }
 
+    /// The counters its cluster view reports ([`ClusterView::counters`]).
+    pub fn view_counters(&self) -> Vec<weft_proto::handshake::Counter> {
+        self.cluster.counters()
+    }
+
     /// Starts the background work (object destruction from the destroy log). Call once,
     /// from inside a tokio runtime.
     pub fn start_background(self: &Arc<Self>) {

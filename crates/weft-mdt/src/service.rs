@@ -113,6 +113,8 @@ impl Handler for MdtHandler {
     }
 
     fn counters(&self) -> Vec<Counter> {
-        weft_rpc::metric::counters(&crate::stats::MDT_STATS, &self.mdt.stats())
+        let mut c = weft_rpc::metric::counters(&crate::stats::MDT_STATS, &self.mdt.stats());
+        c.extend(self.mdt.view_counters());
+        c
     }
 }

@@ -65,6 +65,7 @@ use crate::error::RepoError;
 use crate::export::{self, ExportOptions, key_for};
 use crate::import::seen::Seen;
 use crate::import::{self, ImportOptions, ListedKeys};
+use crate::mover::counter;
 use crate::store::RepoStore;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
@@ -79,6 +80,7 @@ use weft_client::Client;
 use weft_proto::hsm::{HSM_DIRTY, HSM_EXISTS, HSM_RELEASED, Repo};
 use weft_proto::mdt::{Attr, Credentials, FileKind};
 use weft_proto::{Fid, Timestamp};
+use weft_rpc::metric::Stat;
 
 /// The default time between two sweeps.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -137,6 +139,93 @@ pub struct AgentStats {
     pub released_bytes: u64,
 }
 
+/// Every figure of [`AgentStats`], as MDT0 reports them while this process runs the agent
+/// (`get_param mdt.*-MDT0000.repo_agent.*`; Prometheus `weft_mdt_repo_agent_*`).
+pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
+    Stat::new(
+        counter(
+            "repo_agent.sweeps",
+            "Sweeps finished over every repository.",
+        )
+        .exported_as("repo_agent_sweeps"),
+        |s| s.sweeps,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.imported",
+            "Files created or updated by automatic imports.",
+        )
+        .exported_as("repo_agent_imported"),
+        |s| s.imported,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.events",
+            "Event messages received from the repositories' queues.",
+        )
+        .exported_as("repo_agent_events"),
+        |s| s.events,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.skipped",
+            "Listed objects skipped, unchanged since an earlier sweep.",
+        )
+        .exported_as("repo_agent_skipped"),
+        |s| s.skipped,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.exported",
+            "Files exported by automatic exports.",
+        )
+        .exported_as("repo_agent_exported"),
+        |s| s.exported,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.deleted",
+            "Files and directories removed, and objects deleted, for deletions.",
+        )
+        .exported_as("repo_agent_deleted"),
+        |s| s.deleted,
+    ),
+    Stat::new(
+        counter("repo_agent.conflicts", "Import conflicts.").exported_as("repo_agent_conflicts"),
+        |s| s.conflicts,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.errors",
+            "Failed listings, imports, exports, deletions and tiering passes.",
+        )
+        .exported_as("repo_agent_errors"),
+        |s| s.errors,
+    ),
+    Stat::new(
+        counter("repo_agent.released", "Files released by tiering.")
+            .exported_as("repo_agent_released"),
+        |s| s.released,
+    ),
+    Stat::new(
+        counter(
+            "repo_agent.released_bytes",
+            "Bytes of the files released by tiering.",
+        )
+        .exported_as("repo_agent_released_bytes"),
+        |s| s.released_bytes,
+    ),
+];
+
+/// The counters of the agent this process runs (one at most: the MDS serving MDT0, or
+/// `weft up`), for [`running_stats`].
+static RUNNING: Mutex<std::sync::Weak<Counters>> = Mutex::new(std::sync::Weak::new());
+
+/// What the agent this process runs did so far (`None` when it runs none).
+pub fn running_stats() -> Option<AgentStats> {
+    RUNNING.lock().upgrade().map(|c| c.snapshot())
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     sweeps: AtomicU64,
@@ -186,6 +275,7 @@ impl RepoAgent {
     /// looking at OST usage for tiering every [`crate::tiering::TIER_TICK`].
     pub fn start(client: Arc<Client>, config: AgentConfig) -> Self {
         let counters = Arc::new(Counters::default());
+        *RUNNING.lock() = Arc::downgrade(&counters);
         let (stop, stopped) = watch::channel(false);
         let tiering = tokio::spawn(run_tiering(
             client.clone(),

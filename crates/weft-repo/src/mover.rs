@@ -26,6 +26,7 @@ use weft_client::{ClientParams, Cluster};
 use weft_proto::hsm::{Repo, RepoSpec, RestoreChunk};
 use weft_proto::{Errno, ObjectId, WireError};
 use weft_rpc::RequestContext;
+use weft_rpc::metric::{MetricDef, MetricKind, Stat};
 
 /// Bytes one ranged GET asks for.
 pub const SUB_RANGE: u64 = 8 << 20;
@@ -84,6 +85,59 @@ pub struct MoverStats {
     pub stale: u64,
     /// Chunks that waited for room under a tiering high mark.
     pub room_waits: u64,
+}
+
+/// Every figure of [`MoverStats`], as the MDT it restores for reports them
+/// (`get_param mdt.*.mover.*`; Prometheus `weft_mdt_mover_*`).
+pub const MOVER_STATS: [Stat<MoverStats>; 7] = [
+    Stat::new(
+        counter("mover.chunks", "Restore chunks copied and synced.").exported_as("mover_chunks"),
+        |s| s.chunks,
+    ),
+    Stat::new(
+        counter("mover.chunk_errors", "Restore chunks that failed.")
+            .exported_as("mover_chunk_errors"),
+        |s| s.chunk_errors,
+    ),
+    Stat::new(
+        counter("mover.bytes_fetched", "Bytes fetched from stores.")
+            .exported_as("mover_fetched_bytes"),
+        |s| s.bytes_fetched,
+    ),
+    Stat::new(
+        counter("mover.bytes_written", "Bytes written to OSTs by restores.")
+            .exported_as("mover_written_bytes"),
+        |s| s.bytes_written,
+    ),
+    Stat::new(
+        counter(
+            "mover.retries",
+            "Fetches attempted again after a transient store error.",
+        )
+        .exported_as("mover_retries"),
+        |s| s.retries,
+    ),
+    Stat::new(
+        counter(
+            "mover.stale",
+            "Fetches refused because the object changed since its import.",
+        )
+        .exported_as("mover_stale"),
+        |s| s.stale,
+    ),
+    Stat::new(
+        counter(
+            "mover.room_waits",
+            "Restore chunks that waited for room under a tiering high mark.",
+        )
+        .exported_as("mover_room_waits"),
+        |s| s.room_waits,
+    ),
+];
+
+/// A counter's declaration.
+pub(crate) const fn counter(name: &'static str, help: &'static str) -> MetricDef {
+    MetricDef::new(name, help, MetricKind::Counter)
 }
 
 #[derive(Default)]

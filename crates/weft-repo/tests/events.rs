@@ -70,6 +70,19 @@ async fn exists(client: &Client, dir: Fid, name: &[u8]) -> bool {
     client.lookup(dir, name, &Credentials::root()).await.is_ok()
 }
 
+/// `weft get_param NAME` of the cluster at `mgs`: the value as a number.
+fn param(mgs: &str, name: &str) -> u64 {
+    let out = std::process::Command::new(bin())
+        .args(["get_param", "-n", "--mgs", mgs, name])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "get_param {name}: {text}");
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("get_param {name}: {text:?}"))
+}
+
 /// `weft repo create` with `args`, its environment the server's credentials: the exit
 /// status and what it printed (both streams).
 fn weft_repo(server: &S3Server, args: &[&str]) -> (bool, String) {
@@ -250,6 +263,25 @@ fn the_auto_import_follows_the_buckets_event_queue() {
                 .is_empty()
         })
         .await;
+
+        // The agent's and the mover's counters, through MDT0's parameters.
+        let mdt0 = format!("mdt.{FSNAME}-MDT0000");
+        let mgs = cluster.mgs_addr.clone();
+        let p = |name: &str| param(&mgs, &format!("{mdt0}.{name}"));
+        assert!(
+            p("repo_agent.events") >= 6,
+            "events: {}",
+            p("repo_agent.events")
+        );
+        assert!(p("repo_agent.imported") >= 5);
+        assert!(p("repo_agent.deleted") >= 3);
+        assert!(
+            p("repo_agent.errors") >= 1,
+            "the bad message counts as an error"
+        );
+        assert!(p("repo_agent.sweeps") >= 1);
+        assert!(p("mover.chunks") >= 2, "two reads restored chunks");
+        assert!(p("mover.bytes_fetched") >= (v1.len() + v2.len()) as u64);
 
         let log = cluster.mds.log();
         assert!(log.contains("following the bucket's event queue"), "{log}");
