@@ -137,6 +137,8 @@ pub struct Counters {
     pub hsm_restores_failed: AtomicU64,
     /// Bytes the data mover restored.
     pub hsm_restore_bytes: AtomicU64,
+    /// Released files and bytes per archive id, as of the last commit.
+    pub released: Mutex<Vec<store::ReleasedCount>>,
 }
 
 /// The commit thread's state.
@@ -203,15 +205,24 @@ impl Engine {
         }
     }
 
+    /// Writes inode `fid`, keeping the released counts ([`store::Meta::released`]) in
+    /// step with the record it replaces.
     pub fn put_inode(
-        &self,
+        &mut self,
         tx: &mut Tx<'_>,
         fx: &mut Effects,
         fid: Fid,
         ino: &Inode,
     ) -> Result<(), StoreError> {
         let v = store::encode(ino)?;
-        tx.inodes.insert(fid.to_bytes().as_slice(), v.as_slice())?;
+        let before = match tx.inodes.insert(fid.to_bytes().as_slice(), v.as_slice())? {
+            // A damaged record being replaced had no share that can be told.
+            Some(old) => store::decode::<store::InodeAttrs>("inodes", old.value())
+                .ok()
+                .and_then(|a| a.released_share()),
+            None => None,
+        };
+        self.meta.count_released(before, ino.released_share());
         fx.wrote = true;
         Ok(())
     }
@@ -262,6 +273,7 @@ impl Engine {
         ino: &Inode,
     ) -> Result<(), StoreError> {
         tx.inodes.remove(fid.to_bytes().as_slice())?;
+        self.meta.count_released(ino.released_share(), None);
         tx.orphans.remove(fid.to_bytes().as_slice())?;
         if ino.is_dir() {
             tx.dir_defaults.remove(fid.to_bytes().as_slice())?;
@@ -401,6 +413,12 @@ impl Engine {
 
     /// Publishes counters after a commit.
     pub fn publish(&self) {
+        if let Some(now) = &self.meta.released {
+            let mut shown = self.counters.released.lock();
+            if *shown != *now {
+                shown.clone_from(now);
+            }
+        }
         self.counters.dirs.store(self.meta.dirs, Ordering::Relaxed);
         self.counters
             .files

@@ -172,6 +172,12 @@ impl Mdt {
         self.cluster.clone()
     }
 
+    /// Its released files and their bytes per archive id (ascending, none at zero), as of
+    /// the last commit: `released.ID.files` and `released.ID.bytes` in its counters.
+    pub fn released(&self) -> Vec<crate::store::ReleasedCount> {
+        self.counters.released.lock().clone()
+    }
+
     /// The counters its cluster view reports ([`ClusterView::counters`]).
     pub fn view_counters(&self) -> Vec<weft_proto::handshake::Counter> {
         self.cluster.counters()

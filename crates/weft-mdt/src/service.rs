@@ -114,6 +114,14 @@ impl Handler for MdtHandler {
 
     fn counters(&self) -> Vec<Counter> {
         let mut c = weft_rpc::metric::counters(&crate::stats::MDT_STATS, &self.mdt.stats());
+        for r in self.mdt.released() {
+            for (what, value) in [("files", r.files), ("bytes", r.bytes)] {
+                c.push(Counter {
+                    name: format!("released.{}.{what}", r.archive_id),
+                    value,
+                });
+            }
+        }
         c.extend(self.mdt.view_counters());
         c
     }

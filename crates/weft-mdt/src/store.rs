@@ -179,6 +179,11 @@ impl InodeAttrs {
     pub fn attr(&self, fid: Fid, open_count: u32) -> Attr {
         attr_of!(self, fid, open_count)
     }
+
+    /// Its share of the released counts ([`Meta::count_released`]).
+    pub fn released_share(&self) -> ReleasedShare {
+        released_share(self.kind, self.hsm_flags, self.archive_id, self.size)
+    }
 }
 
 impl Inode {
@@ -216,6 +221,11 @@ impl Inode {
     /// Whether this is a directory.
     pub fn is_dir(&self) -> bool {
         self.kind == FileKind::Directory
+    }
+
+    /// Its share of the released counts ([`Meta::count_released`]).
+    pub fn released_share(&self) -> ReleasedShare {
+        released_share(self.kind, self.hsm_flags, self.archive_id, self.size)
     }
 }
 
@@ -260,6 +270,74 @@ pub struct Meta {
     pub dirs: u64,
     /// Non-directories stored (orphans included).
     pub files: u64,
+    /// Released non-directories (data only in their archive) per archive id, ascending,
+    /// none at zero: what `weft df` and `weft repo show` print, kept with every inode
+    /// write ([`Meta::count_released`]). `None` in a store written before they were
+    /// counted (record version 1): counted when the MDT opens.
+    pub released: Option<Vec<ReleasedCount>>,
+}
+
+/// The released files of one archive id, and their bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleasedCount {
+    /// The archive (a repository's id).
+    pub archive_id: u32,
+    /// Files.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// An inode's share of the released counts: its archive id and size when it is a released
+/// non-directory.
+pub type ReleasedShare = Option<(u32, u64)>;
+
+fn released_share(kind: FileKind, hsm_flags: u32, archive_id: u32, size: u64) -> ReleasedShare {
+    (kind != FileKind::Directory && hsm_flags & weft_proto::hsm::HSM_RELEASED != 0)
+        .then_some((archive_id, size))
+}
+
+impl Meta {
+    /// Moves the released counts from an inode's share `before` a write to its share
+    /// `after` (`None`: no share, or no inode).
+    pub fn count_released(&mut self, before: ReleasedShare, after: ReleasedShare) {
+        if before != after {
+            move_share(self.released.get_or_insert_with(Vec::new), before, after);
+        }
+    }
+}
+
+/// Moves a share from `before` to `after` in `counts` (ascending by archive id, none at
+/// zero).
+pub fn move_share(counts: &mut Vec<ReleasedCount>, before: ReleasedShare, after: ReleasedShare) {
+    if let Some((id, size)) = before
+        && let Ok(i) = counts.binary_search_by_key(&id, |c| c.archive_id)
+    {
+        let c = &mut counts[i];
+        c.files = c.files.saturating_sub(1);
+        c.bytes = c.bytes.saturating_sub(size);
+        if c.files == 0 {
+            counts.remove(i);
+        }
+    }
+    if let Some((id, size)) = after {
+        let i = match counts.binary_search_by_key(&id, |c| c.archive_id) {
+            Ok(i) => i,
+            Err(i) => {
+                counts.insert(
+                    i,
+                    ReleasedCount {
+                        archive_id: id,
+                        files: 0,
+                        bytes: 0,
+                    },
+                );
+                i
+            }
+        };
+        counts[i].files += 1;
+        counts[i].bytes = counts[i].bytes.saturating_add(size);
+    }
 }
 
 /// A value stored in an MDT table: the record version this build writes for it, and how
@@ -335,7 +413,50 @@ impl Record for InodeAttrs {
 
 impl Record for Dirent {}
 impl Record for DestroyRecord {}
-impl Record for Meta {}
+/// Record version 2 of the MDT's `meta` record: [`Meta::released`] at its end. Version 1
+/// reads through [`MetaV1`], without counts (`None`: counted at open).
+impl Record for Meta {
+    const VERSION: u8 = 2;
+
+    fn decode_older(version: u8, body: &[u8]) -> Option<postcard::Result<Self>> {
+        (version == RECORD_VERSION).then(|| postcard::from_bytes::<MetaV1>(body).map(Meta::from))
+    }
+}
+
+/// [`Meta`] as record version 1 held it, field for field (postcard has no field names:
+/// this shape must never change).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+pub(crate) struct MetaV1 {
+    format_version: u32,
+    fsname: String,
+    index: u32,
+    uuid: Uuid,
+    cur_seq: u64,
+    next_oid: u64,
+    free_seqs: Vec<FidSeqRange>,
+    next_destroy: u64,
+    dirs: u64,
+    files: u64,
+}
+
+impl From<MetaV1> for Meta {
+    fn from(m: MetaV1) -> Self {
+        Meta {
+            format_version: m.format_version,
+            fsname: m.fsname,
+            index: m.index,
+            uuid: m.uuid,
+            cur_seq: m.cur_seq,
+            next_oid: m.next_oid,
+            free_seqs: m.free_seqs,
+            next_destroy: m.next_destroy,
+            dirs: m.dirs,
+            files: m.files,
+            released: None,
+        }
+    }
+}
 impl Record for weft_proto::mdt::DirDefault {}
 impl Record for weft_proto::mdt::DirStripes {}
 impl Record for weft_proto::hsm::ArchiveRef {}

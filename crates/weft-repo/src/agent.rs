@@ -440,7 +440,6 @@ async fn sweep(client: &Arc<Client>, agent: &mut Agent, c: &Arc<Counters>) {
                 Err(e) => {
                     tracing::warn!(repo = repo.id, "repository agent: store not opened: {e}");
                     Counters::add(&c.errors, 1);
-                    continue;
                 }
             }
         }

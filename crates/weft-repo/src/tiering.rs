@@ -394,20 +394,6 @@ async fn settle(
     }
 }
 
-/// Files of `dir`'s tree whose data lives only in a repository (RELEASED), and their
-/// bytes: what `weft df` and `weft repo show` print.
-pub async fn released_under(client: &Client, dir: Fid) -> Result<Released, RepoError> {
-    let mut out = Released::default();
-    walk(client, dir, |w| {
-        if w.regular && w.hsm_flags & HSM_RELEASED != 0 {
-            out.files += 1;
-            out.bytes += w.size;
-        }
-    })
-    .await?;
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -185,7 +185,7 @@ pub async fn run(args: DfArgs) -> Result<()> {
             }),
     };
     // Bytes whose data lives only in a data repository (released files), per repository:
-    // a walk of each linked directory.
+    // the MDTs' counts per archive id.
     let released = if args.inodes || config.repos.is_empty() {
         Vec::new()
     } else {

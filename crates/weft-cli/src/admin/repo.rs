@@ -37,7 +37,7 @@ mod tiering;
 mod transfer;
 use show::{delete, list, show, tasks};
 pub use tiering::{TieringArgs, released_all};
-use transfer::{client_of, export, import, run_import};
+use transfer::{export, import, run_import};
 pub use transfer::{progress_bar, run_export};
 
 /// Objects an import handles at once unless `--parallel` says otherwise.

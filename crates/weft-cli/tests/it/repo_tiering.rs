@@ -134,12 +134,29 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
         );
     }
 
-    // Released bytes: in `repo show` and `weft df`.
+    // Released bytes: in `repo show` and `weft df`, from the MDT's counts, which agree
+    // with the files' states (counted before and after: tiering may still be releasing).
+    let paths: Vec<String> = (0..files)
+        .map(|i| a.path(&format!("data/set/f{i:03}")).display().to_string())
+        .collect();
+    let count_released = || {
+        let mut args = vec!["hsm_state"];
+        args.extend(paths.iter().map(String::as_str));
+        let (ok, out, err) = weft_env(&args, &env, LIMIT);
+        assert!(ok, "{out}{err}");
+        out.lines().filter(|l| l.contains("released")).count() as u64
+    };
+    let before = count_released();
     let (ok, out, err) = weft_env(&["repo", "show", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
     let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
     let released: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(released > 0 && released < files as u64, "{out}");
+    let after = count_released();
+    assert!(
+        (before..=after).contains(&released),
+        "repo show counts {released} released files, their states {before} then {after}"
+    );
     assert!(
         out.contains("tiering:         high 75% low 45% min-age 0s"),
         "{out}"

@@ -76,7 +76,7 @@ impl Mdt {
             store::get_meta(&t)?
         };
         let now = Timestamp::now();
-        let (meta, fresh) = match existing {
+        let (mut meta, fresh) = match existing {
             Some(m) => {
                 if m.format_version > FORMAT_VERSION {
                     return Err(MdtError::FormatVersion {
@@ -113,10 +113,17 @@ impl Mdt {
                     next_destroy: 1,
                     dirs: 0,
                     files: 0,
+                    released: Some(Vec::new()),
                 },
                 true,
             ),
         };
+        if meta.released.is_none() {
+            // A store from before the counts: count once, kept from now on.
+            let counts = count_released(&txn)?;
+            tracing::info!(archives = counts.len(), "counted the released files");
+            meta.released = Some(counts);
+        }
         let counters = Arc::new(Counters::default());
         // Ids of this run never meet those of a previous one (see `handles`); the top bits
         // stay clear so the counter cannot wrap.
@@ -220,4 +227,17 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> MdtError + '_ {
         path: path.display().to_string(),
         source,
     }
+}
+
+/// The released counts of every inode in the store (see [`Meta::released`]).
+fn count_released(txn: &redb::WriteTransaction) -> Result<Vec<store::ReleasedCount>, StoreError> {
+    use redb::ReadableTable;
+    let t = txn.open_table(store::INODES).map_err(StoreError::from)?;
+    let mut counts = Vec::new();
+    for entry in t.iter().map_err(StoreError::from)? {
+        let (_, v) = entry.map_err(StoreError::from)?;
+        let a = store::decode::<store::InodeAttrs>("inodes", v.value())?;
+        store::move_share(&mut counts, None, a.released_share());
+    }
+    Ok(counts)
 }

@@ -97,8 +97,7 @@ pub(super) async fn list(mgs: Option<&str>, fs: Option<&str>, json: bool) -> Res
 /// `weft repo show [--json] ID|PATH`.
 pub(super) async fn show(mgs: Option<&str>, target: &str, json: bool) -> Result<()> {
     let (cluster, via, repo) = find_repo(mgs, target, Match::Within).await?;
-    let client = client_of(mgs, &cluster, via.as_ref()).await?;
-    let released = super::tiering::released(&client, &repo).await?;
+    let released = super::tiering::released(&cluster, &repo).await?;
     let r = RepoRow {
         released_files: Some(released.files),
         released_bytes: Some(released.bytes),

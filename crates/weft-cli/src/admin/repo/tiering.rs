@@ -3,8 +3,10 @@
 //! (`weft_repo::tiering`); and the released bytes `weft repo show` and `weft df` print.
 
 use super::*;
+use std::collections::HashMap;
+use weft_proto::TargetKind;
 use weft_proto::hsm::TieringPolicy;
-use weft_repo::tiering::{Released, released_under};
+use weft_repo::tiering::Released;
 
 /// Flags of `weft repo tiering`.
 #[derive(Args, Debug)]
@@ -106,26 +108,67 @@ pub(super) async fn tiering(mgs: Option<&str>, args: TieringArgs) -> Result<()> 
     Ok(())
 }
 
-/// Released files and bytes under the repository's directory (a walk of the tree).
-pub(super) async fn released(client: &Client, repo: &Repo) -> Result<Released> {
-    released_under(client, repo.dir)
+/// Released files and bytes per archive id (a repository's id), summed over every MDT:
+/// each keeps them with every inode write (`released.ID.files`, `released.ID.bytes` in
+/// its counters), so nothing is walked.
+pub(super) async fn released_by_archive(cluster: &Cluster) -> Result<HashMap<u32, Released>> {
+    let mut out: HashMap<u32, Released> = HashMap::new();
+    for t in cluster.config().targets_of(TargetKind::Mdt) {
+        let stats = async {
+            cluster
+                .mdt(t.id.index)?
+                .connection()
+                .connection()
+                .await?
+                .stats()
+                .await
+                .map_err(anyhow::Error::from)
+        }
         .await
-        .map_err(|e| repo_error(&e))
-        .with_context(|| format!("cannot walk {}", repo.spec.path))
+        .with_context(|| format!("cannot read the released counts of {}", t.id))?;
+        for c in &stats.counters {
+            let Some(rest) = c.name.strip_prefix("released.") else {
+                continue;
+            };
+            let Some((id, what)) = rest.split_once('.') else {
+                continue;
+            };
+            let Ok(id) = id.parse::<u32>() else { continue };
+            let r = out.entry(id).or_default();
+            match what {
+                "files" => r.files += c.value,
+                "bytes" => r.bytes += c.value,
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Released files and bytes of repository `repo` (its archive id, wherever its files are).
+pub(super) async fn released(cluster: &Cluster, repo: &Repo) -> Result<Released> {
+    Ok(released_by_archive(cluster)
+        .await?
+        .remove(&repo.id)
+        .unwrap_or_default())
 }
 
 /// Released bytes of every repository of the file system at `mgs` (`weft df`): one
 /// `(id, path, released)` per repository.
 pub async fn released_all(mgs: &str, fsname: &str) -> Result<Vec<(u32, String, Released)>> {
-    let client = Client::mount(mgs, fsname, weft_client::ClientOptions::default())
+    let cluster = Cluster::connect(mgs, fsname, Default::default())
         .await
         .with_context(|| format!("cannot reach the file system at {mgs}"))?;
-    let config = fresh_config(client.cluster()).await?;
-    let mut out = Vec::new();
-    for r in &config.repos {
-        out.push((r.id, r.spec.path.clone(), released(&client, r).await?));
-    }
-    Ok(out)
+    let config = fresh_config(&cluster).await?;
+    let mut counts = released_by_archive(&cluster).await?;
+    Ok(config
+        .repos
+        .iter()
+        .map(|r| {
+            let released = counts.remove(&r.id).unwrap_or_default();
+            (r.id, r.spec.path.clone(), released)
+        })
+        .collect())
 }
 
 #[cfg(test)]

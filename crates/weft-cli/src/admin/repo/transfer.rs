@@ -49,7 +49,7 @@ pub(super) async fn import(mgs: Option<&str>, target: &str, parallel: usize) -> 
 
 /// A client of the file system a repository was found in (through the path it was named
 /// by, else at `--mgs`).
-pub(super) async fn client_of(
+async fn client_of(
     mgs: Option<&str>,
     cluster: &Cluster,
     via: Option<&FsPath>,

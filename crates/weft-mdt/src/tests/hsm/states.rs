@@ -529,3 +529,100 @@ async fn flag_rules() {
     let a = attr_of(h.run(set_flags(fid, 0, HSM_EXISTS | HSM_LOST)).await).await;
     assert_eq!(a.hsm_flags, HSM_NORELEASE);
 }
+
+#[tokio::test]
+async fn released_counts_follow_every_change_and_survive_reopens_and_an_upgrade() {
+    use crate::store::{self, ReleasedCount};
+    let counts = |h: &H| -> Vec<(u32, u64, u64)> {
+        h.mdt
+            .released()
+            .iter()
+            .map(|c: &ReleasedCount| (c.archive_id, c.files, c.bytes))
+            .collect()
+    };
+    let h = H::new().await;
+    assert!(counts(&h).is_empty());
+    let dir = h.mkdir(Fid::ROOT, "repo").await;
+    import(
+        &h,
+        dir,
+        vec![
+            entry("a", "p/a", 100),
+            entry("b", "p/b", 200),
+            entry("c", "p/c", 300),
+        ],
+    )
+    .await;
+    assert_eq!(counts(&h), [(REPO, 3, 600)]);
+    // Another archive id, set by hand on a released file.
+    let c = h.lookup(dir, "c").await.unwrap().fid;
+    h.run(MdtRequest::HsmSetFlags {
+        fid: c,
+        set: 0,
+        clear: 0,
+        archive_id: Some(REPO + 1),
+        cred: root(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(counts(&h), [(REPO, 2, 300), (REPO + 1, 1, 300)]);
+    // A released file unlinked.
+    h.unlink_as(dir, "b", &root()).await.unwrap();
+    assert_eq!(counts(&h), [(REPO, 1, 100), (REPO + 1, 1, 300)]);
+    // A local file archived (not released: not counted), then released.
+    h.mdt.start_background();
+    let (f, handle) = h.create_open(1, dir, "f", None).await;
+    h.run(MdtRequest::Close {
+        handle,
+        size: Some(10),
+        blocks: Some(8),
+        modified: true,
+    })
+    .await
+    .unwrap();
+    let dv = h.getattr(f).await.unwrap().data_version;
+    h.run(archived(f, dv, "p/f")).await.unwrap();
+    assert_eq!(counts(&h), [(REPO, 1, 100), (REPO + 1, 1, 300)]);
+    h.run(release(f, Some(dv))).await.unwrap();
+    let want = [(REPO, 2, 110), (REPO + 1, 1, 300)];
+    assert_eq!(counts(&h), want);
+    let h = h.reopen().await;
+    assert_eq!(counts(&h), want, "kept in the MDT's meta record");
+
+    // A store written before the counts (meta record version 1): counted at open.
+    let H {
+        dir: tmp,
+        cluster,
+        mdt,
+        opts,
+    } = h;
+    mdt.shutdown().await;
+    drop(mdt);
+    {
+        let db = redb::Database::open(tmp.path().join(crate::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(store::META).unwrap();
+            let mut meta = store::get_meta(&t).unwrap().unwrap();
+            meta.released = None;
+            // Version 1 is version 2 without the trailing `released` (`None`: one byte).
+            let v2 = store::encode(&meta).unwrap();
+            assert_eq!((v2[0], v2[v2.len() - 1]), (2, 0));
+            let mut v1 = vec![1u8];
+            v1.extend_from_slice(&v2[1..v2.len() - 1]);
+            t.insert(store::META_KEY, v1.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let mdt = crate::Mdt::open(tmp.path(), opts.clone(), cluster.clone()).unwrap();
+    let h = H {
+        dir: tmp,
+        cluster,
+        mdt,
+        opts,
+    };
+    assert_eq!(counts(&h), want, "counted from the inodes");
+    // And kept from there on.
+    h.unlink_as(dir, "f", &root()).await.unwrap();
+    assert_eq!(counts(&h), [(REPO, 1, 100), (REPO + 1, 1, 300)]);
+}
