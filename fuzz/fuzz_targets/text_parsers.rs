@@ -10,6 +10,7 @@
 //! - PCC rules and sizes (`weft_client::pcc::rules`), PCC modes;
 //! - client parameters set by name pattern (`ClientParams::set`, `list`, `glob_match`);
 //! - job ids as servers keep them (`sanitize_jobid`);
+//! - a bucket's event messages (`weft_repo::events::s3_event::changes`, `decode_key`);
 //! - OST object file names (`parse_object_file_name`),
 //!   file system names as the MGS and OSTs check them.
 //!
@@ -147,18 +148,32 @@ fn names(text: &str) {
     let _ = weft_ost::validate_fsname(text);
 }
 
+/// A bucket's event message as SQS hands it over (S3 records, SNS envelopes, EventBridge
+/// events) and the keys in it.
+fn bucket_events(text: &str) {
+    use weft_repo::events::{bucket_of, s3_event, under_prefix};
+    if let Ok(changes) = s3_event::changes(text) {
+        for c in changes {
+            let _ = under_prefix(&c.key, "data");
+        }
+    }
+    let _ = s3_event::decode_key(text);
+    let _ = bucket_of(text);
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    match mode % 8 {
+    match mode % 9 {
         0 => key(&text),
         1 => nodemap(&text),
         2 => repo_meta(&text),
         3 => hsm(&text),
         4 => pcc(&text),
         5 => client_params(&text),
+        6 => bucket_events(&text),
         _ => names(&text),
     }
 });

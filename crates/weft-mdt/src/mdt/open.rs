@@ -236,8 +236,11 @@ fn count_released(txn: &redb::WriteTransaction) -> Result<Vec<store::ReleasedCou
     let mut counts = Vec::new();
     for entry in t.iter().map_err(StoreError::from)? {
         let (_, v) = entry.map_err(StoreError::from)?;
-        let a = store::decode::<store::InodeAttrs>("inodes", v.value())?;
-        store::move_share(&mut counts, None, a.released_share());
+        // A damaged record counts nothing here; it is an error where it is read.
+        match store::decode::<store::InodeAttrs>("inodes", v.value()) {
+            Ok(a) => store::move_share(&mut counts, None, a.released_share()),
+            Err(e) => tracing::warn!(error = %e, "an inode record not counted"),
+        }
     }
     Ok(counts)
 }

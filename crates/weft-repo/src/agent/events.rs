@@ -137,14 +137,13 @@ fn repositories<'a>(
             .iter()
             .any(|r| r.id == *id && same_association(kept, r))
     });
-    for r in repos {
-        if stores.contains_key(&r.id) {
-            // A tiering or policy change keeps the association: take the new policies.
-            if let Some((kept, _)) = stores.get_mut(&r.id) {
-                kept.clone_from(r);
-            }
-            continue;
-        }
+    // (An association made again, or with other policies, is another: its store is
+    // opened again; a tiering change does not matter here.)
+    let missing: Vec<&Repo> = repos
+        .into_iter()
+        .filter(|r| !stores.contains_key(&r.id))
+        .collect();
+    for r in missing {
         match RepoStore::open(&r.spec) {
             Ok(store) => {
                 stores.insert(r.id, (r.clone(), store));
