@@ -330,6 +330,7 @@ impl Mgs {
             MgsRequest::RepoCreate { spec, dir } => self.repo_create(spec, dir).await,
             MgsRequest::RepoDelete { id } => self.repo_delete(id).await,
             MgsRequest::RepoTiering { id, tiering } => self.repo_tiering(id, tiering).await,
+            MgsRequest::RepoUpdate { id, change } => self.repo_update(id, change).await,
             MgsRequest::TaskStart { repo, kind, path } => self.task_start(repo, kind, path).await,
             MgsRequest::TaskReport {
                 id,

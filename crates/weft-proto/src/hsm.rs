@@ -187,6 +187,35 @@ pub struct RepoSpec {
 /// The longest event queue URL.
 pub const EVENTS_URL_MAX: usize = 1024;
 
+/// What `weft repo update` changes of an association (FSx's
+/// `UpdateDataRepositoryAssociation`): each `None` leaves that part as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoChange {
+    /// The new import policy.
+    pub import_policy: Option<RepoPolicy>,
+    /// The new export policy.
+    pub export_policy: Option<RepoPolicy>,
+    /// The new event queue (`Some(None)`: none any more).
+    pub events: Option<Option<String>>,
+}
+
+impl RepoChange {
+    /// `spec` with this change made (not validated).
+    pub fn applied_to(&self, spec: &RepoSpec) -> RepoSpec {
+        let mut s = spec.clone();
+        if let Some(p) = self.import_policy {
+            s.import_policy = p;
+        }
+        if let Some(p) = self.export_policy {
+            s.export_policy = p;
+        }
+        if let Some(q) = &self.events {
+            s.events.clone_from(q);
+        }
+        s
+    }
+}
+
 /// Smallest and largest restore chunk size.
 pub const CHUNK_SIZE_MIN: u64 = 1 << 20;
 /// See [`CHUNK_SIZE_MIN`].

@@ -3,7 +3,7 @@
 
 use crate::codec::Message;
 use crate::fid::{Fid, FidSeqRange};
-use crate::hsm::{Repo, RepoSpec, RepoTask, TaskKind, TaskState, TieringPolicy};
+use crate::hsm::{Repo, RepoChange, RepoSpec, RepoTask, TaskKind, TaskState, TieringPolicy};
 use crate::layout::LayoutTemplate;
 use crate::target::{TargetId, TargetKind};
 use serde::{Deserialize, Serialize};
@@ -127,6 +127,9 @@ pub enum MgsRequest {
     RepoCreate { spec: RepoSpec, dir: Fid },
     /// Removes repository `id`'s association (its files stay, with their HSM state).
     RepoDelete { id: u32 },
+    /// Changes repository `id`'s policies or event queue; EINVAL when the result fails
+    /// [`RepoSpec::validate`], ENOENT for no such repository.
+    RepoUpdate { id: u32, change: RepoChange },
     /// Sets (or with `None` turns off) repository `id`'s tiering; EINVAL for marks that
     /// fail [`TieringPolicy::validate`].
     RepoTiering {
@@ -207,6 +210,7 @@ impl Message for MgsRequest {
             MgsRequest::TaskList => 114,
             MgsRequest::RepoTiering { .. } => 115,
             MgsRequest::GetConfigIfNewer { .. } => 116,
+            MgsRequest::RepoUpdate { .. } => 117,
         }
     }
 
@@ -228,6 +232,7 @@ impl Message for MgsRequest {
                 | MgsRequest::SetDefaultLayout { .. }
                 | MgsRequest::RepoCreate { .. }
                 | MgsRequest::RepoDelete { .. }
+                | MgsRequest::RepoUpdate { .. }
         )
     }
 
@@ -259,6 +264,7 @@ impl Message for MgsRequest {
             MgsRequest::TaskList => "task_list",
             MgsRequest::RepoTiering { .. } => "repo_tiering",
             MgsRequest::GetConfigIfNewer { .. } => "getconfig_if_newer",
+            MgsRequest::RepoUpdate { .. } => "repo_update",
         }
     }
 }

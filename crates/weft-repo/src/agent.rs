@@ -403,9 +403,23 @@ async fn run(
     }
 }
 
-/// Whether `a` and `b` are the same association, as made (its tiering policy may change).
+/// Whether `a` and `b` are the same association, as made: the same directory and store
+/// (its policies, event queue and tiering may change: `weft repo update`, `tiering`).
 fn same_association(a: &Repo, b: &Repo) -> bool {
-    (&a.spec, a.dir, a.created) == (&b.spec, b.dir, b.created)
+    let store = |r: &Repo| {
+        let s = &r.spec;
+        (
+            s.path.clone(),
+            s.url.clone(),
+            s.endpoint.clone(),
+            s.region.clone(),
+            s.path_style,
+            s.chunk_size,
+            r.dir,
+            r.created,
+        )
+    };
+    store(a) == store(b)
 }
 
 /// One sweep over every repository of the current configuration.

@@ -43,12 +43,15 @@ pub fn bucket_of(url: &str) -> Option<&str> {
     (!bucket.is_empty()).then_some(bucket)
 }
 
-/// Whether `key` is below `prefix` (empty: the whole bucket), by whole components.
+/// Whether `key` is below `prefix` (empty: the whole bucket), by whole components; the
+/// prefix's own directory marker (`PREFIX/`) is not.
 pub fn under_prefix(key: &str, prefix: &str) -> bool {
-    prefix.is_empty()
-        || key
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('/'))
+    if prefix.is_empty() {
+        return !key.is_empty() && key != "/";
+    }
+    key.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|rest| !rest.is_empty())
 }
 
 #[cfg(test)]
@@ -67,5 +70,10 @@ mod tests {
         assert!(!under_prefix("pa/b", "p"));
         assert!(!under_prefix("p", "p"));
         assert!(!under_prefix("q/a", "p"));
+        assert!(
+            !under_prefix("p/", "p"),
+            "the linked directory's own marker"
+        );
+        assert!(!under_prefix("", ""));
     }
 }

@@ -5,11 +5,15 @@
 //!
 //! - `weft repo create --events`: a queue that does not exist is refused with a clear
 //!   error (nothing linked); a real one is kept and shown by `weft repo show`;
+//!   `weft repo update` refuses a missing queue too, and `--no-events` puts a repository
+//!   back on listings;
 //! - NEW, CHANGED and DELETED objects (a key with a space and a `+`, a directory emptied
 //!   by a deletion) reach the namespace through the queue;
 //! - two repositories on one bucket share the queue: each gets the changes under its own
 //!   prefix, a key under neither prefix goes nowhere;
 //! - a message that is no S3 event is dropped and the queue goes on;
+//! - the agent's and mover's counters show through `weft get_param`;
+//! - the queue's server going away and coming back: errors counted, then followed again;
 //! - the MDS log never holds the credentials.
 //!
 //! Needs the `weft` binary (`cargo build -p weft-cli --bin weft`) and moto (`./test.sh`
@@ -33,7 +37,9 @@ use weft_proto::mdt::Credentials;
 use weft_repo::events::Sqs;
 use weft_repo::store::AwsAccess;
 use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
-use weft_testkit::{FSNAME, S3Server, TestCluster, eventually, wait_until_async};
+use weft_testkit::{
+    FSNAME, S3Server, TestCluster, eventually, wait_until_async, wait_until_async_within,
+};
 
 const BUCKET: &str = "weft";
 const ALL: RepoPolicy = RepoPolicy {
@@ -104,14 +110,8 @@ fn weft_repo(server: &S3Server, args: &[&str]) -> (bool, String) {
 fn the_auto_import_follows_the_buckets_event_queue() {
     run(async {
         let server = S3Server::start_moto().unwrap();
-        server.create_bucket(BUCKET).unwrap();
-        let queue = Sqs::create_queue(&server.endpoint(), "weft-events", &access())
-            .await
-            .unwrap();
+        let queue = bucket_with_queue(&server).await;
         let sqs = Sqs::new(&queue, &access()).unwrap();
-        server
-            .notify_queue(BUCKET, &sqs.arn().await.unwrap())
-            .unwrap();
         let s = bucket(&server, BUCKET);
         s.put(&StorePath::from("ev/early.txt"), "before the link".into())
             .await
@@ -264,6 +264,28 @@ fn the_auto_import_follows_the_buckets_event_queue() {
         })
         .await;
 
+        // `repo update`: a missing queue refused; /ev2 without its queue lists again at
+        // every sweep, so a new object comes by the listing.
+        let missing = format!("{}/123456789012/no-such-queue", server.endpoint());
+        let (ok, out) = weft_repo(&server, &["update", &fs_path("/ev"), "--events", &missing]);
+        assert!(
+            !ok && out.contains("the event queue does not answer"),
+            "{out}"
+        );
+        let (ok, out) = weft_repo(&server, &["update", &fs_path("/ev2"), "--no-events"]);
+        assert!(ok && out.contains("events -"), "{out}");
+        let (ok, out) = weft_repo(&server, &["show", &fs_path("/ev2")]);
+        assert!(ok && out.contains("events:          -\n"), "{out}");
+        let (_, out) = weft_repo(&server, &["show", &fs_path("/ev")]);
+        assert!(out.contains(&format!("events:          {queue}")), "{out}");
+        s.put(&StorePath::from("other/c.txt"), "c".into())
+            .await
+            .unwrap();
+        eventually("other/c.txt imported into /ev2 by a listing", || {
+            client.lookup(ev2.fid, b"c.txt", &root)
+        })
+        .await;
+
         // The agent's and the mover's counters, through MDT0's parameters.
         let mdt0 = format!("mdt.{FSNAME}-MDT0000");
         let mgs = cluster.mgs_addr.clone();
@@ -299,5 +321,94 @@ fn the_auto_import_follows_the_buckets_event_queue() {
         );
         drop(s);
         let _ = server;
+    });
+}
+
+/// Makes the bucket, the queue `weft-events` and the bucket's notification to it on
+/// `server`; answers the queue's URL.
+async fn bucket_with_queue(server: &S3Server) -> String {
+    server.create_bucket(BUCKET).unwrap();
+    let queue = Sqs::create_queue(&server.endpoint(), "weft-events", &access())
+        .await
+        .unwrap();
+    let arn = Sqs::new(&queue, &access()).unwrap().arn().await.unwrap();
+    server.notify_queue(BUCKET, &arn).unwrap();
+    queue
+}
+
+/// The queue's server goes away and comes back (moto keeps nothing: the bucket, queue and
+/// notification are made again, at the same URLs): the receiver counts its errors, backs
+/// off, and follows the queue again once it answers; the MDS serves throughout.
+#[test]
+fn the_receiver_outlives_the_queue_going_away() {
+    run(async {
+        let mut server = S3Server::start_moto().unwrap();
+        let queue = bucket_with_queue(&server).await;
+        let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
+            .await
+            .unwrap();
+        cluster.mds.add_args(&[
+            "--repo-interval-ms",
+            "200",
+            "--repo-events-sweep-ms",
+            "3600000",
+        ]);
+        cluster.mds.restart().unwrap();
+        cluster.wait_ready().await.unwrap();
+        let root = Credentials::root();
+        let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+        let ev = client.mkdir(Fid::ROOT, b"ev", 0o755, &root).await.unwrap();
+        let mut spec = server.spec("/ev", BUCKET, "ev");
+        spec.import_policy = ALL;
+        spec.events = Some(queue.clone());
+        link(&client, spec, ev.fid).await;
+        let mdt0 = format!("mdt.{FSNAME}-MDT0000");
+        let mgs = cluster.mgs_addr.clone();
+        let p = |name: &str| param(&mgs, &format!("{mdt0}.{name}"));
+        wait_until_async("the agent follows the queue", || async {
+            cluster
+                .mds
+                .log()
+                .contains("following the bucket's event queue")
+        })
+        .await;
+        bucket(&server, BUCKET)
+            .put(&StorePath::from("ev/a"), "a".into())
+            .await
+            .unwrap();
+        eventually("a imported from its event", || {
+            client.lookup(ev.fid, b"a", &root)
+        })
+        .await;
+
+        // Gone: receives fail, counted; the MDS still serves.
+        let errors = p("repo_agent.errors");
+        server.kill().unwrap();
+        wait_until_async("receive errors counted", || async {
+            p("repo_agent.errors") > errors
+        })
+        .await;
+        assert!(exists(&client, ev.fid, b"a").await);
+
+        // Back (empty, as moto starts): made again, and followed again.
+        server.restart().unwrap();
+        assert_eq!(
+            bucket_with_queue(&server).await,
+            queue,
+            "the same queue URL"
+        );
+        let s = bucket(&server, BUCKET);
+        s.put(&StorePath::from("ev/b"), "bee".into()).await.unwrap();
+        wait_until_async_within(
+            "b imported once the queue answers again",
+            Duration::from_secs(90),
+            || async { exists(&client, ev.fid, b"b").await },
+        )
+        .await;
+        assert_eq!(read_all(&client, ev.fid, b"b").await, b"bee");
+        assert!(
+            cluster.mds.log().contains("event queue:"),
+            "the failed receives were logged"
+        );
     });
 }

@@ -19,7 +19,10 @@ pub use data::pattern;
 pub use pki::TestPki;
 pub use process::{ServerProcess, free_port};
 pub use s3::{S3Kind, S3Server};
-pub use wait::{WAIT_LIMIT, eventually, wait_until, wait_until_async, wait_until_within};
+pub use wait::{
+    WAIT_LIMIT, eventually, wait_until, wait_until_async, wait_until_async_within,
+    wait_until_within,
+};
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};

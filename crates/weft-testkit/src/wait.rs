@@ -49,12 +49,22 @@ pub fn wait_until_within(what: &str, limit: Duration, mut cond: impl FnMut() -> 
 }
 
 /// Waits (asynchronously) until `cond` holds; panics naming `what` after [`WAIT_LIMIT`].
-pub async fn wait_until_async<F: Future<Output = bool>>(what: &str, mut cond: impl FnMut() -> F) {
-    let deadline = Instant::now() + WAIT_LIMIT;
+pub async fn wait_until_async<F: Future<Output = bool>>(what: &str, cond: impl FnMut() -> F) {
+    wait_until_async_within(what, WAIT_LIMIT, cond).await;
+}
+
+/// [`wait_until_async`] with another limit (waits known to take longer, such as a
+/// server's restart and a backoff after it).
+pub async fn wait_until_async_within<F: Future<Output = bool>>(
+    what: &str,
+    limit: Duration,
+    mut cond: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + limit;
     while !cond().await {
         assert!(
             Instant::now() < deadline,
-            "never happened in {WAIT_LIMIT:?}: {what}"
+            "never happened in {limit:?}: {what}"
         );
         tokio::time::sleep(POLL).await;
     }

@@ -108,6 +108,27 @@ pub enum RepoVerb {
     },
     /// Release least recently used archived files when OSTs fill (or --off).
     Tiering(TieringArgs),
+    /// Change a repository's import or export policy or its event queue.
+    Update(UpdateArgs),
+}
+
+/// Flags of `weft repo update`: what is not given stays.
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// The repository's directory, or its id with --mgs.
+    pub target: String,
+    /// Changes in the store the file system follows: NEW,CHANGED,DELETED (or NONE).
+    #[arg(long, value_parser = RepoPolicy::parse)]
+    pub import_policy: Option<RepoPolicy>,
+    /// Changes in the file system written back to the store: NEW,CHANGED,DELETED (or NONE).
+    #[arg(long, value_parser = RepoPolicy::parse)]
+    pub export_policy: Option<RepoPolicy>,
+    /// An SQS queue URL the bucket sends its event notifications to.
+    #[arg(long, value_name = "QUEUE_URL", conflicts_with = "no_events")]
+    pub events: Option<String>,
+    /// No event queue any more (the auto import lists every sweep again).
+    #[arg(long)]
+    pub no_events: bool,
 }
 
 /// Flags of `weft repo create`.
@@ -166,6 +187,7 @@ pub async fn run(args: RepoArgs) -> Result<()> {
         RepoVerb::Import { parallel, target } => import(mgs, &target, parallel).await,
         RepoVerb::Export { parallel, path } => export(&path, parallel).await,
         RepoVerb::Tiering(a) => tiering::tiering(mgs, a).await,
+        RepoVerb::Update(a) => update(mgs, a).await,
     }
 }
 
@@ -426,6 +448,57 @@ async fn create(a: CreateArgs) -> Result<()> {
             .with_context(|| format!("repository {id} vanished before its import"))?;
         run_import(&client, &repo, &display, a.parallel).await?;
     }
+    Ok(())
+}
+
+/// `weft repo update ID|PATH [--import-policy P] [--export-policy P] [--events URL |
+/// --no-events]`.
+async fn update(mgs: Option<&str>, a: UpdateArgs) -> Result<()> {
+    if let Some(q) = &a.events {
+        refuse_secrets("event queue URL", q)?;
+    }
+    let change = weft_proto::hsm::RepoChange {
+        import_policy: a.import_policy,
+        export_policy: a.export_policy,
+        events: match (&a.events, a.no_events) {
+            (Some(q), _) => Some(Some(q.clone())),
+            (None, true) => Some(None),
+            (None, false) => None,
+        },
+    };
+    if change == weft_proto::hsm::RepoChange::default() {
+        bail!("nothing to change: give --import-policy, --export-policy, --events or --no-events");
+    }
+    let (cluster, via, repo) = find_repo(mgs, &a.target, Match::Exact).await?;
+    let spec = change.applied_to(&repo.spec);
+    spec.validate().map_err(|e| anyhow!("{e}"))?;
+    if let Some(queue) = &a.events {
+        let store = weft_repo::RepoStore::open(&spec).map_err(|e| repo_error(&e))?;
+        weft_repo::events::check(&store, queue)
+            .await
+            .map_err(|e| repo_error(&e).context("the event queue does not answer"))?;
+    }
+    let display = shown(via.as_ref(), &repo.spec.path);
+    match mgs_call(
+        &cluster,
+        MgsRequest::RepoUpdate {
+            id: repo.id,
+            change,
+        },
+    )
+    .await
+    .with_context(|| format!("cannot update repository {} ({display})", repo.id))?
+    {
+        MgsReply::Ok => {}
+        other => bail!("the MGS answered {other:?} to a repository update"),
+    }
+    println!(
+        "repository {} ({display}): import {} export {} events {}",
+        repo.id,
+        spec.import_policy,
+        spec.export_policy,
+        spec.events.as_deref().unwrap_or("-")
+    );
     Ok(())
 }
 

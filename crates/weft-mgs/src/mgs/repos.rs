@@ -7,7 +7,8 @@
 
 use super::{Mgs, err};
 use weft_proto::hsm::{
-    REPOS_MAX, Repo, RepoSpec, RepoTask, TASKS_MAX, TaskKind, TaskState, TieringPolicy, paths_nest,
+    REPOS_MAX, Repo, RepoChange, RepoSpec, RepoTask, TASKS_MAX, TaskKind, TaskState, TieringPolicy,
+    paths_nest,
 };
 use weft_proto::mgs::MgsReply;
 use weft_proto::{Errno, Fid, Timestamp, WireResult};
@@ -77,6 +78,27 @@ impl Mgs {
         })
         .await?;
         tracing::info!(id, "repository association deleted");
+        Ok(MgsReply::Ok)
+    }
+
+    pub(super) async fn repo_update(&self, id: u32, change: RepoChange) -> WireResult<MgsReply> {
+        let spec = self
+            .mutate(|rec| {
+                let repo = rec
+                    .config
+                    .repos
+                    .iter_mut()
+                    .find(|r| r.id == id)
+                    .ok_or_else(|| err(Errno::NoEnt, format!("no repository {id}")))?;
+                let spec = change.applied_to(&repo.spec);
+                spec.validate().map_err(|e| err(Errno::Inval, e))?;
+                let changed = spec != repo.spec;
+                repo.spec = spec.clone();
+                Ok((changed, spec))
+            })
+            .await?;
+        tracing::info!(id, import = %spec.import_policy, export = %spec.export_policy,
+            events = spec.events.as_deref().unwrap_or("-"), "repository association updated");
         Ok(MgsReply::Ok)
     }
 
@@ -250,5 +272,51 @@ mod tests {
         assert_eq!(tiering(&mgs), Some(t));
         mgs.execute(set(None)).await.unwrap();
         assert_eq!(tiering(&mgs), None);
+
+        // Policies and the event queue change; the rest stays; a result that does not
+        // validate changes nothing.
+        let update = |change| MgsRequest::RepoUpdate { id: 3, change };
+        let q = "https://sqs.us-east-1.amazonaws.com/1/q".to_string();
+        let new = weft_proto::hsm::RepoPolicy::parse("NEW").unwrap();
+        let e = mgs
+            .execute(update(weft_proto::hsm::RepoChange {
+                events: Some(Some(q.clone())),
+                ..Default::default()
+            }))
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, weft_proto::Errno::Inval, "no import policy: {e}");
+        let before = mgs.config().repo(3).unwrap().spec.clone();
+        mgs.execute(update(weft_proto::hsm::RepoChange {
+            import_policy: Some(new),
+            events: Some(Some(q.clone())),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+        let after = mgs.config().repo(3).unwrap().spec.clone();
+        assert_eq!(
+            (after.import_policy, after.events.as_deref()),
+            (new, Some(q.as_str()))
+        );
+        assert_eq!(
+            (&after.path, &after.url, after.export_policy),
+            (&before.path, &before.url, before.export_policy)
+        );
+        mgs.execute(update(weft_proto::hsm::RepoChange {
+            events: Some(None),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+        assert_eq!(mgs.config().repo(3).unwrap().spec.events, None);
+        let e = mgs
+            .execute(MgsRequest::RepoUpdate {
+                id: 9,
+                change: weft_proto::hsm::RepoChange::default(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.errno, weft_proto::Errno::NoEnt, "{e}");
     }
 }

@@ -137,8 +137,12 @@ fn repositories<'a>(
             .iter()
             .any(|r| r.id == *id && same_association(kept, r))
     });
-    // (An association made again, or with other policies, is another: its store is
-    // opened again; a tiering change does not matter here.)
+    // A kept association takes its current policies (`weft repo update`).
+    for r in &repos {
+        if let Some((kept, _)) = stores.get_mut(&r.id) {
+            kept.clone_from(r);
+        }
+    }
     let missing: Vec<&Repo> = repos
         .into_iter()
         .filter(|r| !stores.contains_key(&r.id))

@@ -224,7 +224,39 @@ impl LabCluster {
                 Ok(cluster.mounts.iter().all(|m| is_mounted(&m.path)))
             })
             .await?;
+        cluster
+            .wait_allocatable(bin, &spec.servers, next_ost)
+            .await?;
         Ok(cluster)
+    }
+
+    /// Waits until the MDS places new files on all `osts` OSTs: its view of the OSTs
+    /// follows registrations by a poll of their usage, which may come after `weft df`
+    /// already sees them online. A probe file made with `-c -1` (then removed) tells.
+    async fn wait_allocatable(&self, bin: &Path, probe: &str, osts: u32) -> Result<()> {
+        let fs = format!("{}:/{FSNAME}", self.mgs_addr);
+        let n = std::sync::atomic::AtomicU32::new(0);
+        self.wait_for(&format!("new files striped over {osts} OSTs"), || {
+            let name = format!(
+                ".lab-probe-{}",
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let path = format!("{fs}/{name}");
+            let made = self
+                .lab
+                .run(probe, bin, &["setstripe", "-c", "-1", &path])?;
+            if !made.status.success() {
+                return Ok(false);
+            }
+            let out = self.lab.run(probe, bin, &["getstripe", "-c", &path])?;
+            let count = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            // Removed through a mount, where there is one.
+            if let Some(m) = self.mounts.first() {
+                let _ = std::fs::remove_file(m.path.join(&name));
+            }
+            Ok(count == osts.to_string())
+        })
+        .await
     }
 
     /// Waits until `weft df` on host `probe` lists `targets` targets online.
