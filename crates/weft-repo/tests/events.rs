@@ -117,19 +117,8 @@ fn the_auto_import_follows_the_buckets_event_queue() {
             .await
             .unwrap();
 
-        let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
-            .await
-            .unwrap();
-        cluster.mds.add_args(&[
-            "--repo-interval-ms",
-            "200",
-            "--repo-events-sweep-ms",
-            "3600000",
-        ]);
-        cluster.mds.restart().unwrap();
-        cluster.wait_ready().await.unwrap();
+        let (cluster, client) = cluster_for(&server).await;
         let root = Credentials::root();
-        let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
 
         // `repo create --events`: a missing queue is refused, nothing linked.
         let fs_path = |p: &str| format!("{}:/{FSNAME}{p}", cluster.mgs_addr);
@@ -324,6 +313,24 @@ fn the_auto_import_follows_the_buckets_event_queue() {
     });
 }
 
+/// A file system reaching `server` whose MDS sweeps every 200 ms but lists a repository
+/// with an event queue only once an hour, and a client of it.
+async fn cluster_for(server: &S3Server) -> (TestCluster, Arc<Client>) {
+    let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
+        .await
+        .unwrap();
+    cluster.mds.add_args(&[
+        "--repo-interval-ms",
+        "200",
+        "--repo-events-sweep-ms",
+        "3600000",
+    ]);
+    cluster.mds.restart().unwrap();
+    cluster.wait_ready().await.unwrap();
+    let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+    (cluster, client)
+}
+
 /// Makes the bucket, the queue `weft-events` and the bucket's notification to it on
 /// `server`; answers the queue's URL.
 async fn bucket_with_queue(server: &S3Server) -> String {
@@ -344,19 +351,8 @@ fn the_receiver_outlives_the_queue_going_away() {
     run(async {
         let mut server = S3Server::start_moto().unwrap();
         let queue = bucket_with_queue(&server).await;
-        let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
-            .await
-            .unwrap();
-        cluster.mds.add_args(&[
-            "--repo-interval-ms",
-            "200",
-            "--repo-events-sweep-ms",
-            "3600000",
-        ]);
-        cluster.mds.restart().unwrap();
-        cluster.wait_ready().await.unwrap();
+        let (cluster, client) = cluster_for(&server).await;
         let root = Credentials::root();
-        let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
         let ev = client.mkdir(Fid::ROOT, b"ev", 0o755, &root).await.unwrap();
         let mut spec = server.spec("/ev", BUCKET, "ev");
         spec.import_policy = ALL;

@@ -84,12 +84,7 @@ impl Mgs {
     pub(super) async fn repo_update(&self, id: u32, change: RepoChange) -> WireResult<MgsReply> {
         let spec = self
             .mutate(|rec| {
-                let repo = rec
-                    .config
-                    .repos
-                    .iter_mut()
-                    .find(|r| r.id == id)
-                    .ok_or_else(|| err(Errno::NoEnt, format!("no repository {id}")))?;
+                let repo = repo_mut(&mut rec.config.repos, id)?;
                 let spec = change.applied_to(&repo.spec);
                 spec.validate().map_err(|e| err(Errno::Inval, e))?;
                 let changed = spec != repo.spec;
@@ -111,12 +106,7 @@ impl Mgs {
             t.validate().map_err(|e| err(Errno::Inval, e))?;
         }
         self.mutate(|rec| {
-            let repo = rec
-                .config
-                .repos
-                .iter_mut()
-                .find(|r| r.id == id)
-                .ok_or_else(|| err(Errno::NoEnt, format!("no repository {id}")))?;
+            let repo = repo_mut(&mut rec.config.repos, id)?;
             let changed = repo.tiering != tiering;
             repo.tiering = tiering;
             Ok((changed, ()))
@@ -209,6 +199,14 @@ impl Mgs {
         .await?;
         Ok(MgsReply::Ok)
     }
+}
+
+/// Repository `id` of `repos`, or ENOENT.
+fn repo_mut(repos: &mut [Repo], id: u32) -> WireResult<&mut Repo> {
+    repos
+        .iter_mut()
+        .find(|r| r.id == id)
+        .ok_or_else(|| err(Errno::NoEnt, format!("no repository {id}")))
 }
 
 #[cfg(test)]
