@@ -537,28 +537,7 @@ async fn sweep_repo(
         match import::import_from(client, repo, store, &opts, &|_| {}).await {
             Ok(p) => {
                 listed = keys.map(|k| k.lock().take());
-                Counters::add(&c.imported, p.created + p.updated);
-                Counters::add(&c.skipped, p.skipped);
-                Counters::add(&c.conflicts, p.conflicts);
-                Counters::add(&c.errors, p.failed);
-                if p.failed > 0 {
-                    tracing::warn!(
-                        repo = repo.id,
-                        created = p.created,
-                        updated = p.updated,
-                        conflicts = p.conflicts,
-                        failed = p.failed,
-                        "auto import: some failed"
-                    );
-                } else if p.created + p.updated + p.conflicts > 0 {
-                    tracing::info!(
-                        repo = repo.id,
-                        created = p.created,
-                        updated = p.updated,
-                        conflicts = p.conflicts,
-                        "auto import"
-                    );
-                }
+                count_import(c, repo.id, &p, "auto import");
             }
             Err(e) => {
                 tracing::warn!(repo = repo.id, "auto import: {e}");
@@ -607,6 +586,28 @@ async fn sweep_repo(
                 Counters::add(&c.errors, 1);
             }
         }
+    }
+}
+
+/// Counts what an automatic import (`what`: a sweep's or an event batch's) did, and logs
+/// it when it did anything.
+fn count_import(c: &Counters, repo: u32, p: &import::ImportProgress, what: &str) {
+    Counters::add(&c.imported, p.created + p.updated);
+    Counters::add(&c.skipped, p.skipped);
+    Counters::add(&c.conflicts, p.conflicts);
+    Counters::add(&c.errors, p.failed);
+    let (created, updated, conflicts, failed) = (p.created, p.updated, p.conflicts, p.failed);
+    if failed > 0 {
+        tracing::warn!(
+            repo,
+            created,
+            updated,
+            conflicts,
+            failed,
+            "{what}: some failed"
+        );
+    } else if created + updated + conflicts > 0 {
+        tracing::info!(repo, created, updated, conflicts, "{what}");
     }
 }
 

@@ -8,7 +8,7 @@
 //! that is no S3 event is deleted with a warning; an object that fails on its own (a bad
 //! key, a name taken) is logged and left to the listing sweep.
 
-use super::{Counters, PARALLEL, removal, same_association};
+use super::{Counters, PARALLEL, count_import, removal, same_association};
 use crate::RepoError;
 use crate::events::s3_event::{self, Change, ChangeKind};
 use crate::events::sqs::{RECEIVE_MAX, Sqs, WAIT_MAX};
@@ -183,19 +183,7 @@ async fn apply(
             ..Default::default()
         };
         let p = import::import_keys(client, repo, store, &created, &opts).await?;
-        Counters::add(&c.imported, p.created + p.updated);
-        Counters::add(&c.conflicts, p.conflicts);
-        Counters::add(&c.errors, p.failed);
-        if p.created + p.updated + p.conflicts + p.failed > 0 {
-            tracing::info!(
-                repo = repo.id,
-                created = p.created,
-                updated = p.updated,
-                conflicts = p.conflicts,
-                failed = p.failed,
-                "event import"
-            );
-        }
+        count_import(c, repo.id, &p, "event import");
     }
     let removed = keys(ChangeKind::Removed);
     if ip.deleted && !removed.is_empty() {
