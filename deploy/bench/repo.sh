@@ -15,7 +15,8 @@
 # with its mount; tcp: the deployment shape, `weft mgs`, `weft mds` (MDT0 and the data
 # mover), `weft oss` (4 OSTs) and `weft mount` as separate processes over TCP on
 # 127.0.0.1 ports WEFT_PORT to WEFT_PORT+2], S3_PORT [9470], WEFT_PORT [9460],
-# BUCKET [weft-bench], KEEP=1 (keep DATA). Extra arguments go to `weft bench-repo`
+# BUCKET [weft-bench], KEEP=1 (keep DATA), CPU=1 (a table of the CPU seconds each process
+# spent in each phase). Extra arguments go to `weft bench-repo`
 # (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
 # for this run; never printed.
 set -euo pipefail
@@ -128,13 +129,51 @@ done
 "$W" set_param "llite.*.restore_ahead=${RESTORE_AHEAD:-64}" > /dev/null
 echo "restore-ahead: ${RESTORE_AHEAD:-64}"
 
+# CPU seconds (user + system) of one process so far; 0 once it is gone.
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
 echo "== weft bench-repo"
 status=0
 "$W" bench-repo --endpoint "http://127.0.0.1:$S3_PORT" --bucket "$BUCKET" \
     --mount "$D/mnt" --fs "127.0.0.1:$WEFT_PORT:/weft" --local-dir "$D/local" \
     --small-count "${SMALL_COUNT:-20000}" --small-size "${SMALL_SIZE:-128K}" \
     --large-count "${LARGE_COUNT:-4}" --large-size "${LARGE_SIZE:-1G}" \
-    --workers "${WORKERS:-4}" "$@" || status=$?
+    --workers "${WORKERS:-4}" "$@" 2> "$D/phases" &
+bench_pid=$!
+# CPU=1: the CPU seconds every process spent in each phase, read from /proc when the
+# bench prints the phase's line (wall-clock ratios on a 2-CPU machine swing with the S3
+# server's own CPU; CPU seconds per phase show which process a change moved).
+if [ "${CPU:-0}" = 1 ]; then
+    names=(s3s-fs)
+    if [ "$SHAPE" = up ]; then names+=(weft-up); else names+=(mgs mds oss mount); fi
+    names+=(bench)
+    # The bench's own figure is the last one read while it ran (it exits right after its
+    # last phase, before this loop sees the line).
+    bench_cpu=0
+    snap() { local v=(); for p in "$s3_pid" "${fs_pids[@]}"; do v+=("$(cpu_of "$p")"); done; echo "${v[*]} $bench_cpu"; }
+    lines() { grep -E '^bench-repo: (small|large|import)' "$D/phases" 2>/dev/null || true; }
+    last=$(snap); seen=0; cpu_table="phase ${names[*]}"
+    while :; do
+        alive=0; kill -0 "$bench_pid" 2>/dev/null && { alive=1; c=$(cpu_of "$bench_pid"); [ "$c" = 0 ] || bench_cpu=$c; }
+        n=$(lines | wc -l)
+        if [ "$n" -gt "$seen" ]; then
+            now=$(snap)
+            # Named after the last phase that ended since the last look: copy-download and
+            # copy-read end together with copy-then-read, which covers both.
+            phase=$(lines | sed -n "${n}p" | awk '{print ($2 == "import") ? "import" : $2 "/" $3}')
+            cpu_table+=$'\n'"$phase $(paste -d' ' <(tr ' ' '\n' <<< "$now") <(tr ' ' '\n' <<< "$last") | awk '{printf "%.2f ", $1 - $2}')"
+            last=$now; seen=$n
+        fi
+        [ "$alive" = 1 ] || break
+        sleep 0.05
+    done
+fi
+wait "$bench_pid" || status=$?
+cat "$D/phases" >&2
+if [ "${CPU:-0}" = 1 ]; then
+    echo "== CPU seconds per phase (user + system, from the end of the previous phase)"
+    column -t <<< "$cpu_table"
+fi
 if [ "$status" -ne 0 ]; then
     echo "repo.sh: weft bench-repo failed ($status); the last lines of the logs:" >&2
     for log in "$D"/up.log "$D"/mgs.log "$D"/mds.log "$D"/oss.log; do
