@@ -230,6 +230,11 @@ impl ClusterView for MdtClusterView {
         }
         c
     }
+
+    /// Wants of tiering gates in other MDS processes, for the agent of this one (MDT0's).
+    fn tiering_wants(&self, wants: &[weft_proto::hsm::OstWant]) -> Vec<u32> {
+        weft_repo::tiering::wants_from_elsewhere(wants)
+    }
 }
 
 #[cfg(test)]

@@ -87,6 +87,14 @@ pub trait ClusterView: Send + Sync + 'static {
             ))
         })
     }
+    /// Restores in another MDS process wait for room under a tiering high mark on these
+    /// OSTs (`MdtRequest::HsmTieringWants`, sent to MDT0): the repository agent of this
+    /// process, if it runs one, releases for them. Answers the OSTs of `wants` on which
+    /// the agent lately found nothing to release. Nothing, by default.
+    fn tiering_wants(&self, wants: &[weft_proto::hsm::OstWant]) -> Vec<u32> {
+        let _ = wants;
+        Vec::new()
+    }
     /// Counters of the work done for this MDT outside it (the data mover's restores, the
     /// repository agent's sweeps), reported with the MDT's own (`get_param`, Prometheus).
     fn counters(&self) -> Vec<weft_proto::handshake::Counter> {

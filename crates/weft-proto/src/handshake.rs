@@ -15,7 +15,9 @@ use uuid::Uuid;
 /// 7: per-component compression in layouts and templates, and in OST writes and
 /// punches that create an object.
 /// 8: a repository's event queue (`RepoSpec::events`).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: `HsmTieringWants` (restores of one MDS process waiting for tiering room tell the
+/// agent's).
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Opcodes shared by every service (the handshake and liveness).
 pub mod opcode {

@@ -341,6 +341,19 @@ impl TieringPolicy {
     }
 }
 
+/// Bytes restores wait to write to one OST under a tiering high mark
+/// (`MdtRequest::HsmTieringWants`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OstWant {
+    /// The OST's index.
+    pub ost: u32,
+    /// The bytes waiting for room on it.
+    pub bytes: u64,
+}
+
+/// Most [`OstWant`]s one `HsmTieringWants` carries (one per OST; more are refused).
+pub const TIERING_WANTS_MAX: usize = 65_536;
+
 /// What a repository task does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskKind {

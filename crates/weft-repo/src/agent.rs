@@ -221,6 +221,11 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
 /// `weft up`), for [`running_stats`].
 static RUNNING: Mutex<std::sync::Weak<Counters>> = Mutex::new(std::sync::Weak::new());
 
+/// Whether this process runs a repository agent (it serves MDT0).
+pub(crate) fn runs_here() -> bool {
+    RUNNING.lock().strong_count() > 0
+}
+
 /// What the agent this process runs did so far (`None` when it runs none).
 pub fn running_stats() -> Option<AgentStats> {
     RUNNING.lock().upgrade().map(|c| c.snapshot())

@@ -26,9 +26,12 @@
 //! stays loaded for long can be released and loaded again (the cost of not writing an
 //! inode on every read).
 //!
-//! A gate in another MDS process (files of other MDTs) does not reach this agent's
-//! wake-up: its chunks wait for the agent's own tick, which acts when usage passes the
-//! high mark, or [`GATE_WAIT`].
+//! The agent runs in MDT0's process only; the mover of every MDS process has a gate.
+//! A gate in a process without the agent (restores of files of other MDTs) tells the
+//! agent's process what its chunks wait for (`MdtRequest::HsmTieringWants` to MDT0, at
+//! most every [`TIER_TICK`] while they wait); the agent counts those wants for a second
+//! ([`REMOTE_WANT_TTL`]) as its own process's, and the answer names the OSTs on which it
+//! found nothing to release, so the gate stops waiting there as a local one would.
 
 use crate::agent::{Walked, walk};
 use crate::error::RepoError;
@@ -40,9 +43,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use weft_client::{Client, Cluster};
 use weft_proto::hsm::{
-    HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, HSM_LOST, HSM_NORELEASE, HSM_RELEASED, Repo, TieringPolicy,
+    HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, HSM_LOST, HSM_NORELEASE, HSM_RELEASED, OstWant, Repo,
+    TieringPolicy,
 };
-use weft_proto::mdt::Credentials;
+use weft_proto::mdt::{Credentials, MdtReply, MdtRequest};
 use weft_proto::{Errno, Fid, Timestamp};
 
 /// How often the agent looks at OST usage.
@@ -53,6 +57,10 @@ pub const GATE_WAIT: Duration = Duration::from_secs(30);
 pub const SETTLE_WAIT: Duration = Duration::from_secs(10);
 /// How often a waiting chunk looks at usage again.
 const GATE_POLL: Duration = Duration::from_millis(50);
+/// How long wants from another MDS process count without being sent again.
+pub const REMOTE_WANT_TTL: Duration = Duration::from_secs(1);
+/// How long a gate waits for the agent's process to take its wants.
+const TELL_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What waiting chunks and the agent share in one process.
 #[derive(Default)]
@@ -72,6 +80,25 @@ struct RoomState {
     wanted: HashMap<u32, u64>,
     /// When the agent last found nothing to release while an OST was over its mark.
     stuck: HashMap<u32, Instant>,
+    /// Bytes restores of other MDS processes wait for, by OST, and when they said so.
+    remote: HashMap<u32, (u64, Instant)>,
+    /// When this process last told the agent's process its wants.
+    told: Option<Instant>,
+}
+
+impl RoomState {
+    /// What the agent releases for, by OST: this process's waiting chunks' wants and
+    /// the fresh ones of other processes.
+    fn all_wanted(&self, now: Instant) -> HashMap<u32, u64> {
+        let mut all = self.wanted.clone();
+        for (ost, (bytes, at)) in &self.remote {
+            if now.duration_since(*at) < REMOTE_WANT_TTL {
+                let w = all.entry(*ost).or_default();
+                *w = (*w).max(*bytes);
+            }
+        }
+        all
+    }
 }
 
 static ROOM: LazyLock<Room> = LazyLock::new(Room::default);
@@ -196,8 +223,78 @@ pub async fn admit(
         }
         waited = true;
         ROOM.pressure.notify_one();
+        if !crate::agent::runs_here() {
+            tell_agent(cluster).await;
+        }
         tokio::time::sleep(GATE_POLL).await;
     }
+}
+
+/// Sends this process's wants to the agent's process (MDT0's), at most every
+/// [`TIER_TICK`], and marks the OSTs it answers as stuck (see the module header). A
+/// failure is logged: the chunks then wait for usage to pass the mark, or
+/// [`GATE_WAIT`].
+async fn tell_agent(cluster: &Cluster) {
+    let wants: Vec<OstWant> = {
+        let mut st = ROOM.state.lock();
+        let now = Instant::now();
+        if st.told.is_some_and(|t| now.duration_since(t) < TIER_TICK) || st.wanted.is_empty() {
+            return;
+        }
+        st.told = Some(now);
+        st.wanted
+            .iter()
+            .map(|(ost, bytes)| OstWant {
+                ost: *ost,
+                bytes: *bytes,
+            })
+            .collect()
+    };
+    let req = MdtRequest::HsmTieringWants { wants };
+    let answer = match cluster.mdt(0) {
+        Ok(mdt0) => tokio::time::timeout(TELL_TIMEOUT, mdt0.call(req))
+            .await
+            .map_err(|_| "no answer in time".to_string())
+            .and_then(|r| r.map_err(|e| e.to_string())),
+        Err(e) => Err(e.to_string()),
+    };
+    match answer {
+        Ok(MdtReply::TieringStuck(osts)) => {
+            let now = Instant::now();
+            let mut st = ROOM.state.lock();
+            for o in osts {
+                st.stuck.insert(o, now);
+            }
+        }
+        Ok(other) => tracing::debug!(?other, "MDT0 answered tiering wants unexpectedly"),
+        Err(e) => tracing::debug!(error = %e, "could not tell MDT0 the tiering wants"),
+    }
+}
+
+/// Wants of restores in another MDS process (`MdtRequest::HsmTieringWants`), for this
+/// process's agent: counted for [`REMOTE_WANT_TTL`], and the agent woken. Answers the
+/// OSTs among them on which the agent found nothing to release within that time.
+pub fn wants_from_elsewhere(wants: &[OstWant]) -> Vec<u32> {
+    let now = Instant::now();
+    let stuck = {
+        let mut st = ROOM.state.lock();
+        st.remote
+            .retain(|_, (_, at)| now.duration_since(*at) < REMOTE_WANT_TTL);
+        for w in wants {
+            st.remote.insert(w.ost, (w.bytes, now));
+        }
+        wants
+            .iter()
+            .filter(|w| {
+                st.stuck
+                    .get(&w.ost)
+                    .is_some_and(|t| now.duration_since(*t) < REMOTE_WANT_TTL)
+            })
+            .map(|w| w.ost)
+            .collect()
+    };
+    ROOM.pressure.notify_one();
+    stuck
 }
 
 /// Waits for a chunk to want room (or for `d`).
@@ -271,7 +368,7 @@ async fn tier_repo(
 ) -> Result<Released, RepoError> {
     let cluster = client.cluster();
     let usages = all_usage(cluster).await;
-    let wanted = ROOM.state.lock().wanted.clone();
+    let wanted = ROOM.state.lock().all_wanted(Instant::now());
     let over = |ost: &u32, u: &Usage, used: u64, pct: u8| {
         used.saturating_add(wanted.get(ost).copied().unwrap_or(0))
             > TieringPolicy::mark(u.total, pct)
@@ -397,6 +494,23 @@ async fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wants_of_other_processes_count_with_this_ones_until_they_are_stale() {
+        let now = Instant::now();
+        let mut st = RoomState::default();
+        st.wanted.insert(0, 10);
+        st.wanted.insert(1, 5);
+        st.remote.insert(1, (7, now));
+        st.remote.insert(2, (3, now));
+        st.remote.insert(3, (9, now - REMOTE_WANT_TTL));
+        let all = st.all_wanted(now);
+        assert_eq!(all.get(&0), Some(&10), "this process's alone");
+        assert_eq!(all.get(&1), Some(&7), "the larger of the two");
+        assert_eq!(all.get(&2), Some(&3), "another process's alone");
+        assert_eq!(all.get(&3), None, "not sent again within the TTL");
+        assert_eq!(all.len(), 3);
+    }
 
     #[test]
     fn candidates_are_archived_clean_closed_and_old_enough() {

@@ -4,7 +4,9 @@
 //! tiering` releases least recently used files. Usage of every OST, sampled every few
 //! milliseconds, never passes the high mark by more than one restore unit (one file
 //! here: each is smaller than the MDT's 32 MiB unit), and every byte read is the
-//! object's. `weft df` and `weft repo show` show the released bytes.
+//! object's. `weft df` and `weft repo show` show the released bytes. The same with the
+//! linked directory on MDT1 in an MDS process of its own: its restores wait for room that
+//! the agent of MDT0's process makes for them.
 //!
 //! `WEFT_TIERING_FULL=1` scales it up (bigger OSTs and dataset) for a run by hand.
 
@@ -50,8 +52,20 @@ async fn sample(tc_client: Arc<weft_client::Cluster>, stop: Arc<AtomicBool>) -> 
     max
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_dataset() {
+/// A file system of [`OSTS`] small OSTs linked to a bucket holding a dataset larger than
+/// it, imported, with tiering on.
+struct Tiered {
+    tc: TestCluster,
+    a: crate::fuse_common::FuseMount,
+    dir: String,
+    env: Vec<(String, String)>,
+    cluster: Arc<weft_client::Cluster>,
+    _server: S3Server,
+}
+
+/// [`Tiered`] with the linked directory on MDT `mdt` (other than 0: an MDS process of its
+/// own, whose data mover's room gate is not in the agent's process).
+async fn tiered(mdt: u32) -> Tiered {
     let (ost_bytes, file, files) = geometry();
     let server = S3Server::start_s3s_fs().unwrap();
     server.create_bucket(BUCKET).unwrap();
@@ -64,9 +78,17 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
             .unwrap();
     }
     let env = server.env();
-    let tc = TestCluster::start_with_ost_size_and_env(crate::bin(), OSTS, ost_bytes, env.clone())
-        .await
-        .unwrap();
+    let mut tc =
+        TestCluster::start_with_ost_size_and_env(crate::bin(), OSTS, ost_bytes, env.clone())
+            .await
+            .unwrap();
+    if mdt != 0 {
+        tc.add_mds(mdt).await.unwrap();
+        let fs_dir = format!("{}:/{}/data", tc.mgs_addr, weft_testkit::FSNAME);
+        let index = mdt.to_string();
+        let (ok, out, err) = weft_env(&["mkdir", "-i", &index, &fs_dir], &env, LIMIT);
+        assert!(ok, "{out}{err}");
+    }
     let (tc, a, dir) = link(&server, tc);
     let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
     assert!(ok, "{out}{err}");
@@ -99,12 +121,26 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
         dataset > total,
         "the dataset ({dataset}) is larger than the OSTs ({total})"
     );
+    Tiered {
+        tc,
+        a,
+        dir,
+        env,
+        cluster,
+        _server: server,
+    }
+}
 
-    // The reader streams every file while the sampler watches the OSTs.
+/// Streams every file of `t` through its mount while a sampler watches the OSTs: every
+/// byte is the object's, no file is restored ahead, and no OST passes the high mark by
+/// more than one restore unit.
+async fn stream(t: &Tiered) {
+    let (ost_bytes, file, files) = geometry();
+    let dataset = (file * files) as u64;
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = tokio::spawn(sample(cluster.clone(), stop.clone()));
-    let t = Instant::now();
-    let root = a.path("data/set");
+    let sampler = tokio::spawn(sample(t.cluster.clone(), stop.clone()));
+    let started = Instant::now();
+    let root = t.a.path("data/set");
     let read = tokio::task::spawn_blocking(move || {
         for i in 0..files {
             let got = std::fs::read(root.join(format!("f{i:03}"))).unwrap();
@@ -115,9 +151,9 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
         }
     });
     read.await.unwrap();
-    let took = t.elapsed();
+    let took = started.elapsed();
     // Files of a repository with tiering are not restored ahead (no room to spare).
-    let ahead = crate::fuse_client_params::statahead_figures(&a.mnt)["restores_ahead"];
+    let ahead = crate::fuse_client_params::statahead_figures(&t.a.mnt)["restores_ahead"];
     assert_eq!(ahead, 0, "files restored ahead under tiering");
     stop.store(true, Ordering::Relaxed);
     let max = sampler.await.unwrap();
@@ -133,6 +169,14 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
             "OST{i} reached {used} bytes, past the high mark {high} by more than one unit ({file})"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_dataset() {
+    let (_, file, files) = geometry();
+    let t = tiered(0).await;
+    stream(&t).await;
+    let (env, a, dir) = (&t.env, &t.a, &t.dir);
 
     // Released bytes: in `repo show` and `weft df`, from the MDT's counts, which agree
     // with the files' states (counted before and after: tiering may still be releasing).
@@ -142,12 +186,12 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
     let count_released = || {
         let mut args = vec!["hsm_state"];
         args.extend(paths.iter().map(String::as_str));
-        let (ok, out, err) = weft_env(&args, &env, LIMIT);
+        let (ok, out, err) = weft_env(&args, env, LIMIT);
         assert!(ok, "{out}{err}");
         out.lines().filter(|l| l.contains("released")).count() as u64
     };
     let before = count_released();
-    let (ok, out, err) = weft_env(&["repo", "show", &dir], &env, LIMIT);
+    let (ok, out, err) = weft_env(&["repo", "show", dir], env, LIMIT);
     assert!(ok, "{out}{err}");
     let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
     let released: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -161,19 +205,49 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
         out.contains("tiering:         high 75% low 45% min-age 0s"),
         "{out}"
     );
-    let (ok, out, err) = weft_env(&["df", &dir], &env, LIMIT);
+    let (ok, out, err) = weft_env(&["df", dir], env, LIMIT);
     assert!(ok, "{out}{err}");
     let line = out.lines().find(|l| l.starts_with("released:")).unwrap();
     let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(kib >= released * file as u64 / 1024, "{out}");
     // The first file was released (least recently used) and loads again.
     let first = a.path("data/set/f000");
-    assert!(hsm_state(&first.display().to_string(), &env).contains("released"));
+    assert!(hsm_state(&first.display().to_string(), env).contains("released"));
     assert!(std::fs::read(&first).unwrap() == pattern(0, file, 0));
 
-    let (ok, out, err) = weft_env(&["repo", "tiering", &dir, "--off"], &env, LIMIT);
+    let (ok, out, err) = weft_env(&["repo", "tiering", dir, "--off"], env, LIMIT);
     assert!(ok && out.contains("tiering off"), "{out}{err}");
-    drop((a, tc));
+}
+
+/// The linked directory on MDT1, served by an MDS process of its own: its restores' room
+/// gate is not in the process of the agent (MDT0's), and tells it what it waits for.
+/// Restores there wait for room and get it from the agent's releases, never by giving up
+/// the wait (which would take [`weft_repo::tiering::GATE_WAIT`] each time and pass the
+/// high mark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_releases_for_restores_of_another_mds_process() {
+    let mut t = tiered(1).await;
+    stream(&t).await;
+    let mgs = t.tc.mgs_addr.clone();
+    let (ok, out, err) = weft_env(
+        &[
+            "get_param",
+            "--mgs",
+            &mgs,
+            "-n",
+            "mdt.*-MDT0001.mover.room_waits",
+        ],
+        &t.env,
+        LIMIT,
+    );
+    assert!(ok, "{out}{err}");
+    let waits: u64 = out.trim().parse().unwrap_or_else(|_| panic!("{out}"));
+    assert!(waits > 0, "MDT1's restores never waited for room: {out}");
+    let log = t.tc.mds_process(1).unwrap().log();
+    assert!(
+        !log.contains("no room under the tiering high mark in time"),
+        "a restore of MDT1 gave up waiting for room:\n{log}"
+    );
 }
 
 #[test]

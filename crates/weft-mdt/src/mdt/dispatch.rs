@@ -58,6 +58,15 @@ impl Mdt {
             (RequestClass::Hsm, MdtRequest::HsmPccWait { fid, wait_ms }) => {
                 self.hsm_pcc_wait(fid, wait_ms).await
             }
+            (RequestClass::Hsm, MdtRequest::HsmTieringWants { wants }) => {
+                if wants.len() > weft_proto::hsm::TIERING_WANTS_MAX {
+                    return Err(WireError::new(
+                        Errno::Inval,
+                        format!("{} tiering wants: more than one per OST", wants.len()),
+                    ));
+                }
+                Ok(MdtReply::TieringStuck(self.cluster.tiering_wants(&wants)))
+            }
             (RequestClass::Hsm, _) => Err(WireError::new(Errno::Proto, "not an HSM request")),
             (RequestClass::Change, req) => {
                 let detach = matches!(req, MdtRequest::HsmPccRw { attach: false, .. });

@@ -79,6 +79,9 @@ pub enum MdtReply {
     Imported(Vec<crate::hsm::ImportOutcome>),
     /// Where a file's archived copy is (`None`: it has none).
     Archive(Option<crate::hsm::ArchiveRef>),
+    /// The answer to `HsmTieringWants`: the OSTs of those wants on which the repository
+    /// agent lately found nothing to release (restores waiting for room there go on).
+    TieringStuck(Vec<u32>),
 }
 
 impl MdtReply {

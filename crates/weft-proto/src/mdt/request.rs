@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::codec::Message;
-use crate::hsm::{ArchiveRef, ImportEntry};
+use crate::hsm::{ArchiveRef, ImportEntry, OstWant};
 
 /// A request to a metadata target.
 // Variant fields are described in their variant's doc comment.
@@ -419,6 +419,13 @@ pub enum MdtRequest {
     /// no longer in a read-write PCC. Answered [`MdtReply::Progress`], `done` when it is
     /// not (any more).
     HsmPccWait { fid: Fid, wait_ms: u32 },
+    /// Restores of another MDS process wait for room under a tiering high mark: `wants`
+    /// tells, per OST, how many bytes they wait to write (at most
+    /// [`crate::hsm::TIERING_WANTS_MAX`] entries). Sent to MDT0, whose process runs the
+    /// repository agent, which releases for them as for its own process's restores (see
+    /// `weft_repo::tiering`); a want not sent again within a second is forgotten.
+    /// Server only; answered [`MdtReply::TieringStuck`].
+    HsmTieringWants { wants: Vec<OstWant> },
 }
 
 /// A non-directory to create, borrowed: the fields of [`MdtRequest::Create`] but the
@@ -524,7 +531,9 @@ impl MdtRequest {
             | MdtRequest::FsckInodes { .. }
             | MdtRequest::FsckEntries { .. }
             | MdtRequest::HsmArchiveRef { .. } => RequestClass::Read,
-            MdtRequest::HsmRestore { .. } | MdtRequest::HsmPccWait { .. } => RequestClass::Hsm,
+            MdtRequest::HsmRestore { .. }
+            | MdtRequest::HsmPccWait { .. }
+            | MdtRequest::HsmTieringWants { .. } => RequestClass::Hsm,
             MdtRequest::GetLock { .. }
             | MdtRequest::SetLock { .. }
             | MdtRequest::CancelLockWait { .. }
@@ -647,6 +656,7 @@ impl Message for MdtRequest {
             MdtRequest::HsmArchiveRef { .. } => 261,
             MdtRequest::HsmPccRw { .. } => 262,
             MdtRequest::HsmPccWait { .. } => 263,
+            MdtRequest::HsmTieringWants { .. } => 264,
         }
     }
 
@@ -722,6 +732,7 @@ impl Message for MdtRequest {
                 | MdtRequest::FreezeDir { .. }
                 | MdtRequest::InsertEntries { .. }
                 | MdtRequest::DropMigrated { .. }
+                | MdtRequest::HsmTieringWants { .. }
         )
     }
 
@@ -788,6 +799,7 @@ impl Message for MdtRequest {
             MdtRequest::HsmArchiveRef { .. } => "hsm_archive_ref",
             MdtRequest::HsmPccRw { .. } => "hsm_pcc_rw",
             MdtRequest::HsmPccWait { .. } => "hsm_pcc_wait",
+            MdtRequest::HsmTieringWants { .. } => "hsm_tiering_wants",
         }
     }
 }
