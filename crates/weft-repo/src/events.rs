@@ -36,22 +36,10 @@ pub async fn check(store: &RepoStore, queue: &str) -> Result<String, RepoError> 
     Sqs::new(queue, access)?.arn().await
 }
 
-/// The bucket of an `s3://BUCKET/PREFIX` URL.
-pub fn bucket_of(url: &str) -> Option<&str> {
-    let rest = url.strip_prefix("s3://")?;
-    let bucket = rest.split('/').next()?;
-    (!bucket.is_empty()).then_some(bucket)
-}
-
 /// Whether `key` is below `prefix` (empty: the whole bucket), by whole components; the
 /// prefix's own directory marker (`PREFIX/`) is not.
 pub fn under_prefix(key: &str, prefix: &str) -> bool {
-    if prefix.is_empty() {
-        return !key.is_empty() && key != "/";
-    }
-    key.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .is_some_and(|rest| !rest.is_empty())
+    crate::import::rel_key(prefix, key).is_some_and(|rel| !rel.is_empty() && rel != "/")
 }
 
 #[cfg(test)]
@@ -59,11 +47,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_fall_under_buckets_and_prefixes_by_whole_components() {
-        assert_eq!(bucket_of("s3://b/p/q"), Some("b"));
-        assert_eq!(bucket_of("s3://b"), Some("b"));
-        assert_eq!(bucket_of("s3:///p"), None);
-        assert_eq!(bucket_of("gs://b/p"), None);
+    fn keys_fall_under_prefixes_by_whole_components() {
         assert!(under_prefix("p/a", "p"));
         assert!(under_prefix("p/q/a", "p/q"));
         assert!(under_prefix("anything", ""));

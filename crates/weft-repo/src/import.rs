@@ -523,6 +523,15 @@ pub fn place_of(rel: &str) -> Result<KeyPlace, String> {
     })
 }
 
+/// `key` relative to a repository's `prefix` (empty: the whole bucket), by whole
+/// components: `None` when it is not under it.
+pub(crate) fn rel_key<'a>(prefix: &str, key: &'a str) -> Option<&'a str> {
+    if prefix.is_empty() {
+        return Some(key);
+    }
+    key.strip_prefix(prefix)?.strip_prefix('/')
+}
+
 /// The key of `location` relative to `prefix`, mapped to its place.
 fn classify(prefix: &Path, location: &str) -> Result<KeyPlace, String> {
     if location.len() > KEY_MAX {
@@ -531,15 +540,8 @@ fn classify(prefix: &Path, location: &str) -> Result<KeyPlace, String> {
             location.len()
         ));
     }
-    let p = prefix.as_ref();
-    let rel = if p.is_empty() {
-        location
-    } else {
-        location
-            .strip_prefix(p)
-            .and_then(|r| r.strip_prefix('/'))
-            .ok_or_else(|| "not under the repository's prefix".to_string())?
-    };
+    let rel = rel_key(prefix.as_ref(), location)
+        .ok_or_else(|| "not under the repository's prefix".to_string())?;
     place_of(rel)
 }
 

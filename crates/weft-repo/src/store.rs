@@ -36,10 +36,12 @@ pub struct RepoStore {
     aws: Option<AwsAccess>,
 }
 
-/// How an `s3://` repository reaches AWS services: the credential chain its store built
-/// (environment, profile, web identity, instance metadata) and its region.
+/// How an `s3://` repository reaches AWS services: its bucket, the credential chain its
+/// store built (environment, profile, web identity, instance metadata) and its region.
 #[derive(Clone, Debug)]
 pub struct AwsAccess {
+    /// The bucket (the URL's host).
+    pub bucket: String,
     /// The store's credential provider.
     pub credentials: object_store::aws::AwsCredentialProvider,
     /// The store's region.
@@ -93,6 +95,7 @@ impl RepoStore {
                     .unwrap_or_else(|| "us-east-1".to_string());
                 let s = Arc::new(b.build().map_err(|e| bad(&e.to_string()))?);
                 aws = Some(AwsAccess {
+                    bucket: bucket.to_string(),
                     credentials: s.credentials().clone(),
                     region,
                 });

@@ -51,6 +51,7 @@ const ALL: RepoPolicy = RepoPolicy {
 /// The test servers' credentials, for this process's own SQS calls.
 fn access() -> AwsAccess {
     AwsAccess {
+        bucket: BUCKET.into(),
         credentials: Arc::new(object_store::StaticCredentialProvider::new(AwsCredential {
             key_id: ACCESS_KEY.into(),
             secret_key: SECRET_KEY.into(),

@@ -406,9 +406,7 @@ async fn create(a: CreateArgs) -> Result<()> {
         .await
         .map_err(|e| repo_error(&e).context("the store does not answer"))?;
     if let Some(queue) = &spec.events {
-        weft_repo::events::check(&store, queue)
-            .await
-            .map_err(|e| repo_error(&e).context("the event queue does not answer"))?;
+        check_queue(&store, queue).await?;
     }
 
     let client = fspath::connect_client(&p).await?;
@@ -474,9 +472,7 @@ async fn update(mgs: Option<&str>, a: UpdateArgs) -> Result<()> {
     spec.validate().map_err(|e| anyhow!("{e}"))?;
     if let Some(queue) = &a.events {
         let store = weft_repo::RepoStore::open(&spec).map_err(|e| repo_error(&e))?;
-        weft_repo::events::check(&store, queue)
-            .await
-            .map_err(|e| repo_error(&e).context("the event queue does not answer"))?;
+        check_queue(&store, queue).await?;
     }
     let display = shown(via.as_ref(), &repo.spec.path);
     match mgs_call(
@@ -499,6 +495,15 @@ async fn update(mgs: Option<&str>, a: UpdateArgs) -> Result<()> {
         spec.export_policy,
         spec.events.as_deref().unwrap_or("-")
     );
+    Ok(())
+}
+
+/// Checks that the event queue `queue` answers with `store`'s credentials (`repo create`
+/// and `repo update --events`): nothing is changed otherwise.
+async fn check_queue(store: &weft_repo::RepoStore, queue: &str) -> Result<()> {
+    weft_repo::events::check(store, queue)
+        .await
+        .map_err(|e| repo_error(&e).context("the event queue does not answer"))?;
     Ok(())
 }
 

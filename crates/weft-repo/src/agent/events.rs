@@ -12,7 +12,7 @@ use super::{Counters, PARALLEL, count_import, removal, same_association};
 use crate::RepoError;
 use crate::events::s3_event::{self, Change, ChangeKind};
 use crate::events::sqs::{RECEIVE_MAX, Sqs, WAIT_MAX};
-use crate::events::{bucket_of, under_prefix};
+use crate::events::under_prefix;
 use crate::import::{self, ImportOptions};
 use crate::store::{AwsAccess, RepoStore};
 use std::collections::HashMap;
@@ -87,7 +87,7 @@ async fn receive(client: Arc<Client>, sqs: Sqs, c: Arc<Counters>) {
         for (repo, store) in repositories(&client, sqs.url(), &mut stores) {
             let mine: Vec<&Change> = changes
                 .iter()
-                .filter(|ch| bucket_of(&repo.spec.url) == Some(ch.bucket.as_str()))
+                .filter(|ch| store.aws().is_some_and(|a| a.bucket == ch.bucket))
                 .filter(|ch| under_prefix(&ch.key, store.prefix().as_ref()))
                 .collect();
             if mine.is_empty() {

@@ -98,13 +98,8 @@ pub(super) async fn remove_keys(
     let mut removed = 0;
     let mut emptied = Emptied::new();
     for key in keys {
-        let rel = if prefix.is_empty() {
-            key.as_str()
-        } else {
-            match key.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) {
-                Some(r) => r,
-                None => continue,
-            }
+        let Some(rel) = crate::import::rel_key(prefix, key) else {
+            continue;
         };
         let Ok(place) = place_of(rel) else { continue };
         let Some(name) = place.name else { continue };
