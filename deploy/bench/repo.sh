@@ -140,6 +140,9 @@ status=0
     --large-count "${LARGE_COUNT:-4}" --large-size "${LARGE_SIZE:-1G}" \
     --workers "${WORKERS:-4}" "$@" 2> "$D/phases" &
 bench_pid=$!
+# Its progress lines as they come (the CPU table below reads them from the file).
+tail -n +1 -f --pid="$bench_pid" "$D/phases" >&2 &
+tail_pid=$!
 # CPU=1: the CPU seconds every process spent in each phase, read from /proc when the
 # bench prints the phase's line (wall-clock ratios on a 2-CPU machine swing with the S3
 # server's own CPU; CPU seconds per phase show which process a change moved).
@@ -169,7 +172,7 @@ if [ "${CPU:-0}" = 1 ]; then
     done
 fi
 wait "$bench_pid" || status=$?
-cat "$D/phases" >&2
+wait "$tail_pid" || true
 if [ "${CPU:-0}" = 1 ]; then
     echo "== CPU seconds per phase (user + system, from the end of the previous phase)"
     column -t <<< "$cpu_table"
