@@ -6,7 +6,8 @@
 //! here: each is smaller than the MDT's 32 MiB unit), and every byte read is the
 //! object's. `weft df` and `weft repo show` show the released bytes. The same with the
 //! linked directory on MDT1 in an MDS process of its own: its restores wait for room that
-//! the agent of MDT0's process makes for them.
+//! the agent of MDT0's process makes for them, or stop waiting when it finds nothing to
+//! release.
 //!
 //! `WEFT_TIERING_FULL=1` scales it up (bigger OSTs and dataset) for a run by hand.
 
@@ -64,8 +65,9 @@ struct Tiered {
 }
 
 /// [`Tiered`] with the linked directory on MDT `mdt` (other than 0: an MDS process of its
-/// own, whose data mover's room gate is not in the agent's process).
-async fn tiered(mdt: u32) -> Tiered {
+/// own, whose data mover's room gate is not in the agent's process) and files used within
+/// `min_age` (as `--min-age` takes it) kept.
+async fn tiered(mdt: u32, min_age: &str) -> Tiered {
     let (ost_bytes, file, files) = geometry();
     let server = S3Server::start_s3s_fs().unwrap();
     server.create_bucket(BUCKET).unwrap();
@@ -103,13 +105,13 @@ async fn tiered(mdt: u32) -> Tiered {
             "--low",
             &low,
             "--min-age",
-            "0",
+            min_age,
         ],
         &env,
         LIMIT,
     );
     assert!(ok, "{out}{err}");
-    assert!(out.contains("high 75% low 45% min-age 0s"), "{out}");
+    assert!(out.contains("high 75% low 45% min-age"), "{out}");
 
     let cluster = tc.client().await.unwrap();
     let mut total = 0;
@@ -174,7 +176,7 @@ async fn stream(t: &Tiered) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_dataset() {
     let (_, file, files) = geometry();
-    let t = tiered(0).await;
+    let t = tiered(0, "0").await;
     stream(&t).await;
     let (env, a, dir) = (&t.env, &t.a, &t.dir);
 
@@ -226,7 +228,7 @@ async fn tiering_keeps_osts_under_the_high_mark_while_a_reader_streams_a_larger_
 /// high mark).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiering_releases_for_restores_of_another_mds_process() {
-    let mut t = tiered(1).await;
+    let mut t = tiered(1, "0").await;
     stream(&t).await;
     let mgs = t.tc.mgs_addr.clone();
     let (ok, out, err) = weft_env(
@@ -247,6 +249,50 @@ async fn tiering_releases_for_restores_of_another_mds_process() {
     assert!(
         !log.contains("no room under the tiering high mark in time"),
         "a restore of MDT1 gave up waiting for room:\n{log}"
+    );
+}
+
+/// As above with nothing to release (every file younger than the minimum age): the agent
+/// finds nothing, says so in its answer, and MDT1's restores stop waiting for room at once
+/// (an OST then passes the high mark, as without tiering) instead of each waiting for
+/// [`weft_repo::tiering::GATE_WAIT`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_of_another_mds_process_stop_waiting_when_nothing_can_be_released() {
+    let (_, file, files) = geometry();
+    let mut t = tiered(1, "1d").await;
+    // Read until an OST is past its high mark (short of full: each file lands on one OST).
+    let mut over = false;
+    for i in 0..files {
+        let got = std::fs::read(t.a.path(&format!("data/set/f{i:03}"))).unwrap();
+        assert!(got == pattern(0, file, i as u64), "file {i}");
+        for o in 0..OSTS {
+            let u = weft_repo::tiering::usage(&t.cluster, o).await.unwrap();
+            over |= u.used > TieringPolicy::mark(u.total, HIGH);
+        }
+        if over {
+            break;
+        }
+    }
+    assert!(over, "no OST passed its high mark");
+    let mgs = t.tc.mgs_addr.clone();
+    let (ok, out, err) = weft_env(
+        &[
+            "get_param",
+            "--mgs",
+            &mgs,
+            "-n",
+            "mdt.*-MDT0001.mover.room_waits",
+        ],
+        &t.env,
+        LIMIT,
+    );
+    assert!(ok, "{out}{err}");
+    let waits: u64 = out.trim().parse().unwrap_or_else(|_| panic!("{out}"));
+    assert!(waits > 0, "MDT1's restores never waited for room: {out}");
+    let log = t.tc.mds_process(1).unwrap().log();
+    assert!(
+        !log.contains("no room under the tiering high mark in time"),
+        "a restore of MDT1 waited out the gate instead of hearing that nothing can be released:\n{log}"
     );
 }
 
