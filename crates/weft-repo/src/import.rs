@@ -10,13 +10,13 @@
 //! times; a symlink's target is its body.
 //!
 //! The work is a pipeline, so that no object costs a round trip of its own: one listing
-//! (in key order, resumable after a checkpoint key, in large pages fetched one ahead: see
-//! [`listing`]), up to [`HEADS_IN_FLIGHT`] HEADs for the metadata, entries gathered per
-//! directory into batches of up to [`BATCH_MAX`], and up to `parallel` `ImportEntries`
-//! batches in flight. A directory's partial batch goes as soon as the listing has moved
-//! on to another directory and its HEADs are done, so the MDT works while the listing
-//! goes on. The MDT decides each entry's outcome (created, unchanged, updated, conflict,
-//! failed), all entries of a batch in one transaction.
+//! (in key order, resumable after a checkpoint key, walked directory by directory or in
+//! large pages: see [`listing`]), up to [`HEADS_IN_FLIGHT`] HEADs for the metadata,
+//! entries gathered per directory into batches of up to [`BATCH_MAX`], and up to
+//! `parallel` `ImportEntries` batches in flight. A directory's partial batch goes as soon
+//! as the listing has moved on to another directory and its HEADs are done, so the MDT
+//! works while the listing goes on. The MDT decides each entry's outcome (created,
+//! unchanged, updated, conflict, failed), all entries of a batch in one transaction.
 //!
 //! Memory is bounded: objects listed but not yet settled are at most [`PENDING_MAX`]
 //! (partial batches are sent early to stay under it), and the directory cache is dropped

@@ -1,12 +1,14 @@
 //! The import's listing of a repository: every object under the prefix in key order, from
 //! a checkpoint key on.
 //!
-//! Where the store lists page by page (S3, GCS), pages of up to [`LIST_PAGE`] keys are
-//! asked for (a store that allows fewer, as AWS S3 with its 1,000, answers fewer: nothing
-//! else changes), and the next page is fetched while the current one is worked on (one
-//! page ahead, so memory stays bounded by two pages). Fewer, larger pages matter where a
-//! page costs more than its keys: a server that walks its whole bucket for every page
-//! (s3s-fs) lists n keys in n / page walks. Other stores use `ObjectStore::list`.
+//! Where the store lists page by page (S3, GCS), the listing is walked directory by
+//! directory, several directories listed at once ([`walk`]), and goes flat where that does
+//! not pay. A flat listing asks for pages of up to [`LIST_PAGE`] keys (a store that allows
+//! fewer, as AWS S3 with its 1,000, answers fewer: nothing else changes), and fetches the
+//! next page while the current one is worked on (one page ahead, so memory stays bounded by
+//! two pages). Fewer, larger pages matter where a page costs more than its keys: a server
+//! that walks its whole bucket for every page (s3s-fs) lists n keys in n / page walks.
+//! Other stores use `ObjectStore::list`.
 
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
@@ -30,7 +32,7 @@ pub(super) fn objects<'a>(
 ) -> BoxStream<'a, object_store::Result<ObjectMeta>> {
     let non_empty = Some(prefix).filter(|p| !p.as_ref().is_empty());
     match (pages, after) {
-        (Some(pages), _) => paged(
+        (Some(pages), _) => walk::walked(
             pages.clone(),
             non_empty.map(|p| format!("{}{DELIMITER}", p.as_ref())),
             after.map(|a| a.as_ref().to_string()),
@@ -41,8 +43,9 @@ pub(super) fn objects<'a>(
     }
 }
 
-/// Pages of up to `page` keys under `prefix` (with its trailing `/`) after `after`, one
-/// page fetched ahead by a task of its own; a listing error ends the stream after it.
+/// The flat listing: pages of up to `page` keys under `prefix` (with its trailing `/`)
+/// after `after`, one page fetched ahead by a task of its own (started at once); a listing
+/// error ends the stream after it.
 fn paged(
     lister: Arc<dyn PaginatedListStore>,
     prefix: Option<String>,
@@ -89,6 +92,8 @@ fn paged(
     })
     .boxed()
 }
+
+mod walk;
 
 #[cfg(test)]
 mod tests;

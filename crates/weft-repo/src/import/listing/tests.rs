@@ -81,6 +81,118 @@ async fn a_listing_error_ends_the_listing_with_it() {
     assert!(got[0].is_err());
 }
 
+/// Puts a one-byte object at each key.
+async fn put_all(s3: &AmazonS3, keys: &[String]) {
+    for key in keys {
+        s3.put(&Path::from(key.as_str()), PutPayload::from_static(b"w"))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walk_gives_every_key_once_in_order_from_any_checkpoint() {
+    let server = S3Server::start_s3s_fs().unwrap();
+    server.create_bucket("walk").unwrap();
+    let s3 = s3(&server, "walk");
+    // Objects beside directories, names that sort between a directory and its neighbours
+    // ('-' and '.' before '/', '0' after it), a chain of single directories, deep keys.
+    let mut want: Vec<String> = [
+        "w/a",
+        "w/d1-x",
+        "w/d1.txt",
+        "w/d1/deep/e/f",
+        "w/d10/k",
+        "w/d2/m/n/o",
+        "w/z",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .chain((0..5).map(|i| format!("w/d1/k{i}")))
+    .collect();
+    put_all(&s3, &want).await;
+    // Outside the prefix: never listed.
+    put_all(&s3, &["wx/k".to_string(), "w0".to_string()]).await;
+    want.sort();
+    let store: &dyn ObjectStore = s3.as_ref();
+    let pages: Arc<dyn PaginatedListStore> = s3.clone();
+    let prefix = Path::from("w");
+    // Pages of 1 to 3 keys: levels over a page are listed flat, the others walked.
+    for page in [1, 2, 3, 50, LIST_PAGE] {
+        assert_eq!(keys(store, Some(&pages), &prefix, None, page).await, want);
+    }
+    // Walked: one listing per directory (w/, w/d1/, w/d1/deep/, w/d1/deep/e/, w/d10/,
+    // w/d2/, w/d2/m/, w/d2/m/n/).
+    let faults = server.faults().unwrap();
+    let before = faults.requests();
+    assert_eq!(keys(store, Some(&pages), &prefix, None, 50).await, want);
+    assert_eq!(faults.requests() - before, 8);
+    // From every key given, and from points between keys (inside a directory, before a
+    // directory's name, past the last key).
+    for (i, after) in want.iter().enumerate() {
+        for page in [2, 50] {
+            assert_eq!(
+                keys(store, Some(&pages), &prefix, Some(after), page).await,
+                want[i + 1..],
+                "after {after} in pages of {page}"
+            );
+        }
+    }
+    for after in ["w/d1", "w/d1/k2a", "w/d1/deep", "w/d2/m", "w/zz", "w/0"] {
+        let rest: Vec<String> = want
+            .iter()
+            .filter(|k| k.as_str() > after)
+            .cloned()
+            .collect();
+        assert_eq!(
+            keys(store, Some(&pages), &prefix, Some(after), 50).await,
+            rest,
+            "after {after}"
+        );
+    }
+    // The whole bucket (no prefix) is walked the same way.
+    let mut all = want.clone();
+    all.extend(["w0".to_string(), "wx/k".to_string()]);
+    all.sort();
+    assert_eq!(
+        keys(store, Some(&pages), &Path::default(), None, 50).await,
+        all
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_walk_of_small_directories_goes_flat() {
+    let server = S3Server::start_s3s_fs().unwrap();
+    server.create_bucket("small").unwrap();
+    let s3 = s3(&server, "small");
+    // A directory per sample, one key each.
+    let dirs = 200;
+    let mut want: Vec<String> = (0..dirs).map(|i| format!("s/{i:03}/x")).collect();
+    want.push("s/top".to_string());
+    put_all(&s3, &want).await;
+    want.sort();
+    let faults = server.faults().unwrap();
+    let store: &dyn ObjectStore = s3.as_ref();
+    let pages: Arc<dyn PaginatedListStore> = s3.clone();
+    let prefix = Path::from("s");
+    let before = faults.requests();
+    assert_eq!(keys(store, Some(&pages), &prefix, None, 1000).await, want);
+    let listings = faults.requests() - before;
+    // The probe's listings, the directories fetched ahead when it ended, and one flat
+    // listing of the rest: not one request per directory.
+    let most = 1 + walk::WALK_PROBE + walk::WALK_AHEAD as u64 + 1;
+    assert!(
+        listings <= most,
+        "{listings} listings for {dirs} directories of one key (at most {most} expected)"
+    );
+    // From a checkpoint inside the directories, the same.
+    let after = &want[120];
+    assert_eq!(
+        keys(store, Some(&pages), &prefix, Some(after), 1000).await,
+        want[121..]
+    );
+}
+
 #[tokio::test]
 async fn stores_without_pages_list_through_object_store() {
     let mem = InMemory::new();
