@@ -7,6 +7,7 @@ use futures::TryStreamExt;
 use object_store::aws::AmazonS3;
 use object_store::memory::InMemory;
 use object_store::{ObjectStoreExt, PutPayload};
+use proptest::prelude::*;
 use weft_testkit::S3Server;
 
 fn s3(server: &S3Server, bucket: &str) -> Arc<AmazonS3> {
@@ -210,4 +211,72 @@ async fn stores_without_pages_list_through_object_store() {
         ["a/2", "a/3"]
     );
     assert_eq!(keys(&mem, None, &Path::default(), None, 1).await.len(), 4);
+}
+
+/// Random key trees: names that sort around `/` ('-' and '.' before it, '0' after), one to
+/// four levels; a key that would be another's directory is left out (s3s-fs keeps objects
+/// as files, so `a/d` and `a/d/x` cannot both exist).
+fn key_tree() -> impl Strategy<Value = Vec<String>> {
+    let dir = prop::sample::select(vec!["d", "d-", "d.", "d0", "e"]);
+    let leaf = prop::sample::select(vec!["d", "d-", "d.x", "d0", "f", "z"]);
+    let key = (prop::collection::vec(dir, 0..4), leaf).prop_map(|(dirs, leaf)| {
+        let mut k = String::from("t/");
+        for d in dirs {
+            k.push_str(d);
+            k.push('/');
+        }
+        k.push_str(leaf);
+        k
+    });
+    prop::collection::btree_set(key, 1..40).prop_map(|set| {
+        let keys: Vec<String> = set.iter().cloned().collect();
+        keys.iter()
+            .filter(|k| !keys.iter().any(|o| o.starts_with(&format!("{k}/"))))
+            .cloned()
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// The walk gives what a sorted filter of the keys gives, from any checkpoint (a key
+    /// of the tree or any point between keys), in pages of any size.
+    #[test]
+    fn the_walk_lists_any_tree_like_a_sorted_filter(
+        keys_in in key_tree(),
+        page in prop::sample::select(vec![1usize, 2, 3, 5, 50]),
+        after_pick in prop::option::of(any::<prop::sample::Index>()),
+        between in any::<bool>(),
+    ) {
+        static SERVER: std::sync::OnceLock<S3Server> = std::sync::OnceLock::new();
+        static BUCKETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let server = SERVER.get_or_init(|| S3Server::start_s3s_fs().unwrap());
+        let bucket = format!(
+            "prop{}",
+            BUCKETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        server.create_bucket(&bucket).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let s3 = s3(server, &bucket);
+        // A point between keys: a key with a suffix that sorts right after it.
+        let after = after_pick.map(|i| {
+            let k = i.get(&keys_in).clone();
+            if between { format!("{k}-") } else { k }
+        });
+        let want: Vec<String> = keys_in
+            .iter()
+            .filter(|k| after.as_ref().is_none_or(|a| k.as_str() > a.as_str()))
+            .cloned()
+            .collect();
+        let got = rt.block_on(async {
+            put_all(&s3, &keys_in).await;
+            let pages: Arc<dyn PaginatedListStore> = s3.clone();
+            keys(s3.as_ref(), Some(&pages), &Path::from("t"), after.as_deref(), page).await
+        });
+        prop_assert_eq!(got, want);
+    }
 }
