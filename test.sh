@@ -5,8 +5,8 @@
 #
 # Needs: Linux with /dev/fuse, root (the tests mount FUSE file systems and switch to other
 # users), Rust (cargo), python3 (its venv module: python3-venv is installed with apt-get
-# when missing), openssl (likewise), and the crates.io registry and PyPI for the pinned
-# test tools.
+# when missing), openssl (likewise), node and npm (likewise: Azurite's), and the
+# crates.io registry, PyPI and the npm registry for the pinned test tools.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -79,6 +79,30 @@ if ! moto_ok; then
     moto_pip=$!
 fi
 
+# Azurite (Microsoft's Azure Storage emulator, Node.js) for the az:// repository test
+# (crates/weft-cli/tests/it/repo_s3.rs), from the npm registry into target/test-tools/azurite,
+# in the background like moto; node and npm come from apt-get where missing.
+azurite_version=3.37.0
+azurite_dir="$tools/azurite"
+azurite_ok() {
+    [ -x "$azurite_dir/node_modules/.bin/azurite-blob" ] &&
+        grep -qs "\"version\": \"$azurite_version\"" "$azurite_dir/node_modules/azurite/package.json"
+}
+if ! azurite_ok; then
+    echo "== installing azurite $azurite_version into $azurite_dir"
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+        if command -v apt-get >/dev/null; then
+            apt-get update -qq && apt-get install -y -qq nodejs npm
+        else
+            echo "test.sh: node and npm are missing (the az:// test runs Azurite)" >&2
+            exit 1
+        fi
+    fi
+    mkdir -p "$azurite_dir"
+    npm install --no-audit --no-fund --silent --prefix "$azurite_dir" "azurite@$azurite_version" &
+    azurite_npm=$!
+fi
+
 # ---- Python (issue 26): the weftfs package of crates/weft-py ----------------------------
 # Its build and test tools in a virtual environment of their own (the moto one's pattern);
 # the wheel is built beside the cargo tests and its pytest suite run after them (below).
@@ -108,8 +132,13 @@ if [ -n "${moto_pip:-}" ] && ! wait "$moto_pip"; then
     echo "test.sh: installing moto[server] into $venv failed" >&2
     exit 1
 fi
+if [ -n "${azurite_npm:-}" ] && ! wait "$azurite_npm"; then
+    echo "test.sh: installing azurite into $azurite_dir failed" >&2
+    exit 1
+fi
 mkdir -p "$tools/bin"
 ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
+ln -sf "$azurite_dir/node_modules/.bin/azurite-blob" "$tools/bin/azurite-blob"
 export PATH="$tools/bin:$PATH"
 
 # Clippy's lints (-D warnings) inside the test build: what `cargo clippy --workspace

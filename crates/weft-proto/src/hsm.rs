@@ -159,7 +159,8 @@ pub struct RepoSpec {
     /// `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX` or
     /// `file:///DIR`.
     pub url: String,
-    /// An S3-compatible server's endpoint (`http://127.0.0.1:9000`); `None` for AWS.
+    /// An S3-compatible server's endpoint (`http://127.0.0.1:9000`), or an Azure account's URL
+    /// (an emulator's, a private endpoint's); `None` for the cloud's own.
     pub endpoint: Option<String>,
     /// The store's region, if it needs one.
     pub region: Option<String>,

@@ -212,7 +212,7 @@ pub async fn export_file(
                 store.url(),
                 &key,
                 size,
-                meta.encode(),
+                meta.encode_as(store.key_style()),
                 PART_SIZE,
                 |_, _| {
                     let body = body.clone();
@@ -232,7 +232,7 @@ pub async fn export_file(
                 store.url(),
                 &key,
                 size,
-                meta.encode(),
+                meta.encode_as(store.key_style()),
                 PART_SIZE,
                 |offset, len| {
                     let file = &file;

@@ -8,6 +8,10 @@
 //! | `file-owner`, `file-group` | decimal uid and gid |
 //! | `file-atime`, `file-mtime` | nanoseconds since the epoch and `ns`, e.g. `1700000000123456789ns` |
 //!
+//! Azure Blob Storage allows only C# identifiers as metadata names (a `-` is refused), so
+//! on `az://` stores the same keys are spelled with `_` (`file_permissions`, ...:
+//! [`KeyStyle::Identifiers`]). Decoding reads either spelling.
+//!
 //! Decoding is lenient, as objects come from anyone: a missing or malformed value falls
 //! back to its default (a regular file `0644`, uid and gid 0, both times the object's
 //! last-modified time) and never fails the object. Encoding writes all five keys.
@@ -25,6 +29,26 @@ pub const GROUP: &str = "file-group";
 pub const ATIME: &str = "file-atime";
 /// The user metadata key of the modification time (`<nanoseconds>ns`).
 pub const MTIME: &str = "file-mtime";
+
+/// How a store spells the metadata keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyStyle {
+    /// FSx for Lustre's keys, with `-` (S3, GCS, local directories).
+    #[default]
+    Fsx,
+    /// The same keys with `_` for `-`: Azure Blob Storage takes only C# identifiers.
+    Identifiers,
+}
+
+impl KeyStyle {
+    /// `key` (one of the constants above) as this style spells it.
+    pub fn spell(self, key: &'static str) -> std::borrow::Cow<'static, str> {
+        match self {
+            KeyStyle::Fsx => key.into(),
+            KeyStyle::Identifiers => key.replace('-', "_").into(),
+        }
+    }
+}
 
 /// The type bits of `st_mode`.
 pub const S_IFMT: u32 = 0o170_000;
@@ -86,8 +110,9 @@ impl FileMeta {
     /// an object last modified at `modified` wherever a value is missing or malformed.
     pub fn decode(attrs: &Attributes, modified: Timestamp) -> Self {
         let get = |key: &'static str| -> Option<&str> {
-            attrs
-                .get(&Attribute::Metadata(key.into()))
+            [KeyStyle::Fsx, KeyStyle::Identifiers]
+                .into_iter()
+                .find_map(|style| attrs.get(&Attribute::Metadata(style.spell(key))))
                 .map(|v| v.as_ref().trim())
         };
         let mut m = Self::defaults(modified);
@@ -109,11 +134,19 @@ impl FileMeta {
         m
     }
 
-    /// The metadata as object attributes, for an export.
+    /// The metadata as object attributes, for an export, with FSx's keys.
     pub fn encode(&self) -> Attributes {
+        self.encode_as(KeyStyle::Fsx)
+    }
+
+    /// The metadata as object attributes, with the keys spelled as `style` spells them.
+    pub fn encode_as(&self, style: KeyStyle) -> Attributes {
         let mut a = Attributes::new();
         let mut put = |key: &'static str, value: String| {
-            a.insert(Attribute::Metadata(key.into()), AttributeValue::from(value));
+            a.insert(
+                Attribute::Metadata(style.spell(key)),
+                AttributeValue::from(value),
+            );
         };
         put(PERMISSIONS, format_mode(self.mode));
         put(OWNER, self.uid.to_string());
@@ -260,6 +293,38 @@ mod tests {
         assert_eq!(get(GROUP).as_deref(), Some("8"));
         assert_eq!(get(ATIME).as_deref(), Some("1000000002ns"));
         assert_eq!(get(MTIME).as_deref(), Some("3000000004ns"));
+    }
+
+    #[test]
+    fn azure_spells_the_keys_as_identifiers_and_reads_back() {
+        let m = FileMeta {
+            mode: S_IFREG | 0o600,
+            uid: 1000,
+            gid: 100,
+            atime: t(10, 1),
+            mtime: t(20, 2),
+        };
+        let a = m.encode_as(KeyStyle::Identifiers);
+        let mut names: Vec<String> = a
+            .iter()
+            .filter_map(|(k, _)| match k {
+                Attribute::Metadata(name) => Some(name.to_string()),
+                _ => None,
+            })
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "file_atime",
+                "file_group",
+                "file_mtime",
+                "file_owner",
+                "file_permissions"
+            ]
+        );
+        assert_eq!(FileMeta::decode(&a, t(0, 0)), m);
+        assert_eq!(KeyStyle::Fsx.spell(PERMISSIONS), PERMISSIONS);
     }
 
     proptest! {

@@ -7,8 +7,11 @@
 //! (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`, web identity, instance
 //! metadata; `GOOGLE_SERVICE_ACCOUNT`...; `AZURE_STORAGE_ACCOUNT_NAME`/`..._KEY`...). The
 //! spec never holds them, so the MGS never stores them and nothing prints them.
+//! `--endpoint` names an S3-compatible server's URL, or an Azure account's
+//! (`http://127.0.0.1:10000/devstoreaccount1` for the Azurite emulator).
 
 use crate::error::RepoError;
+use crate::meta::KeyStyle;
 use object_store::ObjectStore;
 use object_store::list::PaginatedListStore;
 use object_store::path::Path;
@@ -34,6 +37,8 @@ pub struct RepoStore {
     /// For `s3://`: the store's credentials and region, which the bucket's event queue
     /// ([`crate::events`]) is reached with too.
     aws: Option<AwsAccess>,
+    /// How the store spells FSx's metadata keys.
+    key_style: KeyStyle,
 }
 
 /// How an `s3://` repository reaches AWS services: its bucket, the credential chain its
@@ -75,6 +80,7 @@ impl RepoStore {
             Path,
         );
         let mut aws = None;
+        let mut key_style = KeyStyle::Fsx;
         let (store, pages, prefix): Opened = match url.scheme() {
             "s3" => {
                 let bucket = url.host_str().ok_or_else(|| bad("no bucket"))?;
@@ -113,11 +119,18 @@ impl RepoStore {
             }
             "az" => {
                 let container = url.host_str().ok_or_else(|| bad("no container"))?;
-                let s = object_store::azure::MicrosoftAzureBuilder::from_env()
+                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
                     .with_container_name(container)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| bad(&e.to_string()))?;
+                    .with_retry(retry);
+                // The account's URL, for an emulator or a private endpoint
+                // (`http://127.0.0.1:10000/devstoreaccount1` for Azurite).
+                if let Some(endpoint) = &spec.endpoint {
+                    b = b
+                        .with_endpoint(endpoint.clone())
+                        .with_allow_http(endpoint.starts_with("http://"));
+                }
+                let s = b.build().map_err(|e| bad(&e.to_string()))?;
+                key_style = KeyStyle::Identifiers;
                 (Arc::new(s), None, prefix)
             }
             "file" => {
@@ -139,6 +152,7 @@ impl RepoStore {
             prefix,
             url: spec.url.clone(),
             aws,
+            key_style,
         })
     }
 
@@ -172,6 +186,11 @@ impl RepoStore {
     /// The repository's URL, as given (for messages).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// How the store spells FSx's metadata keys (`_` for `-` on Azure).
+    pub fn key_style(&self) -> KeyStyle {
+        self.key_style
     }
 
     /// For `s3://` repositories: the credentials and region the store uses.

@@ -7,6 +7,7 @@
 //! [`s3`] starts real S3-compatible servers (s3s-fs, moto) for tests of data repositories;
 //! [`lab`] makes several hosts out of network namespaces and runs a cluster across them.
 
+pub mod azurite;
 mod data;
 pub mod lab;
 mod pki;
@@ -15,6 +16,7 @@ pub mod s3;
 pub mod s3_faults;
 mod wait;
 
+pub use azurite::AzureServer;
 pub use data::pattern;
 pub use pki::TestPki;
 pub use process::{ServerProcess, free_port};

@@ -140,7 +140,8 @@ pub struct CreateArgs {
     /// The store: s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX or
     /// file:///DIR. Credentials come from the environment, never from the URL.
     pub url: String,
-    /// An S3-compatible server's endpoint (http://127.0.0.1:9000).
+    /// An S3-compatible server's endpoint (http://127.0.0.1:9000), or an Azure account's URL
+    /// (Azurite: http://127.0.0.1:10000/devstoreaccount1).
     #[arg(long)]
     pub endpoint: Option<String>,
     /// The store's region.

@@ -1,14 +1,15 @@
-//! Data repositories end to end, as a user drives them: real S3-compatible servers
-//! (s3s-fs and moto, the same test bodies for each), real `weft mgs`/`mds`/`oss`
-//! processes with the store's credentials in the MDS's environment, the `weft repo` and
-//! `weft hsm_*` verbs, and two FUSE mounts.
+//! Data repositories end to end, as a user drives them: real stores (the S3-compatible
+//! s3s-fs and moto, and Azurite for `az://`: the same test body for each), real `weft
+//! mgs`/`mds`/`oss` processes with the store's credentials in the MDS's environment, the
+//! `weft repo` and `weft hsm_*` verbs, and two FUSE mounts.
 //!
 //! - Import: 10,000 objects under nested keys, FSx metadata keys and an FSx symlink become
 //!   released files with the objects' attributes.
 //! - Lazy load: two mounts read one released file at once, one from the start and one from
 //!   the middle; both get the object's bytes, and the MDT runs one restore for them.
 //! - Export: a new file and a changed imported one are uploaded with FSx's metadata and
-//!   read back by a plain S3 client; release then read restores the same bytes.
+//!   read back by a plain client of the store; release then read restores the same
+//!   bytes.
 //! - A store that dies while a file is loading: the reader gets EIO in bounded time, and a
 //!   read after the store is back succeeds (s3s-fs, whose data survives a restart).
 //! - The store's secret appears in no output and no log.
@@ -23,8 +24,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use weft_repo::meta::KeyStyle;
 use weft_testkit::s3::{REGION, SECRET_KEY};
-use weft_testkit::{S3Server, TestCluster, pattern};
+use weft_testkit::{AzureServer, S3Server, TestCluster, pattern};
 
 pub(crate) const BUCKET: &str = "data";
 pub(crate) const PREFIX: &str = "ds";
@@ -42,7 +44,8 @@ pub(crate) fn bucket(server: &S3Server) -> Arc<dyn ObjectStore> {
     server.client(BUCKET).unwrap()
 }
 
-fn fsx_metadata(mode: &str, uid: u32, gid: u32, mtime_ns: u64) -> Attributes {
+/// FSx's metadata keys, spelled as the store takes them.
+fn fsx_metadata(style: KeyStyle, mode: &str, uid: u32, gid: u32, mtime_ns: u64) -> Attributes {
     let mut a = Attributes::new();
     for (k, v) in [
         ("file-permissions", mode.to_string()),
@@ -51,7 +54,7 @@ fn fsx_metadata(mode: &str, uid: u32, gid: u32, mtime_ns: u64) -> Attributes {
         ("file-mtime", format!("{mtime_ns}ns")),
         ("file-atime", format!("{mtime_ns}ns")),
     ] {
-        a.insert(Attribute::Metadata(k.into()), v.into());
+        a.insert(Attribute::Metadata(style.spell(k)), v.into());
     }
     a
 }
@@ -66,7 +69,7 @@ fn small_body(i: usize) -> Vec<u8> {
 
 /// Fills the bucket: the small objects (every 100th with FSx metadata), a big object, an
 /// object deep in the tree and an FSx symlink to the big one.
-async fn populate(store: &Arc<dyn ObjectStore>) {
+async fn populate(store: &Arc<dyn ObjectStore>, style: KeyStyle) {
     use futures::StreamExt;
     futures::stream::iter(0..SMALL_OBJECTS)
         .map(|i| {
@@ -75,7 +78,7 @@ async fn populate(store: &Arc<dyn ObjectStore>) {
                 let path = StorePath::from(small_key(i));
                 let opts = PutOptions {
                     attributes: if i % 100 == 0 {
-                        fsx_metadata("0100640", 1000, 100, 1_700_000_000_123_456_789)
+                        fsx_metadata(style, "0100640", 1000, 100, 1_700_000_000_123_456_789)
                     } else {
                         Attributes::new()
                     },
@@ -103,7 +106,7 @@ async fn populate(store: &Arc<dyn ObjectStore>) {
         .await
         .unwrap();
     let opts = PutOptions {
-        attributes: fsx_metadata("0120777", 0, 0, 1_600_000_000_000_000_000),
+        attributes: fsx_metadata(style, "0120777", 0, 0, 1_600_000_000_000_000_000),
         ..Default::default()
     };
     store
@@ -125,35 +128,109 @@ async fn linked(server: &S3Server) -> (TestCluster, FuseMount, String) {
     link(server, tc)
 }
 
+/// A store the round trip runs against: the test's own client of the bucket (or
+/// container), the environment that reaches it, `weft repo create`'s arguments after
+/// the path, and the secret nothing may print.
+struct Target {
+    name: String,
+    store: Arc<dyn ObjectStore>,
+    env: Vec<(String, String)>,
+    create: Vec<String>,
+    secret: String,
+    /// How the store spells FSx's metadata keys.
+    style: KeyStyle,
+}
+
+impl Target {
+    /// Bucket `data` of an S3 server (made here), linked as `s3://data/ds`.
+    fn s3(server: &S3Server) -> Self {
+        server.create_bucket(BUCKET).unwrap();
+        Self {
+            name: format!("{:?}", server.kind()),
+            store: bucket(server),
+            env: server.env(),
+            create: s3_create_args(server),
+            secret: SECRET_KEY.to_string(),
+            style: KeyStyle::Fsx,
+        }
+    }
+
+    /// Container `data` of an Azurite server (made here), linked as `az://data/ds`.
+    fn azure(server: &AzureServer) -> Self {
+        server.create_container(BUCKET).unwrap();
+        Self {
+            name: "Azurite".to_string(),
+            store: server.client(BUCKET).unwrap(),
+            env: server.env(),
+            create: vec![
+                format!("az://{BUCKET}/{PREFIX}"),
+                "--endpoint".to_string(),
+                server.endpoint(),
+            ],
+            secret: weft_testkit::azurite::ACCOUNT_KEY.to_string(),
+            style: KeyStyle::Identifiers,
+        }
+    }
+
+    /// A cluster whose MDS reaches the store, a mount, and repository 1 linked at
+    /// `MNT/data`.
+    async fn linked(&self) -> (TestCluster, FuseMount, String) {
+        let tc = TestCluster::start_with_env(crate::bin(), 4, self.env.clone())
+            .await
+            .unwrap();
+        link_to(tc, &self.create, &self.env, &self.secret)
+    }
+
+    /// The mode's metadata key as the store spells it.
+    fn permissions_key(&self) -> std::borrow::Cow<'static, str> {
+        self.style.spell(weft_repo::meta::PERMISSIONS)
+    }
+
+    fn assert_no_secret(&self, outputs: &[&str]) {
+        assert_no_secret(&self.secret, outputs);
+    }
+}
+
+/// `weft repo create`'s arguments after the path for `s3://data/ds` on `server`.
+fn s3_create_args(server: &S3Server) -> Vec<String> {
+    [
+        &format!("s3://{BUCKET}/{PREFIX}"),
+        "--endpoint",
+        &server.endpoint(),
+        "--region",
+        REGION,
+        "--path-style",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// A mount of `tc` and repository 1 linked at `MNT/data` to `s3://data/ds` on `server`.
 pub(crate) fn link(server: &S3Server, tc: TestCluster) -> (TestCluster, FuseMount, String) {
+    link_to(tc, &s3_create_args(server), &server.env(), SECRET_KEY)
+}
+
+/// A mount of `tc` and repository 1 linked at `MNT/data` by `weft repo create MNT/data
+/// CREATE...` run with `env`, whose output must not show `secret`.
+fn link_to(
+    tc: TestCluster,
+    create: &[String],
+    env: &[(String, String)],
+    secret: &str,
+) -> (TestCluster, FuseMount, String) {
     let a = FuseMount::start(&tc, "");
     let dir = a.path("data").display().to_string();
-    let url = format!("s3://{BUCKET}/{PREFIX}");
-    let endpoint = server.endpoint();
-    let (ok, out, err) = weft_env(
-        &[
-            "repo",
-            "create",
-            &dir,
-            &url,
-            "--endpoint",
-            &endpoint,
-            "--region",
-            REGION,
-            "--path-style",
-        ],
-        &server.env(),
-        LIMIT,
-    );
+    let mut args = vec!["repo", "create", &dir];
+    args.extend(create.iter().map(String::as_str));
+    let (ok, out, err) = weft_env(&args, env, LIMIT);
     assert!(ok, "repo create: {out}{err}");
-    assert_no_secret(&[&out, &err]);
+    assert_no_secret(secret, &[&out, &err]);
     (tc, a, dir)
 }
 
-fn assert_no_secret(outputs: &[&str]) {
+fn assert_no_secret(secret: &str, outputs: &[&str]) {
     for o in outputs {
-        assert!(!o.contains(SECRET_KEY), "the secret key was printed: {o}");
+        assert!(!o.contains(secret), "the secret key was printed: {o}");
     }
 }
 
@@ -184,21 +261,20 @@ fn read_from(path: &std::path::Path, from: u64) -> Vec<u8> {
 }
 
 /// Import, lazy load through two mounts, export, release and restore.
-async fn repository_round_trip(server: S3Server) {
-    server.create_bucket(BUCKET).unwrap();
-    let store = bucket(&server);
+async fn repository_round_trip(target: Target) {
+    let store = target.store.clone();
     let t = Instant::now();
-    populate(&store).await;
-    eprintln!("{:?}: bucket filled in {:?}", server.kind(), t.elapsed());
-    let env = server.env();
-    let (tc, a, dir) = linked(&server).await;
+    populate(&store, target.style).await;
+    eprintln!("{}: bucket filled in {:?}", target.name, t.elapsed());
+    let env = target.env.clone();
+    let (tc, a, dir) = target.linked().await;
 
     // Import.
     let t = Instant::now();
     let (ok, out, err) = weft_env(&["repo", "import", &dir], &env, LIMIT);
     eprintln!("import: {:?}: {out}", t.elapsed());
     assert!(ok, "repo import: {out}{err}");
-    assert_no_secret(&[&out, &err]);
+    target.assert_no_secret(&[&out, &err]);
     let objects = SMALL_OBJECTS + 3;
     assert!(
         out.contains(&format!("{objects} created")),
@@ -276,7 +352,7 @@ async fn repository_round_trip(server: S3Server) {
     );
     let (ok, out, err) = weft_env(&["repo", "export", &dir], &env, LIMIT);
     assert!(ok, "repo export: {out}{err}");
-    assert_no_secret(&[&out, &err]);
+    target.assert_no_secret(&[&out, &err]);
     assert!(out.contains("2 exported"), "{out}");
     let got = store
         .get(&StorePath::from(format!("{PREFIX}/out/new.bin")))
@@ -286,7 +362,7 @@ async fn repository_round_trip(server: S3Server) {
     assert!(got.bytes().await.unwrap() == new, "the new object's bytes");
     assert_eq!(
         attrs
-            .get(&Attribute::Metadata("file-permissions".into()))
+            .get(&Attribute::Metadata(target.permissions_key()))
             .map(|v| v.as_ref().to_string()),
         Some("0100644".to_string()),
         "FSx's metadata keys go with it"
@@ -315,18 +391,28 @@ async fn repository_round_trip(server: S3Server) {
     assert!(!hsm_state(&new_path, &env).contains("released"));
 
     // Nothing printed or logged the secret.
-    assert_no_secret(&[&a.log(), &b.log(), &tc.mds.log(), &tc.mgs.log()]);
+    target.assert_no_secret(&[&a.log(), &b.log(), &tc.mds.log(), &tc.mgs.log()]);
     drop((a, b, tc));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_s3s_fs_bucket_imports_loads_exports_and_restores() {
-    repository_round_trip(S3Server::start_s3s_fs().unwrap()).await;
+    let server = S3Server::start_s3s_fs().unwrap();
+    repository_round_trip(Target::s3(&server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_moto_bucket_imports_loads_exports_and_restores() {
-    repository_round_trip(S3Server::start_moto().unwrap()).await;
+    let server = S3Server::start_moto().unwrap();
+    repository_round_trip(Target::s3(&server)).await;
+}
+
+/// `az://`: Azure's metadata names are C# identifiers, so FSx's keys are spelled with `_`
+/// (`file_permissions`); everything else is the S3 round trip.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_azurite_container_imports_loads_exports_and_restores() {
+    let server = AzureServer::start().unwrap();
+    repository_round_trip(Target::azure(&server)).await;
 }
 
 /// A store that dies while a released file is read: EIO within a bounded time, nothing
