@@ -80,12 +80,13 @@ if ! moto_ok; then
 fi
 
 # Azurite (Microsoft's Azure Storage emulator, Node.js) for the az:// repository test
-# (crates/weft-cli/tests/it/repo_s3.rs), from the npm registry into target/test-tools/azurite,
+# and its event queue (crates/weft-cli/tests/it/repo_s3.rs, crates/weft-repo/tests/events.rs),
+# from the npm registry into target/test-tools/azurite,
 # in the background like moto; node and npm come from apt-get where missing.
 azurite_version=3.37.0
 azurite_dir="$tools/azurite"
 azurite_ok() {
-    [ -x "$azurite_dir/node_modules/.bin/azurite-blob" ] &&
+    [ -x "$azurite_dir/node_modules/.bin/azurite" ] &&
         grep -qs "\"version\": \"$azurite_version\"" "$azurite_dir/node_modules/azurite/package.json"
 }
 if ! azurite_ok; then
@@ -138,7 +139,7 @@ if [ -n "${azurite_npm:-}" ] && ! wait "$azurite_npm"; then
 fi
 mkdir -p "$tools/bin"
 ln -sf "$venv/bin/moto_server" "$tools/bin/moto_server"
-ln -sf "$azurite_dir/node_modules/.bin/azurite-blob" "$tools/bin/azurite-blob"
+ln -sf "$azurite_dir/node_modules/.bin/azurite" "$tools/bin/azurite"
 export PATH="$tools/bin:$PATH"
 
 # Clippy's lints (-D warnings) inside the test build: what `cargo clippy --workspace

@@ -177,10 +177,11 @@ pub struct RepoSpec {
     /// `ceil(size / chunk_size)` OSTs (at most all of them) in chunks of 1 MiB; smaller
     /// ones get their directory's default layout.
     pub chunk_size: u64,
-    /// An SQS queue the bucket sends its event notifications to (`ObjectCreated:*`,
-    /// `ObjectRemoved:*`): the auto import follows them within seconds and lists the
-    /// whole prefix only as a safety net, rarely. `s3://` repositories with an import
-    /// policy only.
+    /// The queue the store's event notifications go to: for `s3://`, an SQS queue of the
+    /// bucket's `ObjectCreated:*` and `ObjectRemoved:*`; for `az://`, a storage queue an
+    /// Event Grid subscription delivers the container's blob events to. The auto import
+    /// follows them within seconds and lists the whole prefix only as a safety net,
+    /// rarely. Repositories with an import policy only.
     #[serde(default)]
     pub events: Option<String>,
 }
@@ -248,9 +249,10 @@ impl RepoSpec {
             return Err("the URL is too long".into());
         }
         if let Some(q) = &self.events {
-            if scheme != "s3" {
+            if !matches!(scheme, "s3" | "az") {
                 return Err(format!(
-                    "event notifications come from S3 (an SQS queue): not from {scheme}://"
+                    "event notifications come from S3 (an SQS queue) or Azure (Event Grid to \
+                     a storage queue): not from {scheme}://"
                 ));
             }
             if !self.import_policy.any() {
@@ -261,7 +263,7 @@ impl RepoSpec {
                 || q.contains(['@', '?', '#', ' '])
             {
                 return Err(
-                    "the event queue is not a plain SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE)"
+                    "the event queue is not a plain queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE, https://ACCOUNT.queue.core.windows.net/QUEUE)"
                         .into(),
                 );
             }

@@ -485,10 +485,10 @@ fn follow_queues(client: &Arc<Client>, repos: &[Repo], agent: &mut Agent, c: &Ar
         if agent.queues.contains_key(queue) {
             continue;
         }
-        let Some(access) = agent.states.get(&repo.id).and_then(|s| s.store.aws()) else {
+        let Some(state) = agent.states.get(&repo.id) else {
             continue;
         };
-        match events::Receiver::start(client.clone(), queue, access, c.clone()) {
+        match events::Receiver::start(client.clone(), queue, &state.store, c.clone()) {
             Ok(r) => {
                 tracing::info!(repo = repo.id, queue, "following the bucket's event queue");
                 agent.queues.insert(queue.to_string(), r);

@@ -37,8 +37,33 @@ pub struct RepoStore {
     /// For `s3://`: the store's credentials and region, which the bucket's event queue
     /// ([`crate::events`]) is reached with too.
     aws: Option<AwsAccess>,
+    /// For `az://`: the account and key its container's event queue is reached with.
+    azure: Option<AzureAccess>,
     /// How the store spells FSx's metadata keys.
     key_style: KeyStyle,
+}
+
+/// How an `az://` repository reaches its account's other services (the storage queue its
+/// container's events go to): the container, the account and its Shared Key, from the
+/// same environment the store reads (`AZURE_STORAGE_ACCOUNT_NAME`, `..._KEY`).
+#[derive(Clone)]
+pub struct AzureAccess {
+    /// The container (the URL's host).
+    pub container: String,
+    /// The storage account.
+    pub account: String,
+    /// The account's key (base64), if the environment gives one: queues are reached with
+    /// Shared Key only.
+    pub key: Option<String>,
+}
+
+impl std::fmt::Debug for AzureAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AzureAccess")
+            .field("container", &self.container)
+            .field("account", &self.account)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How an `s3://` repository reaches AWS services: its bucket, the credential chain its
@@ -80,6 +105,7 @@ impl RepoStore {
             Path,
         );
         let mut aws = None;
+        let mut azure = None;
         let mut key_style = KeyStyle::Fsx;
         let (store, pages, prefix): Opened = match url.scheme() {
             "s3" => {
@@ -129,6 +155,14 @@ impl RepoStore {
                         .with_endpoint(endpoint.clone())
                         .with_allow_http(endpoint.starts_with("http://"));
                 }
+                use object_store::azure::AzureConfigKey;
+                azure = Some(AzureAccess {
+                    container: container.to_string(),
+                    account: b
+                        .get_config_value(&AzureConfigKey::AccountName)
+                        .unwrap_or_default(),
+                    key: b.get_config_value(&AzureConfigKey::AccessKey),
+                });
                 let s = b.build().map_err(|e| bad(&e.to_string()))?;
                 key_style = KeyStyle::Identifiers;
                 (Arc::new(s), None, prefix)
@@ -152,6 +186,7 @@ impl RepoStore {
             prefix,
             url: spec.url.clone(),
             aws,
+            azure,
             key_style,
         })
     }
@@ -196,6 +231,20 @@ impl RepoStore {
     /// For `s3://` repositories: the credentials and region the store uses.
     pub fn aws(&self) -> Option<&AwsAccess> {
         self.aws.as_ref()
+    }
+
+    /// For `az://` repositories: the account the store uses.
+    pub fn azure(&self) -> Option<&AzureAccess> {
+        self.azure.as_ref()
+    }
+
+    /// The bucket (`s3://`) or container (`az://`) events name, if the store has events.
+    pub fn bucket(&self) -> Option<&str> {
+        match (&self.aws, &self.azure) {
+            (Some(a), _) => Some(&a.bucket),
+            (None, Some(a)) => Some(&a.container),
+            (None, None) => None,
+        }
     }
 }
 

@@ -14,7 +14,10 @@
 //! - a message that is no S3 event is dropped and the queue goes on;
 //! - the agent's and mover's counters show through `weft get_param`;
 //! - the queue's server going away and coming back: errors counted, then followed again;
-//! - the MDS log never holds the credentials.
+//! - the MDS log never holds the credentials;
+//! - `az://`: a container's blob events through a storage queue (Azurite's Blob and
+//!   Queue services; Azurite has no Event Grid, so the test puts each event in the queue
+//!   as Event Grid delivers it: the event's JSON in Event Grid's schema, base64).
 //!
 //! Needs the `weft` binary (`cargo build -p weft-cli --bin weft`) and moto (`./test.sh`
 //! installs it; see `weft_testkit::s3`).
@@ -38,7 +41,8 @@ use weft_repo::events::Sqs;
 use weft_repo::store::AwsAccess;
 use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
 use weft_testkit::{
-    FSNAME, S3Server, TestCluster, eventually, wait_until_async, wait_until_async_within,
+    AzureServer, FSNAME, S3Server, TestCluster, eventually, wait_until_async,
+    wait_until_async_within,
 };
 
 const BUCKET: &str = "weft";
@@ -317,9 +321,12 @@ fn the_auto_import_follows_the_buckets_event_queue() {
 /// A file system reaching `server` whose MDS sweeps every 200 ms but lists a repository
 /// with an event queue only once an hour, and a client of it.
 async fn cluster_for(server: &S3Server) -> (TestCluster, Arc<Client>) {
-    let mut cluster = TestCluster::start_with_env(&bin(), 2, server.env())
-        .await
-        .unwrap();
+    cluster_with_env(server.env()).await
+}
+
+/// [`cluster_for`] a store reached with the environment `env`.
+async fn cluster_with_env(env: Vec<(String, String)>) -> (TestCluster, Arc<Client>) {
+    let mut cluster = TestCluster::start_with_env(&bin(), 2, env).await.unwrap();
     cluster.mds.add_args(&[
         "--repo-interval-ms",
         "200",
@@ -406,6 +413,188 @@ fn the_receiver_outlives_the_queue_going_away() {
         assert!(
             cluster.mds.log().contains("event queue:"),
             "the failed receives were logged"
+        );
+    });
+}
+
+/// The message Event Grid puts in a storage queue for a blob event: the event's JSON in
+/// Event Grid's schema, base64.
+fn event_grid_message(kind: &str, container: &str, key: &str) -> String {
+    use base64::Engine;
+    let event = serde_json::json!({
+        "topic": "/subscriptions/0/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/devstoreaccount1",
+        "subject": format!("/blobServices/default/containers/{container}/blobs/{key}"),
+        "eventType": format!("Microsoft.Storage.{kind}"),
+        "id": format!("{kind}-{key}"),
+        "data": { "api": "PutBlob", "blobType": "BlockBlob" },
+        "dataVersion": "",
+        "metadataVersion": "1",
+        "eventTime": "2026-11-28T00:00:00Z"
+    });
+    base64::engine::general_purpose::STANDARD.encode(event.to_string())
+}
+
+/// `az://` with `--events`: NEW, CHANGED and DELETED blobs reach the namespace through the
+/// container's storage queue, a message that is no event is dropped, a missing queue is
+/// refused at `repo create`, and the account key appears in no log.
+#[test]
+fn the_auto_import_follows_an_azure_containers_event_queue() {
+    run(async {
+        use weft_repo::events::AzureQueue;
+        use weft_repo::store::AzureAccess;
+        use weft_testkit::azurite::{ACCOUNT, ACCOUNT_KEY};
+        let az = AzureServer::start().unwrap();
+        az.create_container("data").unwrap();
+        let blobs = az.client("data").unwrap();
+        let access = AzureAccess {
+            container: "data".into(),
+            account: ACCOUNT.into(),
+            key: Some(ACCOUNT_KEY.into()),
+        };
+        let queue_url = az.queue_url("weft-events");
+        let queue = AzureQueue::new(&queue_url, &access).unwrap();
+        queue.create().await.unwrap();
+        blobs
+            .put(&StorePath::from("ev/early.txt"), "before the link".into())
+            .await
+            .unwrap();
+
+        let (cluster, client) = cluster_with_env(az.env()).await;
+        let root = Credentials::root();
+        let fs_path = |p: &str| format!("{}:/{FSNAME}{p}", cluster.mgs_addr);
+        let create = |path: &str, q: &str| {
+            let out = std::process::Command::new(bin())
+                .args([
+                    "repo",
+                    "create",
+                    &fs_path(path),
+                    "az://data/ev",
+                    "--endpoint",
+                ])
+                .arg(az.endpoint())
+                .args(["--import-policy", "NEW,CHANGED,DELETED", "--events", q])
+                .envs(az.env())
+                .output()
+                .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (out.status.success(), text)
+        };
+        let (ok, out) = create("/nope", &az.queue_url("no-such-queue"));
+        assert!(!ok, "a missing queue was accepted: {out}");
+        assert!(out.contains("the event queue does not answer"), "{out}");
+        assert!(!out.contains(ACCOUNT_KEY), "{out}");
+        let (ok, out) = create("/az", &queue_url);
+        assert!(ok, "{out}");
+        let dir = client.lookup(Fid::ROOT, b"az", &root).await.unwrap();
+        eventually("early.txt imported by the first listing", || {
+            client.lookup(dir.fid, b"early.txt", &root)
+        })
+        .await;
+
+        // NEW: the blob, then its event.
+        let v1 = b"first version".to_vec();
+        blobs
+            .put(&StorePath::from("ev/new file.txt"), v1.clone().into())
+            .await
+            .unwrap();
+        queue
+            .send(&event_grid_message(
+                "BlobCreated",
+                "data",
+                "ev/new file.txt",
+            ))
+            .await
+            .unwrap();
+        // Outside the prefix, and another container's: nowhere.
+        blobs
+            .put(&StorePath::from("stray.txt"), "nobody's".into())
+            .await
+            .unwrap();
+        queue
+            .send(&event_grid_message("BlobCreated", "data", "stray.txt"))
+            .await
+            .unwrap();
+        queue
+            .send(&event_grid_message("BlobCreated", "other", "ev/x"))
+            .await
+            .unwrap();
+        queue.send("this is not an event").await.unwrap();
+        let t = Instant::now();
+        let a = eventually("the new blob imported from its event", || {
+            client.lookup(dir.fid, b"new file.txt", &root)
+        })
+        .await;
+        eprintln!("NEW by event after {:?}", t.elapsed());
+        assert_eq!(a.size, v1.len() as u64);
+        assert_eq!(read_all(&client, dir.fid, b"new file.txt").await, v1);
+        assert!(!exists(&client, dir.fid, b"stray.txt").await);
+        assert!(!exists(&client, dir.fid, b"x").await);
+
+        // CHANGED.
+        let v2 = b"the second version, longer".to_vec();
+        blobs
+            .put(&StorePath::from("ev/new file.txt"), v2.clone().into())
+            .await
+            .unwrap();
+        queue
+            .send(&event_grid_message(
+                "BlobCreated",
+                "data",
+                "ev/new file.txt",
+            ))
+            .await
+            .unwrap();
+        wait_until_async("the changed blob updated from its event", || async {
+            client
+                .lookup(dir.fid, b"new file.txt", &root)
+                .await
+                .is_ok_and(|a| a.size == v2.len() as u64)
+        })
+        .await;
+        let fresh = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(read_all(&fresh, dir.fid, b"new file.txt").await, v2);
+
+        // DELETED.
+        blobs
+            .delete(&StorePath::from("ev/new file.txt"))
+            .await
+            .unwrap();
+        queue
+            .send(&event_grid_message(
+                "BlobDeleted",
+                "data",
+                "ev/new file.txt",
+            ))
+            .await
+            .unwrap();
+        wait_until_async("the deleted blob's file removed", || async {
+            !exists(&client, dir.fid, b"new file.txt").await
+        })
+        .await;
+        assert!(exists(&client, dir.fid, b"early.txt").await);
+
+        // Every message was handled and deleted.
+        wait_until_async("the queue emptied", || async {
+            queue
+                .receive(32, Duration::from_secs(1))
+                .await
+                .unwrap()
+                .is_empty()
+        })
+        .await;
+        let log = cluster.mds.log();
+        assert!(log.contains("following the bucket's event queue"), "{log}");
+        assert!(
+            log.contains("no Event Grid event"),
+            "the bad message was not reported"
+        );
+        assert!(
+            !log.contains(ACCOUNT_KEY),
+            "the account key is in the MDS log"
         );
     });
 }

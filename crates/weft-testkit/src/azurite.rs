@@ -1,9 +1,10 @@
-//! Azurite, Microsoft's Azure Storage emulator (its Blob service, Node.js), as the real
-//! Azure Blob server of the `az://` repository tests: a process of its own on 127.0.0.1
-//! with its data in a temporary directory, stopped on drop. It checks Shared Key
-//! signatures with the emulator's well-known account and key.
+//! Azurite, Microsoft's Azure Storage emulator (Node.js), as the real Azure Storage server
+//! of the `az://` repository tests: its Blob service (the store) and Queue service (where
+//! a container's Event Grid events go), one process on 127.0.0.1 with its data in a
+//! temporary directory, stopped on drop. It checks Shared Key signatures with the
+//! emulator's well-known account and key.
 //!
-//! `azurite-blob` is found like moto ([`crate::s3::find_program`]): `test.sh` installs it
+//! `azurite` is found like moto ([`crate::s3::find_program`]): `test.sh` installs it
 //! with npm under `target/test-tools`.
 
 use crate::s3::find_program;
@@ -28,9 +29,12 @@ const API_VERSION: &str = "2021-08-06";
 /// How long Azurite may take to answer after it starts.
 const START_LIMIT: Duration = Duration::from_secs(60);
 
-/// One Azurite Blob server.
+/// One Azurite server (Blob, Queue and Table services).
 pub struct AzureServer {
+    /// The Blob service's port.
     port: u16,
+    /// The Queue service's port.
+    queue_port: u16,
     process: ServerProcess,
     /// Azurite's data and log.
     _dir: tempfile::TempDir,
@@ -45,28 +49,33 @@ impl std::fmt::Debug for AzureServer {
 }
 
 impl AzureServer {
-    /// Starts `azurite-blob` on a free port and waits until it answers.
+    /// Starts `azurite` on free ports and waits until its Blob and Queue services answer.
     pub fn start() -> Result<Self> {
         let bin = find_program(
-            "azurite-blob",
+            "azurite",
             "./test.sh (it installs the test tools), or `npm install --prefix \
              target/test-tools/azurite azurite` and a link to its \
-             node_modules/.bin/azurite-blob in target/test-tools/bin",
+             node_modules/.bin/azurite in target/test-tools/bin",
         )?;
         let dir = tempfile::tempdir()?;
-        let port = free_port()?;
+        let (port, queue_port, table_port) = (free_port()?, free_port()?, free_port()?);
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data)?;
-        let args = vec![
-            "--blobHost".into(),
-            "127.0.0.1".into(),
-            "--blobPort".into(),
-            port.to_string(),
+        let mut args: Vec<String> = Vec::new();
+        for (service, p) in [("blob", port), ("queue", queue_port), ("table", table_port)] {
+            args.extend([
+                format!("--{service}Host"),
+                "127.0.0.1".into(),
+                format!("--{service}Port"),
+                p.to_string(),
+            ]);
+        }
+        args.extend([
             "--location".into(),
             data.display().to_string(),
             "--skipApiVersionCheck".into(),
             "--silent".into(),
-        ];
+        ]);
         let process = ServerProcess::start_with_env(
             "azurite",
             &bin,
@@ -76,6 +85,7 @@ impl AzureServer {
         )?;
         let mut server = Self {
             port,
+            queue_port,
             process,
             _dir: dir,
         };
@@ -87,9 +97,11 @@ impl AzureServer {
                     server.process.log()
                 );
             }
-            if TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1))
-                .is_ok()
-            {
+            let answers = |p: u16| {
+                TcpStream::connect_timeout(&([127, 0, 0, 1], p).into(), Duration::from_secs(1))
+                    .is_ok()
+            };
+            if answers(port) && answers(queue_port) {
                 return Ok(server);
             }
             if Instant::now() > deadline {
@@ -103,6 +115,11 @@ impl AzureServer {
     /// `weft repo create --endpoint`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}/{ACCOUNT}", self.port)
+    }
+
+    /// The URL of the account's storage queue `name` (path style), for `--events`.
+    pub fn queue_url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{ACCOUNT}/{name}", self.queue_port)
     }
 
     /// The environment a process needs to reach this server with `object_store`: the

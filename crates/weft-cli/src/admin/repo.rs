@@ -123,7 +123,8 @@ pub struct UpdateArgs {
     /// Changes in the file system written back to the store: NEW,CHANGED,DELETED (or NONE).
     #[arg(long, value_parser = RepoPolicy::parse)]
     pub export_policy: Option<RepoPolicy>,
-    /// An SQS queue URL the bucket sends its event notifications to.
+    /// The queue URL the store's event notifications go to (SQS for s3://, a storage
+    /// queue fed by Event Grid for az://).
     #[arg(long, value_name = "QUEUE_URL", conflicts_with = "no_events")]
     pub events: Option<String>,
     /// No event queue any more (the auto import lists every sweep again).
@@ -165,9 +166,10 @@ pub struct CreateArgs {
     /// With --import-metadata: objects handled at once.
     #[arg(long, default_value_t = IMPORT_PARALLEL)]
     pub parallel: usize,
-    /// An SQS queue URL the bucket sends its event notifications to (ObjectCreated:*,
-    /// ObjectRemoved:*): the auto import follows them within seconds (s3:// with an
-    /// --import-policy only).
+    /// The queue URL the store's event notifications go to: an SQS queue of the bucket's
+    /// ObjectCreated:* and ObjectRemoved:* (s3://), or a storage queue an Event Grid
+    /// subscription delivers the container's BlobCreated and BlobDeleted to (az://). The
+    /// auto import follows them within seconds (with an --import-policy only).
     #[arg(long, value_name = "QUEUE_URL")]
     pub events: Option<String>,
 }

@@ -1,20 +1,19 @@
-//! The receiver of one event queue (see [`crate::events`]): a task that long-polls the
+//! The receiver of one event queue (see [`crate::events`]): a task that polls the
 //! queue and applies each batch of messages to every repository naming that queue whose
 //! bucket and prefix a change falls under, then deletes the messages.
 //!
 //! A batch whose changes could not all be applied (the store or the MDT failing) is not
 //! deleted: its messages come back after [`VISIBILITY`] and are applied again (both
 //! kinds of change are idempotent: each is checked against the store first). A message
-//! that is no S3 event is deleted with a warning; an object that fails on its own (a bad
+//! that is no event of the queue's kind is deleted with a warning; an object that fails on its own (a bad
 //! key, a name taken) is logged and left to the listing sweep.
 
 use super::{Counters, PARALLEL, count_import, removal, same_association};
 use crate::RepoError;
-use crate::events::s3_event::{self, Change, ChangeKind};
-use crate::events::sqs::{RECEIVE_MAX, Sqs, WAIT_MAX};
-use crate::events::under_prefix;
+use crate::events::s3_event::{Change, ChangeKind};
+use crate::events::{Queue, under_prefix};
 use crate::import::{self, ImportOptions};
-use crate::store::{AwsAccess, RepoStore};
+use crate::store::RepoStore;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,32 +33,32 @@ pub(super) struct Receiver {
 }
 
 impl Receiver {
-    /// Starts following `queue` with `access` (a repository store's credentials).
+    /// Starts following `queue` with `store`'s credentials.
     pub(super) fn start(
         client: Arc<Client>,
         queue: &str,
-        access: &AwsAccess,
+        store: &RepoStore,
         counters: Arc<Counters>,
     ) -> Result<Self, RepoError> {
-        let sqs = Sqs::new(queue, access)?;
+        let queue = Queue::open(queue, store)?;
         Ok(Self {
-            _task: AbortOnDrop(tokio::spawn(receive(client, sqs, counters))),
+            _task: AbortOnDrop(tokio::spawn(receive(client, queue, counters))),
         })
     }
 }
 
 /// The receiver's loop.
-async fn receive(client: Arc<Client>, sqs: Sqs, c: Arc<Counters>) {
+async fn receive(client: Arc<Client>, queue: Queue, c: Arc<Counters>) {
     let mut stores: HashMap<u32, (Repo, RepoStore)> = HashMap::new();
     let mut backoff = BACKOFF.0;
     loop {
-        let messages = match sqs.receive(RECEIVE_MAX, WAIT_MAX, VISIBILITY).await {
+        let messages = match queue.receive(VISIBILITY).await {
             Ok(m) => {
                 backoff = BACKOFF.0;
                 m
             }
             Err(e) => {
-                tracing::warn!(queue = sqs.url(), "event queue: {e}");
+                tracing::warn!(queue = queue.url(), "event queue: {e}");
                 Counters::add(&c.errors, 1);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(BACKOFF.1);
@@ -72,22 +71,23 @@ async fn receive(client: Arc<Client>, sqs: Sqs, c: Arc<Counters>) {
         Counters::add(&c.events, messages.len() as u64);
         let mut changes = Vec::new();
         for m in &messages {
-            match s3_event::changes(&m.body) {
+            match queue.changes(&m.body) {
                 Ok(found) => changes.extend(found),
                 Err(why) => {
                     tracing::warn!(
-                        queue = sqs.url(),
-                        "event queue: a message that is no S3 event, deleted: {why}"
+                        queue = queue.url(),
+                        "event queue: a message that is no {} event, deleted: {why}",
+                        queue.kind()
                     );
                     Counters::add(&c.errors, 1);
                 }
             }
         }
         let mut applied = true;
-        for (repo, store) in repositories(&client, sqs.url(), &mut stores) {
+        for (repo, store) in repositories(&client, queue.url(), &mut stores) {
             let mine: Vec<&Change> = changes
                 .iter()
-                .filter(|ch| store.aws().is_some_and(|a| a.bucket == ch.bucket))
+                .filter(|ch| store.bucket() == Some(ch.bucket.as_str()))
                 .filter(|ch| under_prefix(&ch.key, store.prefix().as_ref()))
                 .collect();
             if mine.is_empty() {
@@ -104,14 +104,14 @@ async fn receive(client: Arc<Client>, sqs: Sqs, c: Arc<Counters>) {
         }
         if applied {
             let receipts: Vec<String> = messages.into_iter().map(|m| m.receipt).collect();
-            match sqs.delete(&receipts).await {
+            match queue.delete(&receipts).await {
                 Ok(0) => {}
                 Ok(n) => tracing::warn!(
-                    queue = sqs.url(),
+                    queue = queue.url(),
                     "event queue: {n} messages not deleted (they come again)"
                 ),
                 Err(e) => tracing::warn!(
-                    queue = sqs.url(),
+                    queue = queue.url(),
                     "event queue: messages not deleted (they come again): {e}"
                 ),
             }

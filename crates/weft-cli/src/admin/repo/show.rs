@@ -17,7 +17,7 @@ struct RepoRow {
     export_policy: String,
     import_metadata: bool,
     chunk_size: u64,
-    /// The SQS queue of the bucket's event notifications, if any.
+    /// The queue of the store's event notifications, if any.
     events: Option<String>,
     created: i64,
     tiering: Option<weft_proto::hsm::TieringPolicy>,
