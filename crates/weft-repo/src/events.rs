@@ -116,6 +116,33 @@ impl Queue {
     }
 }
 
+/// The body of a queue service's answer, at most `max` bytes: a longer one (by its
+/// length header, or as it is read) is refused before more of it is read.
+pub(crate) async fn bounded_body(
+    response: object_store::client::HttpResponse,
+    max: usize,
+) -> Result<bytes::Bytes, String> {
+    use futures::StreamExt;
+    let too_long = || format!("an answer over {max} bytes");
+    let declared = response
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_long());
+    }
+    let mut body = response.into_body().bytes_stream();
+    let mut out = bytes::BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| e.to_string())?;
+        if out.len() + chunk.len() > max {
+            return Err(too_long());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out.freeze())
+}
+
 /// Checks that `queue` answers to the store's credentials (an SQS queue's ARN is read, a
 /// storage queue's metadata): an error at `weft repo create` for a missing queue, refused
 /// credentials or a store without events. Answers what names the queue to the store's

@@ -495,29 +495,20 @@ fn the_auto_import_follows_an_azure_containers_event_queue() {
         })
         .await;
 
-        // NEW: the blob, then its event.
+        // A blob written, then its event as Event Grid would send it.
+        let put = |key: &'static str, body: Vec<u8>| {
+            let (blobs, queue) = (blobs.clone(), queue.clone());
+            async move {
+                blobs.put(&StorePath::from(key), body.into()).await.unwrap();
+                let event = event_grid_message("BlobCreated", "data", key);
+                queue.send(&event).await.unwrap();
+            }
+        };
+        // NEW.
         let v1 = b"first version".to_vec();
-        blobs
-            .put(&StorePath::from("ev/new file.txt"), v1.clone().into())
-            .await
-            .unwrap();
-        queue
-            .send(&event_grid_message(
-                "BlobCreated",
-                "data",
-                "ev/new file.txt",
-            ))
-            .await
-            .unwrap();
+        put("ev/new file.txt", v1.clone()).await;
         // Outside the prefix, and another container's: nowhere.
-        blobs
-            .put(&StorePath::from("stray.txt"), "nobody's".into())
-            .await
-            .unwrap();
-        queue
-            .send(&event_grid_message("BlobCreated", "data", "stray.txt"))
-            .await
-            .unwrap();
+        put("stray.txt", b"nobody's".to_vec()).await;
         queue
             .send(&event_grid_message("BlobCreated", "other", "ev/x"))
             .await
@@ -536,18 +527,7 @@ fn the_auto_import_follows_an_azure_containers_event_queue() {
 
         // CHANGED.
         let v2 = b"the second version, longer".to_vec();
-        blobs
-            .put(&StorePath::from("ev/new file.txt"), v2.clone().into())
-            .await
-            .unwrap();
-        queue
-            .send(&event_grid_message(
-                "BlobCreated",
-                "data",
-                "ev/new file.txt",
-            ))
-            .await
-            .unwrap();
+        put("ev/new file.txt", v2.clone()).await;
         wait_until_async("the changed blob updated from its event", || async {
             client
                 .lookup(dir.fid, b"new file.txt", &root)

@@ -208,28 +208,9 @@ impl AzureQueue {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let too_long = response
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-            .is_some_and(|n| n > ANSWER_MAX);
-        if too_long {
-            return Err(self.error(
-                Errno::Io,
-                &format!("{what}: an answer over {ANSWER_MAX} bytes"),
-            ));
-        }
-        let bytes = response
-            .into_body()
-            .bytes()
+        let bytes = super::bounded_body(response, ANSWER_MAX)
             .await
             .map_err(|e| self.error(Errno::Io, &format!("{what}: {e}")))?;
-        if bytes.len() > ANSWER_MAX {
-            return Err(self.error(
-                Errno::Io,
-                &format!("{what}: an answer over {ANSWER_MAX} bytes"),
-            ));
-        }
         if status.is_success() {
             return Ok(bytes);
         }

@@ -219,28 +219,9 @@ impl Sqs {
             .await
             .map_err(|e| self.error(Errno::Io, &format!("{action}: {e}")))?;
         let status = response.status();
-        let too_long = response
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-            .is_some_and(|n| n > ANSWER_MAX);
-        if too_long {
-            return Err(self.error(
-                Errno::Io,
-                &format!("{action}: an answer over {ANSWER_MAX} bytes"),
-            ));
-        }
-        let bytes = response
-            .into_body()
-            .bytes()
+        let bytes = super::bounded_body(response, ANSWER_MAX)
             .await
             .map_err(|e| self.error(Errno::Io, &format!("{action}: {e}")))?;
-        if bytes.len() > ANSWER_MAX {
-            return Err(self.error(
-                Errno::Io,
-                &format!("{action}: an answer over {ANSWER_MAX} bytes"),
-            ));
-        }
         let value: Value = if bytes.is_empty() {
             Value::Null
         } else {
