@@ -82,8 +82,9 @@ fi
 # Azurite (Microsoft's Azure Storage emulator, Node.js) for the az:// repository test
 # and its event queue (crates/weft-cli/tests/it/repo_s3.rs, crates/weft-repo/tests/events.rs),
 # from the npm registry into target/test-tools/azurite,
-# in the background like moto; node and npm come from apt-get where missing.
-azurite_version=3.37.0
+# in the background like moto; node and npm come from apt-get where missing. 3.35.0: the
+# last release that runs on the Node.js of Debian 12's packages (18; 3.36 wants 21 or later).
+azurite_version=3.35.0
 azurite_dir="$tools/azurite"
 azurite_ok() {
     [ -x "$azurite_dir/node_modules/.bin/azurite" ] &&
