@@ -116,6 +116,24 @@ impl Queue {
     }
 }
 
+/// The HTTP client of the queue at `url` (`http://` or `https://`; plain HTTP allowed for
+/// the former), each call bounded by `timeout`.
+pub(crate) fn queue_client(
+    url: &url::Url,
+    timeout: Duration,
+) -> Result<object_store::client::HttpClient, String> {
+    use object_store::client::{ClientOptions, HttpConnector, ReqwestConnector};
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err("not an http(s) URL".into());
+    }
+    let options = ClientOptions::new()
+        .with_allow_http(url.scheme() == "http")
+        .with_timeout(timeout);
+    ReqwestConnector::default()
+        .connect(&options)
+        .map_err(|e| e.to_string())
+}
+
 /// The body of a queue service's answer, at most `max` bytes: a longer one (by its
 /// length header, or as it is read) is refused before more of it is read.
 pub(crate) async fn bounded_body(

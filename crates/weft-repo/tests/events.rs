@@ -94,13 +94,13 @@ fn param(mgs: &str, name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("get_param {name}: {text:?}"))
 }
 
-/// `weft repo create` with `args`, its environment the server's credentials: the exit
-/// status and what it printed (both streams).
-fn weft_repo(server: &S3Server, args: &[&str]) -> (bool, String) {
+/// `weft repo ARGS` with `env` (a store's credentials) as its environment: the exit status
+/// and what it printed (both streams).
+fn weft_repo(env: &[(String, String)], args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(bin())
         .arg("repo")
         .args(args)
-        .envs(server.env())
+        .envs(env.iter().cloned())
         .output()
         .unwrap();
     let text = format!(
@@ -147,7 +147,7 @@ fn the_auto_import_follows_the_buckets_event_queue() {
         let missing = format!("{}/123456789012/no-such-queue", server.endpoint());
         let args = create(fs_path("/nope"), "nope", missing);
         let (ok, out) = weft_repo(
-            &server,
+            &server.env(),
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         );
         assert!(!ok, "a missing queue was accepted: {out}");
@@ -162,11 +162,11 @@ fn the_auto_import_follows_the_buckets_event_queue() {
         // (prefix other) through the MGS.
         let args = create(fs_path("/ev"), "ev", queue.clone());
         let (ok, out) = weft_repo(
-            &server,
+            &server.env(),
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         );
         assert!(ok, "{out}");
-        let (ok, out) = weft_repo(&server, &["show", &fs_path("/ev")]);
+        let (ok, out) = weft_repo(&server.env(), &["show", &fs_path("/ev")]);
         assert!(
             ok && out.contains(&format!("events:          {queue}")),
             "{out}"
@@ -261,16 +261,19 @@ fn the_auto_import_follows_the_buckets_event_queue() {
         // `repo update`: a missing queue refused; /ev2 without its queue lists again at
         // every sweep, so a new object comes by the listing.
         let missing = format!("{}/123456789012/no-such-queue", server.endpoint());
-        let (ok, out) = weft_repo(&server, &["update", &fs_path("/ev"), "--events", &missing]);
+        let (ok, out) = weft_repo(
+            &server.env(),
+            &["update", &fs_path("/ev"), "--events", &missing],
+        );
         assert!(
             !ok && out.contains("the event queue does not answer"),
             "{out}"
         );
-        let (ok, out) = weft_repo(&server, &["update", &fs_path("/ev2"), "--no-events"]);
+        let (ok, out) = weft_repo(&server.env(), &["update", &fs_path("/ev2"), "--no-events"]);
         assert!(ok && out.contains("events -"), "{out}");
-        let (ok, out) = weft_repo(&server, &["show", &fs_path("/ev2")]);
+        let (ok, out) = weft_repo(&server.env(), &["show", &fs_path("/ev2")]);
         assert!(ok && out.contains("events:          -\n"), "{out}");
-        let (_, out) = weft_repo(&server, &["show", &fs_path("/ev")]);
+        let (_, out) = weft_repo(&server.env(), &["show", &fs_path("/ev")]);
         assert!(out.contains(&format!("events:          {queue}")), "{out}");
         s.put(&StorePath::from("other/c.txt"), "c".into())
             .await
@@ -463,25 +466,20 @@ fn the_auto_import_follows_an_azure_containers_event_queue() {
         let root = Credentials::root();
         let fs_path = |p: &str| format!("{}:/{FSNAME}{p}", cluster.mgs_addr);
         let create = |path: &str, q: &str| {
-            let out = std::process::Command::new(bin())
-                .args([
-                    "repo",
-                    "create",
-                    &fs_path(path),
-                    "az://data/ev",
-                    "--endpoint",
-                ])
-                .arg(az.endpoint())
-                .args(["--import-policy", "NEW,CHANGED,DELETED", "--events", q])
-                .envs(az.env())
-                .output()
-                .unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            (out.status.success(), text)
+            let fs = fs_path(path);
+            let endpoint = az.endpoint();
+            let args = [
+                "create",
+                fs.as_str(),
+                "az://data/ev",
+                "--endpoint",
+                endpoint.as_str(),
+                "--import-policy",
+                "NEW,CHANGED,DELETED",
+                "--events",
+                q,
+            ];
+            weft_repo(&az.env(), &args)
         };
         let (ok, out) = create("/nope", &az.queue_url("no-such-queue"));
         assert!(!ok, "a missing queue was accepted: {out}");

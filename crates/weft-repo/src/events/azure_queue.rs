@@ -15,9 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use hmac::{Hmac, KeyInit, Mac};
-use object_store::client::{
-    ClientOptions, HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector,
-};
+use object_store::client::{HttpClient, HttpRequestBody};
 use sha2::Sha256;
 use std::time::{Duration, SystemTime};
 use weft_proto::Errno;
@@ -50,9 +48,7 @@ impl AzureQueue {
     pub fn new(queue: &str, access: &AzureAccess) -> Result<Self, RepoError> {
         let bad = |why: &str| RepoError::Spec(format!("event queue {queue}: {why}"));
         let mut base = url::Url::parse(queue).map_err(|e| bad(&e.to_string()))?;
-        if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
-            return Err(bad("not an http(s) URL"));
-        }
+        let http = super::queue_client(&base, CALL_TIMEOUT).map_err(|e| bad(&e))?;
         base.set_query(None);
         base.set_fragment(None);
         let path = base.path().trim_end_matches('/').to_string();
@@ -66,12 +62,6 @@ impl AzureQueue {
         let key = BASE64
             .decode(key.trim())
             .map_err(|_| bad("the account key is not base64"))?;
-        let options = ClientOptions::new()
-            .with_allow_http(base.scheme() == "http")
-            .with_timeout(CALL_TIMEOUT);
-        let http = ReqwestConnector::default()
-            .connect(&options)
-            .map_err(|e| bad(&e.to_string()))?;
         Ok(Self {
             http,
             queue: queue.to_string(),

@@ -12,9 +12,7 @@ use crate::error::RepoError;
 use crate::store::AwsAccess;
 use bytes::Bytes;
 use object_store::aws::AwsAuthorizer;
-use object_store::client::{
-    ClientOptions, HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector,
-};
+use object_store::client::{HttpClient, HttpRequestBody};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -69,20 +67,12 @@ impl Sqs {
     pub fn new(queue: &str, access: &AwsAccess) -> Result<Self, RepoError> {
         let bad = |why: &str| RepoError::Spec(format!("event queue {queue}: {why}"));
         let url = url::Url::parse(queue).map_err(|e| bad(&e.to_string()))?;
+        let http = super::queue_client(&url, CALL_TIMEOUT).map_err(|e| bad(&e))?;
         let host = url.host_str().ok_or_else(|| bad("no host"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad("not an http(s) URL"));
-        }
         let endpoint = match url.port() {
             Some(p) => format!("{}://{host}:{p}/", url.scheme()),
             None => format!("{}://{host}/", url.scheme()),
         };
-        let options = ClientOptions::new()
-            .with_allow_http(url.scheme() == "http")
-            .with_timeout(CALL_TIMEOUT);
-        let http = ReqwestConnector::default()
-            .connect(&options)
-            .map_err(|e| bad(&e.to_string()))?;
         Ok(Self {
             http,
             queue: queue.to_string(),
