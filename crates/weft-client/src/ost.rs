@@ -3,6 +3,7 @@
 use crate::error::ClientError;
 use bytes::Bytes;
 use std::sync::Arc;
+use weft_proto::hsm::RestoreChunk;
 use weft_proto::mdt::StatFs;
 use weft_proto::ost::{ObjectAttr, OstReply, OstRequest};
 use weft_proto::{Compression, Message, ObjectId, TargetId};
@@ -11,6 +12,10 @@ use weft_rpc::{Reconnecting, RequestContext};
 /// How long [`OstClient::list_objects`] is resent over a broken connection (as reads to
 /// an MDT are, [`crate::mdt::RESEND_FOR`]): a listing changes nothing, so a resend is safe.
 pub const LIST_RESEND_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long [`OstClient::restore`] waits for the OSS's answer: it fetches a restore unit
+/// (32 MiB) from a store, retrying a failing one, before it answers.
+pub const RESTORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// A client of one object storage target.
 ///
@@ -67,9 +72,27 @@ impl OstClient {
     }
 
     async fn call(&self, req: OstRequest, bulk: Bytes) -> Result<(OstReply, Bytes), ClientError> {
+        self.call_timed(req, bulk, None).await
+    }
+
+    /// [`Self::call`] waiting for `timeout` instead of the connection's request timeout.
+    async fn call_timed(
+        &self,
+        req: OstRequest,
+        bulk: Bytes,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(OstReply, Bytes), ClientError> {
         let start = std::time::Instant::now();
         let sent = bulk.len() as u64;
-        let r = self.conn.call_in(&self.ctx, &req, bulk).await;
+        let r = match timeout {
+            None => self.conn.call_in(&self.ctx, &req, bulk).await,
+            Some(t) => {
+                self.conn
+                    .call_noting_in_process(&self.ctx, &req, bulk, t)
+                    .await
+                    .1
+            }
+        };
         let received = r.as_ref().map_or(0, |(_, b)| b.len() as u64);
         self.stats
             .record(req.op_name(), start.elapsed(), r.is_err(), sent + received);
@@ -133,6 +156,23 @@ impl OstClient {
         {
             (OstReply::Attr(a), _) => Ok(a),
             _ => Err(self.unexpected("write")),
+        }
+    }
+
+    /// Has the OST's server copy restore `chunk` from its data repository into the file's
+    /// objects (all on OSTs of that server) and sync them: see [`OstRequest::Restore`].
+    /// Waits up to [`RESTORE_TIMEOUT`]; not resent.
+    pub async fn restore(&self, chunk: RestoreChunk) -> Result<(), ClientError> {
+        match self
+            .call_timed(
+                OstRequest::Restore { chunk },
+                Bytes::new(),
+                Some(RESTORE_TIMEOUT),
+            )
+            .await?
+        {
+            (OstReply::Ok, _) => Ok(()),
+            _ => Err(self.unexpected("restore")),
         }
     }
 

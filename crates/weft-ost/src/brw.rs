@@ -49,6 +49,13 @@ pub struct OstStats {
     pub compressed_logical: u64,
     /// Bytes allocated to compressed objects.
     pub compressed_stored: u64,
+    /// HSM restore chunks this OST's server copied for the MDS (its
+    /// [`weft_proto::ost::OstRequest::Restore`]s sent to this OST).
+    pub restores: u64,
+    /// Restore chunks that failed.
+    pub restore_errors: u64,
+    /// Bytes of the restore chunks copied.
+    pub restored_bytes: u64,
 }
 
 const fn counter(name: &'static str, help: &'static str) -> MetricDef {
@@ -58,7 +65,7 @@ const fn counter(name: &'static str, help: &'static str) -> MetricDef {
 /// Every single figure of [`OstStats`], the one table naming them: the OST service's
 /// STATS counters (what `get_param` lists) and Prometheus's `weft_ost_` families are read
 /// from it. The histogram is [`OST_BRW`].
-pub const OST_STATS: [Stat<OstStats>; 9] = [
+pub const OST_STATS: [Stat<OstStats>; 12] = [
     Stat::new(counter("read_bytes", "Bytes returned by reads."), |s| {
         s.read_bytes
     }),
@@ -101,6 +108,21 @@ pub const OST_STATS: [Stat<OstStats>; 9] = [
         ),
         |s| s.compressed_stored,
     ),
+    Stat::new(
+        counter(
+            "restores",
+            "HSM restore chunks copied from a data repository by this server's data mover.",
+        ),
+        |s| s.restores,
+    ),
+    Stat::new(
+        counter("restore_errors", "HSM restore chunks that failed."),
+        |s| s.restore_errors,
+    ),
+    Stat::new(
+        counter("restored_bytes", "Bytes of the HSM restore chunks copied."),
+        |s| s.restored_bytes,
+    ),
 ];
 
 /// The I/O size histogram of [`OstStats::brw`] (`get_param`'s `brw.read.N`/`brw.write.N`),
@@ -118,6 +140,9 @@ pub(crate) struct BrwStats {
     reads: [AtomicU64; BRW_BUCKETS],
     writes: [AtomicU64; BRW_BUCKETS],
     listed_objects: AtomicU64,
+    restores: AtomicU64,
+    restore_errors: AtomicU64,
+    restored_bytes: AtomicU64,
 }
 
 /// The bucket counting an I/O of `len` bytes.
@@ -149,6 +174,15 @@ impl BrwStats {
         self.listed_objects.fetch_add(objects, Ordering::Relaxed);
     }
 
+    pub(crate) fn record_restore(&self, bytes: u64, ok: bool) {
+        if ok {
+            self.restores.fetch_add(1, Ordering::Relaxed);
+            self.restored_bytes.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            self.restore_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The counters now, with the store's own (`O_DIRECT` reads and writes).
     pub(crate) fn snapshot(&self, store: StoreCounters) -> OstStats {
         let brw: Vec<BrwBucket> = self
@@ -173,6 +207,9 @@ impl BrwStats {
             direct_writes: store.direct_writes,
             compressed_logical: store.compressed_logical,
             compressed_stored: store.compressed_stored,
+            restores: self.restores.load(Ordering::Relaxed),
+            restore_errors: self.restore_errors.load(Ordering::Relaxed),
+            restored_bytes: self.restored_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -194,6 +231,9 @@ mod tests {
             direct_writes: 7,
             compressed_logical: 8,
             compressed_stored: 9,
+            restores: 10,
+            restore_errors: 11,
+            restored_bytes: 12,
         };
         let got: Vec<_> = weft_rpc::metric::values(&OST_STATS, &s)
             .map(|(d, v)| (d.param, v))
@@ -210,6 +250,9 @@ mod tests {
                 ("direct_writes", 7),
                 ("compress_logical_bytes", 8),
                 ("compress_stored_bytes", 9),
+                ("restores", 10),
+                ("restore_errors", 11),
+                ("restored_bytes", 12),
             ]
         );
     }

@@ -75,7 +75,7 @@ pub use dataversion::RESERVE_BLOCK;
 pub use error::OstError;
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE, Identity, validate_fsname};
 pub use object::{object_file_name, object_path, parse_object_file_name};
-pub use service::OstHandler;
+pub use service::{DataMover, OstHandler};
 pub use store::fs::{DV_XATTR, RESERVE_FILE};
 pub use store::{ObjectStore, StoreError};
 pub use target::{MAX_OBJECT_SIZE, MAX_TARGET_INDEX, Ost, OstOptions};

@@ -6,19 +6,48 @@ use std::future::Future;
 use std::sync::Arc;
 use weft_proto::WireResult;
 use weft_proto::handshake::Counter;
+use weft_proto::hsm::RestoreChunk;
 use weft_proto::ost::{OstReply, OstRequest};
+use weft_proto::{Errno, WireError};
+use weft_rpc::service::BoxFuture;
 use weft_rpc::{Handler, Peer};
 
+/// The copy half of HSM restores done by the OSS itself for the MDS
+/// ([`OstRequest::Restore`]): the `weft` binary's OSS implements it with `weft-repo`'s data
+/// mover, writing the OSS's own OSTs in-process.
+pub trait DataMover: Send + Sync + 'static {
+    /// Copies `chunk` from its data repository into the file's objects and syncs them
+    /// before it returns.
+    fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>>;
+}
+
 /// Serves [`OstRequest`]s from the transport with an [`Ost`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OstHandler {
     ost: Arc<Ost>,
+    /// Serves [`OstRequest::Restore`] (without it: `ENOSYS`).
+    mover: Option<Arc<dyn DataMover>>,
+}
+
+impl std::fmt::Debug for OstHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OstHandler")
+            .field("ost", &self.ost)
+            .field("mover", &self.mover.is_some())
+            .finish()
+    }
 }
 
 impl OstHandler {
-    /// A handler serving `ost`.
+    /// A handler serving `ost`, without a data mover.
     pub fn new(ost: Arc<Ost>) -> Self {
-        Self { ost }
+        Self { ost, mover: None }
+    }
+
+    /// The same, with `mover` serving the restores sent to this OST.
+    pub fn with_mover(mut self, mover: Arc<dyn DataMover>) -> Self {
+        self.mover = Some(mover);
+        self
     }
 
     /// The target it serves.
@@ -38,8 +67,25 @@ impl Handler for OstHandler {
         bulk: Bytes,
     ) -> impl Future<Output = WireResult<(OstReply, Bytes)>> + Send {
         let ost = Arc::clone(&self.ost);
+        let mover = self.mover.clone();
         let conn = peer.conn_id;
-        async move { ost.execute_from(conn, request, bulk).await }
+        async move {
+            match (request, mover) {
+                (OstRequest::Restore { chunk }, Some(mover)) => {
+                    if !bulk.is_empty() {
+                        return Err(WireError::new(
+                            Errno::Proto,
+                            format!("unexpected bulk of {} bytes", bulk.len()),
+                        ));
+                    }
+                    let bytes = chunk.end.saturating_sub(chunk.start);
+                    let r = mover.restore_chunk(chunk).await;
+                    ost.record_restore(bytes, r.is_ok());
+                    r.map(|()| (OstReply::Ok, Bytes::new()))
+                }
+                (request, _) => ost.execute_from(conn, request, bulk).await,
+            }
+        }
     }
 
     fn disconnected(&self, peer: &Peer) {

@@ -5,6 +5,7 @@
 
 use crate::codec::Message;
 use crate::fid::ObjectId;
+use crate::hsm::RestoreChunk;
 use crate::layout::Compression;
 use crate::mdt::StatFs;
 use serde::{Deserialize, Serialize};
@@ -87,6 +88,13 @@ pub enum OstRequest {
         offset: u64,
         hole: bool,
     },
+    /// The data mover of the OSS serving this OST copies `chunk` (an HSM restore an MDT's
+    /// coordinator hands out) from its data repository into the file's objects, all on
+    /// OSTs of this server, and syncs them before it answers `Ok`: the bytes reach the
+    /// OSTs without passing through the MDS. The OSS reads the store with the credentials
+    /// of its own environment. `ENOSYS` from a server without a data mover. Sent by the
+    /// MDS only.
+    Restore { chunk: RestoreChunk },
 }
 
 /// The most objects an OST returns in one [`OstRequest::ListObjects`] page, whatever the
@@ -138,6 +146,7 @@ impl Message for OstRequest {
             OstRequest::DestroyMany { .. } => 309,
             OstRequest::PunchRange { .. } => 310,
             OstRequest::Seek { .. } => 311,
+            OstRequest::Restore { .. } => 312,
         }
     }
 
@@ -149,14 +158,18 @@ impl Message for OstRequest {
                 | OstRequest::PunchRange { .. }
                 | OstRequest::Destroy { .. }
                 | OstRequest::DestroyMany { .. }
+                | OstRequest::Restore { .. }
         )
     }
 
-    /// Object destruction is the MDT's (and `weft fsck`'s, run with the server key).
+    /// Object destruction is the MDT's (and `weft fsck`'s, run with the server key), and so
+    /// are restores.
     fn server_only(&self) -> bool {
         matches!(
             self,
-            OstRequest::Destroy { .. } | OstRequest::DestroyMany { .. }
+            OstRequest::Destroy { .. }
+                | OstRequest::DestroyMany { .. }
+                | OstRequest::Restore { .. }
         )
     }
 
@@ -174,6 +187,7 @@ impl Message for OstRequest {
             OstRequest::DestroyMany { .. } => "destroy_many",
             OstRequest::PunchRange { .. } => "punch_range",
             OstRequest::Seek { .. } => "seek",
+            OstRequest::Restore { .. } => "restore",
         }
     }
 }
@@ -236,6 +250,21 @@ mod tests {
                 object: o,
                 offset: 8,
                 hole: true,
+            },
+            OstRequest::Restore {
+                chunk: RestoreChunk {
+                    fid: o.fid,
+                    layout: crate::layout::Layout::default(),
+                    repo: 1,
+                    archive: crate::hsm::ArchiveRef {
+                        key: "k".into(),
+                        etag: None,
+                        size: 9,
+                        modified: Default::default(),
+                    },
+                    start: 0,
+                    end: 9,
+                },
             },
         ]
     }

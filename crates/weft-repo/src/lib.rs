@@ -27,5 +27,5 @@ pub mod tiering;
 
 pub use agent::{AgentConfig, AgentStats, RepoAgent};
 pub use error::RepoError;
-pub use mover::{Mover, MoverConfig, MoverStats};
+pub use mover::{Mover, MoverConfig, MoverRole, MoverStats};
 pub use store::RepoStore;

@@ -6,7 +6,15 @@
 //! check that the object is still the one imported (its entity tag and size), retries of a
 //! failing store, the OST writes and the syncs that make them durable, and its counters.
 //!
-//! The MDS is a trusted server: its writes spend no grant (an OST admits a write from a
+//! A mover runs in the MDS (the MDT's `ClusterView::restore_chunk`) and in each OSS
+//! ([`MoverRole`]). The MDS's waits for room under a tiering high mark, then hands a chunk
+//! whose objects are all on OSTs of one server to that server (`OstRequest::Restore`),
+//! whose mover copies it into its own OSTs in-process: the data crosses no socket between
+//! the store and the disk but the store's. A chunk spread over several servers, or for a
+//! server without a mover (`weft oss --no-data-mover`, or one that cannot reach the store),
+//! is copied by the MDS's mover itself.
+//!
+//! Servers are trusted: their writes spend no grant (an OST admits a write from a
 //! connection without grant while unpromised space covers it, as for any first write).
 
 use crate::store::RepoStore;
@@ -40,6 +48,22 @@ pub const ATTEMPTS: u32 = 3;
 pub const BACKOFF: Duration = Duration::from_millis(100);
 /// How long an OST write or sync is resent over a broken connection.
 pub const OST_RETRY: Duration = Duration::from_secs(30);
+/// How long the MDS's mover copies chunks itself for a server that refused one (no data
+/// mover there, or no access to the store) before it hands that server chunks again.
+pub const REFUSED_FOR: Duration = Duration::from_secs(60);
+
+/// The largest chunk a mover in an OSS takes (the MDT's restore units are 32 MiB).
+pub const MAX_HANDED: u64 = 1 << 30;
+
+/// Where a [`Mover`] runs, which decides what it does with a chunk (see the module header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoverRole {
+    /// In an MDS: waits for room under tiering marks, hands chunks to the server holding
+    /// their OSTs, copies the rest.
+    Mds,
+    /// In an OSS: copies what an MDS hands it (which has waited for room already).
+    Oss,
+}
 
 /// How a [`Mover`] fetches and retries (the defaults are the constants above).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +78,8 @@ pub struct MoverConfig {
     pub backoff: Duration,
     /// How long an OST write or sync is resent over a broken connection.
     pub ost_retry: Duration,
+    /// Where the mover runs.
+    pub role: MoverRole,
 }
 
 impl Default for MoverConfig {
@@ -64,6 +90,7 @@ impl Default for MoverConfig {
             attempts: ATTEMPTS,
             backoff: BACKOFF,
             ost_retry: OST_RETRY,
+            role: MoverRole::Mds,
         }
     }
 }
@@ -85,11 +112,13 @@ pub struct MoverStats {
     pub stale: u64,
     /// Chunks that waited for room under a tiering high mark.
     pub room_waits: u64,
+    /// Chunks handed to the server of their OSTs, which copied them (an MDS's mover).
+    pub handed_off: u64,
 }
 
 /// Every figure of [`MoverStats`], as the MDT it restores for reports them
 /// (`get_param mdt.*.mover.*`; Prometheus `weft_mdt_mover_*`).
-pub const MOVER_STATS: [Stat<MoverStats>; 7] = [
+pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
     Stat::new(
         counter("mover.chunks", "Restore chunks copied and synced.").exported_as("mover_chunks"),
         |s| s.chunks,
@@ -133,6 +162,14 @@ pub const MOVER_STATS: [Stat<MoverStats>; 7] = [
         .exported_as("mover_room_waits"),
         |s| s.room_waits,
     ),
+    Stat::new(
+        counter(
+            "mover.handed_off",
+            "Restore chunks handed to the server of their OSTs, which copied them.",
+        )
+        .exported_as("mover_handed_off"),
+        |s| s.handed_off,
+    ),
 ];
 
 /// A counter's declaration.
@@ -149,6 +186,7 @@ struct Counters {
     retries: AtomicU64,
     stale: AtomicU64,
     room_waits: AtomicU64,
+    handed_off: AtomicU64,
 }
 
 /// Where the mover finds repositories: the cluster's configuration (refreshed from the MGS
@@ -188,6 +226,8 @@ pub struct Mover {
     config: MoverConfig,
     /// Opened stores by repository id, with the spec each was opened from.
     stores: Mutex<HashMap<u32, (RepoSpec, RepoStore)>>,
+    /// Servers (addresses) that refused a chunk handed to them, and when.
+    refused: Mutex<HashMap<String, std::time::Instant>>,
     counters: Counters,
 }
 
@@ -204,6 +244,16 @@ impl Mover {
     /// repositories, its OST clients carry the writes), with the default [`MoverConfig`].
     pub fn new(cluster: Arc<Cluster>) -> Arc<Mover> {
         Self::with_config(cluster, MoverConfig::default())
+    }
+
+    /// The mover of an OSS ([`MoverRole::Oss`]) over `cluster` (the OSS's: its MGS
+    /// configuration lists the repositories, and its own OSTs are written in-process).
+    pub fn for_oss(cluster: Arc<Cluster>) -> Arc<Mover> {
+        let config = MoverConfig {
+            role: MoverRole::Oss,
+            ..MoverConfig::default()
+        };
+        Self::with_config(cluster, config)
     }
 
     /// Like [`Mover::new`], with `config`.
@@ -225,6 +275,7 @@ impl Mover {
             io,
             config,
             stores: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         }
     }
@@ -248,6 +299,7 @@ impl Mover {
             retries: get(&c.retries),
             stale: get(&c.stale),
             room_waits: get(&c.room_waits),
+            handed_off: get(&c.handed_off),
         }
     }
 
@@ -274,32 +326,39 @@ impl Mover {
     }
 
     async fn restore(&self, chunk: RestoreChunk) -> Result<(), WireError> {
-        let RestoreChunk {
-            fid,
-            layout,
-            repo,
-            archive,
-            start,
-            end,
-        } = chunk;
-        if start > end || end > archive.size {
+        let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
+        if start > end || end > chunk.archive.size {
             return Err(WireError::new(
                 Errno::Inval,
                 format!(
                     "restore range {start}..{end} is outside object {:?} of {} bytes",
-                    archive.key, archive.size
+                    chunk.archive.key, chunk.archive.size
                 ),
             ));
         }
         if start == end {
             return Ok(());
         }
-        let store = self.store(repo).await?;
-        // Tiering: wait for room under the high mark on the OSTs this chunk fills.
-        let _room = match (&self.repos, self.tiering(repo)) {
-            (Repos::Cluster(cluster), Some(policy)) => {
-                let pieces = weft_client::layout::map_range(&layout, fid, start, end - start)
-                    .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
+        if self.config.role == MoverRole::Oss && end - start > MAX_HANDED {
+            return Err(WireError::new(
+                Errno::Inval,
+                format!(
+                    "a restore chunk of {} bytes is over the {MAX_HANDED} a server copies at once",
+                    end - start
+                ),
+            ));
+        }
+        // An OSS's mover copies what it is handed (the MDS waited for room).
+        let cluster = match &self.repos {
+            Repos::Cluster(c) if self.config.role == MoverRole::Mds => c,
+            _ => return self.copy(chunk).await,
+        };
+        let pieces = weft_client::layout::map_range(&chunk.layout, fid, start, end - start)
+            .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
+        // Tiering: wait for room under the high mark on the OSTs this chunk fills (here,
+        // for the chunks handed off too: the MDS's gate is the one the agent answers).
+        let _room = match self.tiering(chunk.repo) {
+            Some(policy) => {
                 let mut need: HashMap<u32, u64> = HashMap::new();
                 for p in &pieces {
                     *need.entry(p.ost).or_default() += p.len;
@@ -310,8 +369,88 @@ impl Mover {
                 }
                 Some(room)
             }
-            _ => None,
+            None => None,
         };
+        if let Some((ost, server)) = self.server_of(cluster, &pieces)
+            && let Some(done) = self.hand_off(cluster, ost, &server, chunk.clone()).await
+        {
+            return done;
+        }
+        self.copy(chunk).await
+    }
+
+    /// The OST to hand a chunk of `pieces` to and its server's address (see
+    /// [`one_server`]), unless that server refused a chunk within [`REFUSED_FOR`].
+    fn server_of(
+        &self,
+        cluster: &Cluster,
+        pieces: &[weft_client::layout::Piece],
+    ) -> Option<(u32, String)> {
+        let config = cluster.config();
+        let (ost, server) = one_server(pieces, |ost| {
+            config
+                .target(weft_proto::TargetId::ost(ost))
+                .map(|t| t.address.as_str())
+        })?;
+        let mut refused = self.refused.lock();
+        if let Some(when) = refused.get(server) {
+            if when.elapsed() < REFUSED_FOR {
+                return None;
+            }
+            refused.remove(server);
+        }
+        Some((ost, server.to_string()))
+    }
+
+    /// Hands `chunk` to `server`, the server of OST `ost`, to copy. `None` when it did not
+    /// and this mover is to copy the chunk itself: the server has no mover or no access to
+    /// the store (then it is left alone for [`REFUSED_FOR`]), or could not be reached (the
+    /// copy's own writes wait for it, or for its failover server).
+    async fn hand_off(
+        &self,
+        cluster: &Cluster,
+        ost: u32,
+        server: &str,
+        chunk: RestoreChunk,
+    ) -> Option<Result<(), WireError>> {
+        let client = cluster.ost(ost).ok()?;
+        let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
+        let e = match client.restore(chunk).await {
+            Ok(()) => {
+                self.counters.handed_off.fetch_add(1, Ordering::Relaxed);
+                return Some(Ok(()));
+            }
+            Err(e) => e,
+        };
+        match e.remote() {
+            Some(w) if matches!(w.errno, Errno::NoSys | Errno::Access | Errno::Perm) => {
+                tracing::info!(server, errno = ?w.errno, error = %w.message,
+                    "the server of the chunk's OSTs does not restore: this MDS copies its chunks for {REFUSED_FOR:?}");
+                self.refused
+                    .lock()
+                    .insert(server.to_string(), std::time::Instant::now());
+                None
+            }
+            Some(w) => Some(Err(w.clone())),
+            None => {
+                tracing::debug!(server, %fid, start, end, error = %e, "handing the chunk off failed: copying it here");
+                None
+            }
+        }
+    }
+
+    /// Copies the chunk (already checked) from its store into the OST objects, then syncs
+    /// every object written.
+    async fn copy(&self, chunk: RestoreChunk) -> Result<(), WireError> {
+        let RestoreChunk {
+            fid,
+            layout,
+            repo,
+            archive,
+            start,
+            end,
+        } = chunk;
+        let store = self.store(repo).await?;
         let key = Path::parse(&archive.key).map_err(|e| {
             WireError::new(
                 Errno::Inval,
@@ -483,6 +622,21 @@ impl Mover {
     }
 }
 
+/// The OST to hand a chunk of `pieces` to (the first piece's) and its server's address,
+/// when every piece's OST is served at one address (`address_of`, from the MGS
+/// configuration); `None` for a chunk spread over several servers or an OST unknown.
+fn one_server<'a>(
+    pieces: &[weft_client::layout::Piece],
+    address_of: impl Fn(u32) -> Option<&'a str>,
+) -> Option<(u32, &'a str)> {
+    let first = pieces.first()?;
+    let server = address_of(first.ost)?;
+    pieces
+        .iter()
+        .all(|p| address_of(p.ost) == Some(server))
+        .then_some((first.ost, server))
+}
+
 /// Whether an object store error is worth another attempt, as the error to answer.
 fn classify(
     store: &RepoStore,
@@ -587,6 +741,7 @@ mod tests {
             attempts: 2,
             backoff: Duration::from_millis(1),
             ost_retry: Duration::from_millis(10),
+            role: MoverRole::Mds,
         }
     }
 
@@ -710,6 +865,28 @@ mod tests {
             "nothing written"
         );
         drop(dir);
+    }
+
+    #[test]
+    fn a_chunk_is_handed_off_only_when_one_server_holds_all_its_osts() {
+        // OSTs 0 and 1 on server a, 2 on b, 3 unknown.
+        let address = |ost: u32| match ost {
+            0 | 1 => Some("a"),
+            2 => Some("b"),
+            _ => None,
+        };
+        let l = layout(1 << 20, 4);
+        let pieces = |start: u64, end: u64| {
+            weft_client::layout::map_range(&l, FID, start, end - start).unwrap()
+        };
+        // Within stripe 1 (OST 1); across stripes 0 and 1 (both on a).
+        assert_eq!(one_server(&pieces(1 << 20, 2 << 20), address), Some((1, "a")));
+        assert_eq!(one_server(&pieces(100, (2 << 20) - 1), address), Some((0, "a")));
+        // Onto OST 2 (server b), onto OST 3 (unknown), or nothing at all.
+        assert_eq!(one_server(&pieces(0, (2 << 20) + 1), address), None);
+        assert_eq!(one_server(&pieces(3 << 20, 4 << 20), address), None);
+        assert_eq!(one_server(&[], address), None);
+        assert_eq!(one_server(&pieces(2 << 20, 3 << 20), address), Some((2, "b")));
     }
 
     #[test]

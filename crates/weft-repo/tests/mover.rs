@@ -1,8 +1,10 @@
 //! The data mover against real S3-compatible servers (s3s-fs and moto, the same test body
 //! for each) and a real file system (`weft mgs`, `mds`, `oss` processes): an object
-//! restored into a file striped over several OSTs, in pieces and out of order, reads back
-//! byte for byte; a changed object, a missing one and a stopped server are errors (ESTALE,
-//! ENOENT, EIO within a bounded time), never wrong bytes.
+//! restored into a file striped over several OSTs, in pieces and out of order — copied by
+//! the mover itself, handed to the OSS's mover, and copied by the MDS's mover again when
+//! the OSS serves without one — reads back byte for byte; a changed object, a missing one
+//! and a stopped server are errors (ESTALE, ENOENT, EIO within a bounded time) whichever
+//! mover meets them, never wrong bytes.
 //!
 //! Needs the `weft` binary (`cargo build -p weft-cli --bin weft`; `WEFT_BIN` overrides
 //! where it is looked for) and the servers (`./test.sh` installs them; see
@@ -21,11 +23,11 @@ use std::time::{Duration, Instant};
 use weft_client::OpenOptions;
 use weft_proto::hsm::{ArchiveRef, RestoreChunk};
 use weft_proto::layout::LayoutTemplate;
-use weft_proto::mdt::Credentials;
+use weft_proto::mdt::{AccessMode, Credentials};
 use weft_proto::{Errno, Fid};
-use weft_repo::{Mover, MoverConfig};
+use weft_repo::{Mover, MoverConfig, MoverRole};
 use weft_testkit::s3::{ACCESS_KEY, SECRET_KEY};
-use weft_testkit::{S3Server, TestCluster, pattern};
+use weft_testkit::{S3Server, TestCluster, ost_counter, pattern};
 
 const BUCKET: &str = "weft";
 const KEY: &str = "data/big.bin";
@@ -73,7 +75,7 @@ async fn restores_from(mut server: S3Server) {
         server.started_in()
     );
     server.create_bucket(BUCKET).unwrap();
-    let cluster = TestCluster::start_with_env(&bin(), 4, server.env())
+    let mut cluster = TestCluster::start_with_env(&bin(), 4, server.env())
         .await
         .unwrap();
     let root = Credentials::root();
@@ -123,10 +125,19 @@ async fn restores_from(mut server: S3Server) {
     file.close().await.unwrap();
     assert_eq!(layout.components[0].osts.len(), 4, "{layout:?}");
 
-    // The MDS's view: a cluster client of its own.
-    let mover = Mover::with_config(cluster.client().await.unwrap(), mover_config());
+    // An MDS's mover (a cluster client of its own) hands the chunks to the OSS, whose OSTs
+    // they all are; a mover in the OSS role copies what it is given itself.
+    let view = cluster.client().await.unwrap();
+    let mover = Mover::with_config(view.clone(), mover_config());
+    let copier = Mover::with_config(
+        view.clone(),
+        MoverConfig {
+            role: MoverRole::Oss,
+            ..mover_config()
+        },
+    );
     let (mid_start, mid_end) = ((5 << 20) + 4321, (13 << 20) + 7);
-    restore_range(&mover, fid, &layout, repo, &archive, mid_start, mid_end)
+    restore_range(&copier, fid, &layout, repo, &archive, mid_start, mid_end)
         .await
         .unwrap();
     restore_range(&mover, fid, &layout, repo, &archive, mid_end, SIZE)
@@ -135,9 +146,20 @@ async fn restores_from(mut server: S3Server) {
     restore_range(&mover, fid, &layout, repo, &archive, 0, mid_start)
         .await
         .unwrap();
+    let copied = mid_end - mid_start;
+    let stats = copier.stats();
+    assert_eq!((stats.chunks, stats.handed_off), (1, 0), "{stats:?}");
+    assert_eq!((stats.bytes_fetched, stats.bytes_written), (copied, copied));
     let stats = mover.stats();
-    assert_eq!((stats.chunks, stats.chunk_errors), (3, 0), "{stats:?}");
-    assert_eq!((stats.bytes_fetched, stats.bytes_written), (SIZE, SIZE));
+    assert_eq!((stats.chunks, stats.chunk_errors), (2, 0), "{stats:?}");
+    assert_eq!(stats.handed_off, 2, "{stats:?}");
+    assert_eq!((stats.bytes_fetched, stats.bytes_written), (0, 0));
+    // The OSS counts them on the OST it was sent each to (the first piece's).
+    let mut restores = 0;
+    for i in 0..4 {
+        restores += ost_counter(&view, i, "restores").await.unwrap();
+    }
+    assert_eq!(restores, 2);
 
     // Read back through a fresh client: byte for byte.
     let reader = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
@@ -179,18 +201,53 @@ async fn restores_from(mut server: S3Server) {
         .await
         .unwrap_err();
     assert_eq!(e.errno, Errno::Stale, "{e:?}");
-    assert!(mover.stats().stale >= 1);
     let f = reader.open(fid, OpenOptions::read(), &root).await.unwrap();
     let back = f.read_at(0, SIZE).await.unwrap();
     f.close().await.unwrap();
     assert!(back == data, "a refused restore changed the file");
 
-    // The server stops: EIO, within a bounded time, with no credentials in the message.
-    server.kill().unwrap();
+    // The same through a mover that copies itself: ESTALE, counted.
+    let e = restore_range(&copier, fid, &layout, repo, &archive, 0, 4096)
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::Stale, "{e:?}");
+    assert!(copier.stats().stale >= 1, "{:?}", copier.stats());
     let mut current = archive.clone();
     current.etag = now.e_tag.clone();
+    let data = Bytes::from(pattern(0, SIZE as usize, SEED + 1));
+
+    // An OSS serving without a data mover answers ENOSYS: the MDS's mover copies the
+    // chunks itself (into a file emptied first), and hands that server nothing for a while.
+    cluster.oss.add_args(&["--no-data-mover"]);
+    cluster.oss.restart().unwrap();
+    cluster.wait_ready().await.unwrap();
+    let emptying = OpenOptions {
+        access: AccessMode::Write,
+        truncate: true,
+        ..OpenOptions::read()
+    };
+    let f = reader.open(fid, emptying, &root).await.unwrap();
+    f.truncate(SIZE).await.unwrap();
+    f.close().await.unwrap();
+    let fallback = Mover::with_config(view.clone(), mover_config());
+    restore_range(&fallback, fid, &layout, repo, &current, 0, mid_start)
+        .await
+        .unwrap();
+    restore_range(&fallback, fid, &layout, repo, &current, mid_start, SIZE)
+        .await
+        .unwrap();
+    let stats = fallback.stats();
+    assert_eq!((stats.chunks, stats.handed_off), (2, 0), "{stats:?}");
+    assert_eq!((stats.bytes_fetched, stats.bytes_written), (SIZE, SIZE));
+    let f = reader.open(fid, OpenOptions::read(), &root).await.unwrap();
+    let back = f.read_at(0, SIZE).await.unwrap();
+    f.close().await.unwrap();
+    assert!(back == data, "bytes the MDS's mover copied differ from the object");
+
+    // The store stops: EIO, within a bounded time, with no credentials in the message.
+    server.kill().unwrap();
     let started = Instant::now();
-    let e = restore_range(&mover, fid, &layout, repo, &current, 0, 1 << 20)
+    let e = restore_range(&fallback, fid, &layout, repo, &current, 0, 1 << 20)
         .await
         .unwrap_err();
     let took = started.elapsed();
@@ -201,7 +258,7 @@ async fn restores_from(mut server: S3Server) {
         !e.message.contains(SECRET_KEY) && !e.message.contains(ACCESS_KEY),
         "{e:?}"
     );
-    assert!(mover.stats().retries >= 1);
+    assert!(fallback.stats().retries >= 1);
 }
 
 #[test]

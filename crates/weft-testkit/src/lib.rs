@@ -562,6 +562,25 @@ impl TestCluster {
     }
 }
 
+/// Counter `name` of OST `index` of the file system `c` is connected to, as its STATS
+/// request reports it (`OstStats`: `restores`, `write_bytes`, ...; what `weft get_param
+/// obdfilter.*.NAME` shows).
+pub async fn ost_counter(c: &Cluster, index: u32, name: &str) -> Result<u64> {
+    let stats = c
+        .ost(index)?
+        .connection()
+        .connection()
+        .await?
+        .stats()
+        .await?;
+    stats
+        .counters
+        .iter()
+        .find(|x| x.name == name)
+        .map(|x| x.value)
+        .with_context(|| format!("OST{index} reports no counter {name}"))
+}
+
 /// Counter `name` of MDT `index` of the file system `c` is connected to (see
 /// [`TestCluster::mdt_counter`]).
 pub async fn mdt_counter(c: &Cluster, index: u32, name: &str) -> Result<u64> {

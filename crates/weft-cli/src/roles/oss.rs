@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weft_client::Cluster;
-use weft_ost::{Ost, OstError, OstHandler, OstOptions};
+use weft_ost::{DataMover, Ost, OstError, OstHandler, OstOptions};
 use weft_proto::TargetId;
 use weft_rpc::{Router, TypedService};
 
@@ -54,6 +54,30 @@ pub struct OssArgs {
     /// Seconds to keep retrying an unreachable MGS before giving up.
     #[arg(long, default_value_t = 60)]
     pub mgs_timeout: u64,
+    /// Do not copy HSM restores of data repositories into this server's OSTs (the MDS
+    /// copies them itself then, through this server). By default the OSS does, with the
+    /// store credentials of its own environment, so restored data does not cross the
+    /// network twice.
+    #[arg(long)]
+    pub no_data_mover: bool,
+}
+
+/// The data mover an OSS serves restores with: `weft-repo`'s, in its OSS role, over
+/// `cluster` (the process's, whose own OSTs it writes in-process).
+pub fn data_mover(cluster: Arc<Cluster>) -> Arc<dyn DataMover> {
+    Arc::new(OssMover(weft_repo::Mover::for_oss(cluster)))
+}
+
+/// [`weft_repo::Mover`] as the OST service's [`DataMover`].
+struct OssMover(Arc<weft_repo::Mover>);
+
+impl DataMover for OssMover {
+    fn restore_chunk(
+        &self,
+        chunk: weft_proto::hsm::RestoreChunk,
+    ) -> weft_rpc::service::BoxFuture<'_, Result<(), weft_proto::WireError>> {
+        Box::pin(self.0.restore_chunk(chunk))
+    }
 }
 
 /// Opens OST `o` of `fsname` (blocking): creates its directory, then formats or recovers
@@ -70,32 +94,36 @@ fn open(fsname: &str, o: &IndexedDir) -> Result<Arc<Ost>, OstError> {
     Ost::open(&o.dir, opts)
 }
 
-/// Adds `ost` to `router`, then registers it with the MGS at `address` (served before it
-/// is announced, so a client sent there by the announcement finds it).
+/// Adds `ost` to `router` (its restores served by `mover`, if any), then registers it with
+/// the MGS at `address` (served before it is announced, so a client sent there by the
+/// announcement finds it).
 async fn serve(
     cluster: &Cluster,
     router: &Router,
     ost: &Arc<Ost>,
+    mover: Option<&Arc<dyn DataMover>>,
     address: &str,
     failover: &[String],
 ) -> Result<()> {
     let id = TargetId::ost(ost.index());
-    router.add(TypedService::new(
-        id,
-        ost.uuid(),
-        Arc::new(OstHandler::new(ost.clone())),
-    ));
+    let mut handler = OstHandler::new(ost.clone());
+    if let Some(m) = mover {
+        handler = handler.with_mover(m.clone());
+    }
+    router.add(TypedService::new(id, ost.uuid(), Arc::new(handler)));
     super::register(cluster, id, ost.uuid(), address, failover).await
 }
 
-/// Opens each OST, adds it to `router` and registers it with the MGS at `address`.
+/// Opens each OST, adds it to `router` (restores served by `mover`) and registers it with
+/// the MGS at `address`.
 pub async fn start(
     cluster: &Cluster,
     router: &Router,
     osts: &[IndexedDir],
+    mover: Option<&Arc<dyn DataMover>>,
     address: &str,
 ) -> Result<Vec<Arc<Ost>>> {
-    let (served, _) = start_or_stand_by(cluster, router, osts, address, &[]).await?;
+    let (served, _) = start_or_stand_by(cluster, router, osts, mover, address, &[]).await?;
     Ok(served)
 }
 
@@ -105,6 +133,7 @@ async fn start_or_stand_by(
     cluster: &Cluster,
     router: &Router,
     osts: &[IndexedDir],
+    mover: Option<&Arc<dyn DataMover>>,
     address: &str,
     failover: &[String],
 ) -> Result<(Vec<Arc<Ost>>, Vec<IndexedDir>)> {
@@ -114,7 +143,7 @@ async fn start_or_stand_by(
         let id = TargetId::ost(o.index);
         match open(cluster.fsname(), o) {
             Ok(ost) => {
-                serve(cluster, router, &ost, address, failover).await?;
+                serve(cluster, router, &ost, mover, address, failover).await?;
                 served.push(ost);
             }
             Err(OstError::Busy(_)) if !failover.is_empty() => {
@@ -142,6 +171,7 @@ async fn start_or_stand_by(
 async fn stand_by(
     cluster: Arc<Cluster>,
     router: Arc<Router>,
+    mover: Option<Arc<dyn DataMover>>,
     o: IndexedDir,
     address: String,
     failover: Vec<String>,
@@ -183,7 +213,7 @@ async fn stand_by(
     tracing::warn!(target = %id, dir = %o.dir.display(), %address, "the OST's server is gone: taking it over");
     // The MGS may be restarting too: the OST is ours now, so keep trying.
     let mut delay = Duration::from_millis(100);
-    while let Err(e) = serve(&cluster, &router, &ost, &address, &failover).await {
+    while let Err(e) = serve(&cluster, &router, &ost, mover.as_ref(), &address, &failover).await {
         tracing::warn!(target = %id, error = format!("{e:#}"), "registering the OST taken over failed; retrying in {delay:?}");
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
@@ -216,8 +246,16 @@ pub async fn run(args: OssArgs) -> Result<()> {
         .advertise
         .clone()
         .unwrap_or_else(|| server.local_addr().to_string());
-    let (osts, standby) =
-        start_or_stand_by(&cluster, &router, &args.osts, &address, &args.failover).await?;
+    let mover = (!args.no_data_mover).then(|| data_mover(cluster.clone()));
+    let (osts, standby) = start_or_stand_by(
+        &cluster,
+        &router,
+        &args.osts,
+        mover.as_ref(),
+        &address,
+        &args.failover,
+    )
+    .await?;
     let ids = osts
         .iter()
         .map(|o| (TargetId::ost(o.index()), o.uuid()))
@@ -242,6 +280,7 @@ pub async fn run(args: OssArgs) -> Result<()> {
             tokio::spawn(stand_by(
                 cluster.clone(),
                 router.clone(),
+                mover.clone(),
                 o,
                 address.clone(),
                 args.failover.clone(),

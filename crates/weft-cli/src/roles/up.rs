@@ -89,7 +89,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
             dir: args.data.join(format!("mdt{i}")),
         })
         .collect();
-    let osts = super::oss::start(&cluster, &router, &osts, &address).await?;
+    // The OSTs' data mover, as a separate OSS has (the MDT's coordinator hands it chunks).
+    let mover = super::oss::data_mover(cluster.clone());
+    let osts = super::oss::start(&cluster, &router, &osts, Some(&mover), &address).await?;
     let mdts = super::mds::start(&cluster, &router, &mdts, &address, &args.tuning).await?;
     let mut ids: Vec<_> = osts
         .iter()

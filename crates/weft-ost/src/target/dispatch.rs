@@ -101,6 +101,11 @@ impl Ost {
                 OstReply::Offset(self.seek(object, offset, hole).await?),
                 Bytes::new(),
             )),
+            // The OSS's data mover serves these (`crate::OstHandler::with_mover`).
+            OstRequest::Restore { .. } => Err(WireError::new(
+                Errno::NoSys,
+                format!("{}'s server has no data mover", self.target_id()),
+            )),
         }
     }
 }

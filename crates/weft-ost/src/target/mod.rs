@@ -176,6 +176,11 @@ impl Ost {
         self.stats.snapshot(self.store.counters())
     }
 
+    /// Counts one restore chunk this OST's server copied (`ok`) or failed to, of `bytes`.
+    pub fn record_restore(&self, bytes: u64, ok: bool) {
+        self.stats.record_restore(bytes, ok);
+    }
+
     /// Reads up to `len` bytes at `offset`: fewer at the object's end, holes as zeros, and
     /// nothing (with `exists: false`) from a missing object.
     ///
