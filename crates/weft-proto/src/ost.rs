@@ -254,7 +254,10 @@ mod tests {
             OstRequest::Restore {
                 chunk: RestoreChunk {
                     fid: o.fid,
-                    layout: crate::layout::Layout::default(),
+                    layout: crate::layout::Layout {
+                        generation: 1,
+                        components: Vec::new(),
+                    },
                     repo: 1,
                     archive: crate::hsm::ArchiveRef {
                         key: "k".into(),

@@ -52,9 +52,6 @@ pub const OST_RETRY: Duration = Duration::from_secs(30);
 /// mover there, or no access to the store) before it hands that server chunks again.
 pub const REFUSED_FOR: Duration = Duration::from_secs(60);
 
-/// The largest chunk a mover in an OSS takes (the MDT's restore units are 32 MiB).
-pub const MAX_HANDED: u64 = 1 << 30;
-
 /// Where a [`Mover`] runs, which decides what it does with a chunk (see the module header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoverRole {
@@ -339,15 +336,6 @@ impl Mover {
         if start == end {
             return Ok(());
         }
-        if self.config.role == MoverRole::Oss && end - start > MAX_HANDED {
-            return Err(WireError::new(
-                Errno::Inval,
-                format!(
-                    "a restore chunk of {} bytes is over the {MAX_HANDED} a server copies at once",
-                    end - start
-                ),
-            ));
-        }
         // An OSS's mover copies what it is handed (the MDS waited for room).
         let cluster = match &self.repos {
             Repos::Cluster(c) if self.config.role == MoverRole::Mds => c,
@@ -604,21 +592,39 @@ impl Mover {
                 got.range
             )));
         }
-        let data = match got.bytes().await {
-            Ok(d) => d,
-            Err(e) => return Err(classify(store, key, &e, stale)),
-        };
-        self.counters
-            .bytes_fetched
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        if data.len() as u64 != b - a {
+        // Into a page-aligned buffer, which the OST writes with `O_DIRECT` as it is: an
+        // in-process call to an OST (the OSS's mover, `weft up`) would otherwise copy the
+        // bytes once more to align them.
+        let want = usize::try_from(b - a).map_err(|_| {
+            FetchError::Final(WireError::new(
+                Errno::Inval,
+                format!("a range of {} bytes", b - a),
+            ))
+        })?;
+        let (mut buf, pad) = weft_proto::frame::aligned_vec(want);
+        let mut body = got.into_stream();
+        while let Some(part) = body.next().await {
+            let part = match part {
+                Ok(p) => p,
+                Err(e) => return Err(classify(store, key, &e, stale)),
+            };
+            self.counters
+                .bytes_fetched
+                .fetch_add(part.len() as u64, Ordering::Relaxed);
+            if buf.len() - pad + part.len() > want {
+                return Err(FetchError::Transient(format!(
+                    "asked for {want} bytes at {a}, got more"
+                )));
+            }
+            buf.extend_from_slice(&part);
+        }
+        if buf.len() - pad != want {
             return Err(FetchError::Transient(format!(
-                "asked for {} bytes at {a}, got {}",
-                b - a,
-                data.len()
+                "asked for {want} bytes at {a}, got {}",
+                buf.len() - pad
             )));
         }
-        Ok(data)
+        Ok(Bytes::from(buf).slice(pad..))
     }
 }
 
@@ -880,13 +886,22 @@ mod tests {
             weft_client::layout::map_range(&l, FID, start, end - start).unwrap()
         };
         // Within stripe 1 (OST 1); across stripes 0 and 1 (both on a).
-        assert_eq!(one_server(&pieces(1 << 20, 2 << 20), address), Some((1, "a")));
-        assert_eq!(one_server(&pieces(100, (2 << 20) - 1), address), Some((0, "a")));
+        assert_eq!(
+            one_server(&pieces(1 << 20, 2 << 20), address),
+            Some((1, "a"))
+        );
+        assert_eq!(
+            one_server(&pieces(100, (2 << 20) - 1), address),
+            Some((0, "a"))
+        );
         // Onto OST 2 (server b), onto OST 3 (unknown), or nothing at all.
         assert_eq!(one_server(&pieces(0, (2 << 20) + 1), address), None);
         assert_eq!(one_server(&pieces(3 << 20, 4 << 20), address), None);
         assert_eq!(one_server(&[], address), None);
-        assert_eq!(one_server(&pieces(2 << 20, 3 << 20), address), Some((2, "b")));
+        assert_eq!(
+            one_server(&pieces(2 << 20, 3 << 20), address),
+            Some((2, "b"))
+        );
     }
 
     #[test]

@@ -242,7 +242,10 @@ async fn restores_from(mut server: S3Server) {
     let f = reader.open(fid, OpenOptions::read(), &root).await.unwrap();
     let back = f.read_at(0, SIZE).await.unwrap();
     f.close().await.unwrap();
-    assert!(back == data, "bytes the MDS's mover copied differ from the object");
+    assert!(
+        back == data,
+        "bytes the MDS's mover copied differ from the object"
+    );
 
     // The store stops: EIO, within a bounded time, with no credentials in the message.
     server.kill().unwrap();
