@@ -683,10 +683,21 @@ impl Walked {
 pub(crate) async fn walk(
     client: &Client,
     dir: Fid,
+    visit: impl FnMut(Walked),
+) -> Result<(), RepoError> {
+    walk_under(client, dir, "", visit).await
+}
+
+/// [`walk`] of `dir`, a directory at `rel` below the linked one: the paths visited are
+/// relative to the linked directory.
+pub(crate) async fn walk_under(
+    client: &Client,
+    dir: Fid,
+    rel: &str,
     mut visit: impl FnMut(Walked),
 ) -> Result<(), RepoError> {
     let cred = Credentials::root();
-    let mut stack = vec![(dir, String::new(), 0u64)];
+    let mut stack = vec![(dir, rel.to_string(), 0u64)];
     while let Some((fid, rel, cookie)) = stack.pop() {
         let (page, eof) = client.scan_dir(fid, cookie, &cred).await?;
         if !eof && let Some(last) = page.last() {

@@ -438,9 +438,27 @@ fn event_grid_message(kind: &str, container: &str, key: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(event.to_string())
 }
 
-/// `az://` with `--events`: NEW, CHANGED and DELETED blobs reach the namespace through the
-/// container's storage queue, a message that is no event is dropped, a missing queue is
-/// refused at `repo create`, and the account key appears in no log.
+/// The message Event Grid puts in a storage queue for a hierarchical namespace's rename of
+/// `source` (a URL) to `key` in container `data` (`BlobRenamed`, `DirectoryRenamed`).
+fn event_grid_rename(kind: &str, key: &str, source: &str) -> String {
+    use base64::Engine;
+    let event = serde_json::json!({
+        "topic": "/subscriptions/0/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/devstoreaccount1",
+        "subject": format!("/blobServices/default/containers/data/blobs/{key}"),
+        "eventType": format!("Microsoft.Storage.{kind}"),
+        "id": format!("{kind}-{key}"),
+        "data": { "api": "RenamePath", "sourceUrl": source, "destinationUrl": "" },
+        "dataVersion": "",
+        "metadataVersion": "1",
+        "eventTime": "2026-11-28T00:00:00Z"
+    });
+    base64::engine::general_purpose::STANDARD.encode(event.to_string())
+}
+
+/// `az://` with `--events`: NEW, CHANGED and DELETED blobs, and a hierarchical namespace's
+/// renames and directory deletes, reach the namespace through the container's storage
+/// queue, a message that is no event is dropped, a missing queue is refused at `repo
+/// create`, and the account key appears in no log.
 #[test]
 fn the_auto_import_follows_an_azure_containers_event_queue() {
     run(async {
@@ -555,6 +573,90 @@ fn the_auto_import_follows_an_azure_containers_event_queue() {
         })
         .await;
         assert!(exists(&client, dir.fid, b"early.txt").await);
+
+        // A hierarchical namespace's renames and directory deletes (the blobs moved as the
+        // rename leaves them, then its event): a file renamed, a directory renamed, a
+        // directory deleted.
+        for key in [
+            "ev/runs/a/1.bin",
+            "ev/runs/a/2.bin",
+            "ev/logs/x.log",
+            "ev/old.txt",
+        ] {
+            put(key, key.as_bytes().to_vec()).await;
+        }
+        let runs = eventually("the directories imported", || async {
+            let runs = client.lookup(dir.fid, b"runs", &root).await?;
+            let a = client.lookup(runs.fid, b"a", &root).await?;
+            client.lookup(a.fid, b"2.bin", &root).await?;
+            let logs = client.lookup(dir.fid, b"logs", &root).await?;
+            client.lookup(logs.fid, b"x.log", &root).await?;
+            client.lookup(dir.fid, b"old.txt", &root).await?;
+            Ok::<_, weft_client::ClientError>(runs)
+        })
+        .await;
+        let endpoint = az.endpoint();
+        let url = |key: &str| format!("{endpoint}/data/{}", key.replace(' ', "%20"));
+        let moved = |from: &str, to: &str| {
+            let (blobs, from, to) = (blobs.clone(), from.to_string(), to.to_string());
+            async move {
+                let body = blobs.get(&StorePath::from(from.as_str())).await.unwrap();
+                let body = body.bytes().await.unwrap();
+                blobs
+                    .put(&StorePath::from(to.as_str()), body.into())
+                    .await
+                    .unwrap();
+                blobs.delete(&StorePath::from(from.as_str())).await.unwrap();
+            }
+        };
+        moved("ev/old.txt", "ev/new name.txt").await;
+        queue
+            .send(&event_grid_rename(
+                "BlobRenamed",
+                "ev/new name.txt",
+                &url("ev/old.txt"),
+            ))
+            .await
+            .unwrap();
+        moved("ev/runs/a/1.bin", "ev/runs/b/1.bin").await;
+        moved("ev/runs/a/2.bin", "ev/runs/b/2.bin").await;
+        queue
+            .send(&event_grid_rename(
+                "DirectoryRenamed",
+                "ev/runs/b",
+                &url("ev/runs/a"),
+            ))
+            .await
+            .unwrap();
+        blobs
+            .delete(&StorePath::from("ev/logs/x.log"))
+            .await
+            .unwrap();
+        queue
+            .send(&event_grid_message("DirectoryDeleted", "data", "ev/logs"))
+            .await
+            .unwrap();
+        wait_until_async("the renames and the directory delete applied", || async {
+            let b = client.lookup(runs.fid, b"b", &root).await;
+            exists(&client, dir.fid, b"new name.txt").await
+                && !exists(&client, dir.fid, b"old.txt").await
+                && !exists(&client, runs.fid, b"a").await
+                && !exists(&client, dir.fid, b"logs").await
+                && match b {
+                    Ok(b) => {
+                        exists(&client, b.fid, b"1.bin").await
+                            && exists(&client, b.fid, b"2.bin").await
+                    }
+                    Err(_) => false,
+                }
+        })
+        .await;
+        assert_eq!(
+            read_all(&client, dir.fid, b"new name.txt").await,
+            b"ev/old.txt"
+        );
+        let b = client.lookup(runs.fid, b"b", &root).await.unwrap();
+        assert_eq!(read_all(&client, b.fid, b"2.bin").await, b"ev/runs/a/2.bin");
 
         // Every message was handled and deleted.
         wait_until_async("the queue emptied", || async {

@@ -185,6 +185,18 @@ async fn apply(
         let p = import::import_keys(client, repo, store, &created, &opts).await?;
         count_import(c, repo.id, &p, "event import");
     }
+    let dirs = keys(ChangeKind::DirectoryCreated);
+    if (ip.new || ip.changed) && !dirs.is_empty() {
+        let opts = ImportOptions {
+            parallel: PARALLEL,
+            skip_new: !ip.new,
+            skip_changed: !ip.changed,
+            ..Default::default()
+        };
+        for dir in &dirs {
+            import_dir(client, repo, store, dir, &opts, c).await?;
+        }
+    }
     let removed = keys(ChangeKind::Removed);
     if ip.deleted && !removed.is_empty() {
         let n = removal::remove_keys(client, repo, store, &removed, c).await?;
@@ -192,5 +204,53 @@ async fn apply(
             tracing::info!(repo = repo.id, removed = n, "event import of deletions");
         }
     }
+    let dirs = keys(ChangeKind::DirectoryRemoved);
+    if ip.deleted && !dirs.is_empty() {
+        let n = removal::remove_dirs(client, repo, store, &dirs, c).await?;
+        if n > 0 {
+            tracing::info!(
+                repo = repo.id,
+                removed = n,
+                "event import of deleted directories"
+            );
+        }
+    }
     Ok(())
+}
+
+/// Keys of a directory renamed into place imported at once (bounds the keys held).
+const DIR_BATCH: usize = 4096;
+
+/// Imports every object below directory key `dir` (a directory renamed into place),
+/// listed [`DIR_BATCH`] keys at a time.
+async fn import_dir(
+    client: &Arc<Client>,
+    repo: &Repo,
+    store: &RepoStore,
+    dir: &str,
+    opts: &ImportOptions,
+    c: &Counters,
+) -> Result<(), RepoError> {
+    use futures::StreamExt;
+    let prefix = object_store::path::Path::parse(dir.trim_end_matches('/'))
+        .map_err(|e| RepoError::store(store.url(), &object_store::Error::from(e)))?;
+    let mut listing = store.store().list(Some(&prefix));
+    let mut batch = Vec::new();
+    loop {
+        let next = listing.next().await;
+        if let Some(item) = &next {
+            let meta = item
+                .as_ref()
+                .map_err(|e| RepoError::store(store.url(), e))?;
+            batch.push(meta.location.to_string());
+        }
+        if batch.len() >= DIR_BATCH || (next.is_none() && !batch.is_empty()) {
+            let p = import::import_keys(client, repo, store, &batch, opts).await?;
+            count_import(c, repo.id, &p, "event import of a directory");
+            batch.clear();
+        }
+        if next.is_none() {
+            return Ok(());
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! `getattr` still finds it clean and closed. An emptied directory goes by `rmdir`, so a
 //! directory holding anything else stays; never the linked directory itself.
 
-use super::{Counters, LISTED_MAX, Walked, key_of, walk};
+use super::{Counters, LISTED_MAX, Walked, key_of, walk, walk_under};
 use crate::error::RepoError;
 use crate::import::{ListedKeys, place_of};
 use crate::store::RepoStore;
@@ -125,6 +125,55 @@ pub(super) async fn remove_keys(
         {
             removed += 1;
         }
+    }
+    remove_emptied(client, repo, emptied, c).await;
+    Ok(removed)
+}
+
+/// The `DirectoryRemoved` events of repository `repo` (a hierarchical namespace's
+/// directory deleted or renamed away): every file below the directories at `dirs` (full
+/// keys under its prefix) is removed as the sweep would remove it, then the directories
+/// that emptied, these included; answers how many files went.
+pub(super) async fn remove_dirs(
+    client: &Arc<Client>,
+    repo: &Repo,
+    store: &RepoStore,
+    dirs: &[String],
+    c: &Counters,
+) -> Result<u64, RepoError> {
+    let prefix = store.prefix().as_ref();
+    let mut removed = 0;
+    let mut emptied = Emptied::new();
+    for key in dirs {
+        let Some(rel) = crate::import::rel_key(prefix, key.trim_end_matches('/')) else {
+            continue;
+        };
+        // Only a directory the import would have made for the key.
+        let Ok(place) = place_of(&format!("{rel}/")) else {
+            continue;
+        };
+        let rel = place.dir;
+        if rel.is_empty() {
+            continue;
+        }
+        let dir = match resolve_rel(client, repo.dir, &rel).await {
+            Ok(f) => f,
+            Err(e) if e.errno() == Errno::NoEnt => continue,
+            Err(e) => return Err(e),
+        };
+        let mut candidates = Vec::new();
+        walk_under(client, dir, &rel, |w| {
+            if removable(&w, repo) {
+                candidates.push(w);
+            }
+        })
+        .await?;
+        for w in candidates {
+            if remove_if_gone(client, repo, store, &w, None, &mut emptied, c).await? {
+                removed += 1;
+            }
+        }
+        emptied.insert((depth(&rel), rel));
     }
     remove_emptied(client, repo, emptied, c).await;
     Ok(removed)

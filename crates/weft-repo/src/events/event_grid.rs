@@ -3,14 +3,26 @@
 //! Event Grid's own schema (`eventType`) or as a CloudEvent (`type`); an array of events
 //! is read too. `Microsoft.Storage.BlobCreated` is a created (or overwritten) object,
 //! `Microsoft.Storage.BlobDeleted` a removed one; the subject names the container and the
-//! blob (`/blobServices/default/containers/CONTAINER/blobs/NAME`). Other event types
-//! (tier changes, the hierarchical namespace's renames) change nothing here: the listing
-//! sweep finds what they did.
+//! blob (`/blobServices/default/containers/CONTAINER/blobs/NAME`). A storage account with
+//! a hierarchical namespace (Azure Data Lake Storage) also sends `BlobRenamed` (the
+//! source, `data.sourceUrl`, removed; the subject created), `DirectoryRenamed` (every
+//! object under the source directory removed, every one under the subject created) and
+//! `DirectoryDeleted` (every object under the subject removed). Other event types (tier
+//! changes, `DirectoryCreated`: an empty directory) change nothing here.
 
 use super::s3_event::{Change, ChangeKind};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
+
+/// The event types that change what the repository holds.
+const FOLLOWED: [&str; 5] = [
+    "Microsoft.Storage.BlobCreated",
+    "Microsoft.Storage.BlobDeleted",
+    "Microsoft.Storage.BlobRenamed",
+    "Microsoft.Storage.DirectoryRenamed",
+    "Microsoft.Storage.DirectoryDeleted",
+];
 
 /// The changes message text `text` names; an error says why it is no Event Grid event.
 pub fn changes(text: &str) -> Result<Vec<Change>, String> {
@@ -35,11 +47,9 @@ pub fn changes(text: &str) -> Result<Vec<Change>, String> {
             .or_else(|| e.get("type"))
             .and_then(Value::as_str)
             .ok_or("an event without an eventType or type")?;
-        let kind = match kind {
-            "Microsoft.Storage.BlobCreated" => ChangeKind::Created,
-            "Microsoft.Storage.BlobDeleted" => ChangeKind::Removed,
-            _ => continue,
-        };
+        if !FOLLOWED.contains(&kind) {
+            continue;
+        }
         let subject = e
             .get("subject")
             .and_then(Value::as_str)
@@ -49,13 +59,53 @@ pub fn changes(text: &str) -> Result<Vec<Change>, String> {
             .and_then(|rest| rest.split_once("/blobs/"))
             .filter(|(c, k)| !c.is_empty() && !k.is_empty())
             .ok_or_else(|| format!("a blob event whose subject names no blob: {subject}"))?;
-        out.push(Change {
-            bucket: container.to_string(),
-            key: key.to_string(),
-            kind,
-        });
+        let source = || {
+            let url = e
+                .pointer("/data/sourceUrl")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("a {kind} event without data.sourceUrl"))?;
+            source_key(url, container)
+                .ok_or_else(|| format!("a {kind} event whose source is not in {container}: {url}"))
+        };
+        let mut push = |key: String, kind: ChangeKind| {
+            out.push(Change {
+                bucket: container.to_string(),
+                key,
+                kind,
+            })
+        };
+        match kind {
+            "Microsoft.Storage.BlobCreated" => push(key.to_string(), ChangeKind::Created),
+            "Microsoft.Storage.BlobDeleted" => push(key.to_string(), ChangeKind::Removed),
+            "Microsoft.Storage.BlobRenamed" => {
+                push(source()?, ChangeKind::Removed);
+                push(key.to_string(), ChangeKind::Created);
+            }
+            "Microsoft.Storage.DirectoryRenamed" => {
+                push(source()?, ChangeKind::DirectoryRemoved);
+                push(key.to_string(), ChangeKind::DirectoryCreated);
+            }
+            "Microsoft.Storage.DirectoryDeleted" => {
+                push(key.to_string(), ChangeKind::DirectoryRemoved)
+            }
+            _ => {}
+        }
     }
     Ok(out)
+}
+
+/// The key a rename's `data.sourceUrl` names in `container` (the path after the
+/// container's segment, decoded): `https://ACCOUNT.dfs.core.windows.net/CONTAINER/KEY`,
+/// or with the account in the path as emulators have it.
+fn source_key(url: &str, container: &str) -> Option<String> {
+    let url = url::Url::parse(url).ok()?;
+    let mut segments = url.path_segments()?;
+    segments.by_ref().find(|s| *s == container)?;
+    let key: Vec<String> = segments
+        .map(|s| super::s3_event::percent_decode(s, false))
+        .collect::<Option<_>>()?;
+    let key = key.join("/");
+    (!key.is_empty()).then_some(key)
 }
 
 #[cfg(test)]
@@ -113,6 +163,95 @@ mod tests {
             "/blobServices/default/containers/data/blobs/k",
         );
         assert_eq!(changes(&tier).unwrap(), []);
+    }
+
+    fn renamed(kind: &str, subject: &str, source: &str) -> String {
+        serde_json::json!({
+            "topic": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/acct",
+            "subject": subject,
+            "eventType": kind,
+            "id": "2",
+            "data": {
+                "api": "RenameFile",
+                "sourceUrl": source,
+                "destinationUrl": "https://acct.dfs.core.windows.net/data/new",
+            },
+            "dataVersion": "",
+            "metadataVersion": "1",
+            "eventTime": "2026-11-28T00:00:00Z"
+        })
+        .to_string()
+    }
+
+    fn change(key: &str, kind: ChangeKind) -> Change {
+        Change {
+            bucket: "data".into(),
+            key: key.into(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn hierarchical_namespace_renames_and_deletes() {
+        // A file renamed: the source (percent-encoded in its URL) removed, the subject
+        // created.
+        let file = renamed(
+            "Microsoft.Storage.BlobRenamed",
+            "/blobServices/default/containers/data/blobs/ev/new name.txt",
+            "https://acct.dfs.core.windows.net/data/ev/old%20name%2B1.txt",
+        );
+        assert_eq!(
+            changes(&file).unwrap(),
+            [
+                change("ev/old name+1.txt", ChangeKind::Removed),
+                change("ev/new name.txt", ChangeKind::Created),
+            ]
+        );
+        // A directory renamed (an emulator's URL, the account in the path), and deleted.
+        let dir = renamed(
+            "Microsoft.Storage.DirectoryRenamed",
+            "/blobServices/default/containers/data/blobs/runs/b",
+            "http://127.0.0.1:10000/devstoreaccount1/data/runs/a",
+        );
+        assert_eq!(
+            changes(&dir).unwrap(),
+            [
+                change("runs/a", ChangeKind::DirectoryRemoved),
+                change("runs/b", ChangeKind::DirectoryCreated),
+            ]
+        );
+        let deleted = event(
+            "Microsoft.Storage.DirectoryDeleted",
+            "/blobServices/default/containers/data/blobs/runs/b",
+        );
+        assert_eq!(
+            changes(&deleted).unwrap(),
+            [change("runs/b", ChangeKind::DirectoryRemoved)]
+        );
+        // An empty directory made changes nothing.
+        let made = event(
+            "Microsoft.Storage.DirectoryCreated",
+            "/blobServices/default/containers/data/blobs/runs/c",
+        );
+        assert_eq!(changes(&made).unwrap(), []);
+        // A rename without a source in the container is no event to follow.
+        for source in [
+            "https://acct.dfs.core.windows.net/other/x",
+            "not a url",
+            "https://acct.dfs.core.windows.net/data",
+        ] {
+            let bad = renamed(
+                "Microsoft.Storage.BlobRenamed",
+                "/blobServices/default/containers/data/blobs/x",
+                source,
+            );
+            assert!(changes(&bad).is_err(), "{source}");
+        }
+        let no_source = event(
+            "Microsoft.Storage.BlobRenamed",
+            "/blobServices/default/containers/data/blobs/x",
+        );
+        assert!(changes(&no_source).is_err());
     }
 
     #[test]

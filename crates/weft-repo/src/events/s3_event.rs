@@ -13,6 +13,12 @@ pub enum ChangeKind {
     Created,
     /// Deleted (`ObjectRemoved:*`, `LifecycleExpiration:*`).
     Removed,
+    /// Every object under the key as a directory (`KEY/...`) appeared at once: a directory
+    /// renamed into place in a hierarchical namespace (Azure Data Lake Storage).
+    DirectoryCreated,
+    /// Every object under the key as a directory is gone: a directory deleted or renamed
+    /// away in a hierarchical namespace.
+    DirectoryRemoved,
 }
 
 /// One object's change, as a message tells it.
@@ -109,12 +115,18 @@ fn eventbridge(v: &Value) -> Result<Vec<Change>, String> {
 /// A key as S3 notifications write it: form-encoded (`+` is a space, `%XX` a byte);
 /// `None` when the bytes are not UTF-8 or an escape is broken.
 pub fn decode_key(encoded: &str) -> Option<String> {
+    percent_decode(encoded, true)
+}
+
+/// `encoded` with its `%XX` escapes decoded (and `+` as a space when `plus_is_space`, as
+/// in form encoding); `None` when the bytes are not UTF-8 or an escape is broken.
+pub(crate) fn percent_decode(encoded: &str, plus_is_space: bool) -> Option<String> {
     let b = encoded.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             b'%' => {
                 let hex = b.get(i + 1..i + 3)?;
                 let hex = std::str::from_utf8(hex).ok()?;
