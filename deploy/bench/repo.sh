@@ -12,9 +12,10 @@
 # S3S_FS, DATA [/var/tmp/weft-bench-repo], SMALL_COUNT [20000], SMALL_SIZE [128K],
 # LARGE_COUNT [4], LARGE_SIZE [1G], WORKERS [4], RESTORE_AHEAD [64: the mount's
 # llite.*.restore_ahead; 0 turns it off], SHAPE [up: `weft up`, every role in one process
-# with its mount; tcp: the deployment shape, `weft mgs`, `weft mds` (MDT0 and the data
-# mover), `weft oss` (4 OSTs) and `weft mount` as separate processes over TCP on
-# 127.0.0.1 ports WEFT_PORT to WEFT_PORT+2], S3_PORT [9470], WEFT_PORT [9460],
+# with its mount; tcp: the deployment shape, `weft mgs`, `weft mds` (MDT0, the restore
+# coordinator), `weft oss` (4 OSTs and the data mover that copies their restores) and
+# `weft mount` as separate processes over TCP on 127.0.0.1 ports WEFT_PORT to
+# WEFT_PORT+2], S3_PORT [9470], WEFT_PORT [9460],
 # BUCKET [weft-bench], KEEP=1 (keep DATA), CPU=1 (a table of the CPU seconds each process
 # spent in each phase). Extra arguments go to `weft bench-repo`
 # (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
