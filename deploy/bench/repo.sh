@@ -16,8 +16,9 @@
 # coordinator), `weft oss` (4 OSTs and the data mover that copies their restores) and
 # `weft mount` as separate processes over TCP on 127.0.0.1 ports WEFT_PORT to
 # WEFT_PORT+2], S3_PORT [9470], WEFT_PORT [9460],
-# BUCKET [weft-bench], KEEP=1 (keep DATA), CPU=1 (a table of the CPU seconds each process
-# spent in each phase). Extra arguments go to `weft bench-repo`
+# BUCKET [weft-bench], PARAMS ["NAME=VALUE ...": stored with `weft set_param -P` before
+# the runs, e.g. obdfilter.*.writethrough_max_io_mb=64], KEEP=1 (keep DATA), CPU=1 (a
+# table of the CPU seconds each process spent in each phase). Extra arguments go to `weft bench-repo`
 # (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
 # for this run; never printed.
 set -euo pipefail
@@ -129,6 +130,12 @@ done
 # Restore-ahead (llite.*.restore_ahead, 64 by default) for the mount's first epoch.
 "$W" set_param "llite.*.restore_ahead=${RESTORE_AHEAD:-64}" > /dev/null
 echo "restore-ahead: ${RESTORE_AHEAD:-64}"
+# Other parameters, stored on the MGS for every node (`set_param -P`).
+read -ra params <<< "${PARAMS:-}"
+for p in "${params[@]}"; do
+    "$W" set_param --mgs "127.0.0.1:$WEFT_PORT" -P "$p" > /dev/null
+    echo "param:   $p"
+done
 
 # CPU seconds (user + system) of one process so far; 0 once it is gone.
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
