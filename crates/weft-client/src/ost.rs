@@ -160,18 +160,19 @@ impl OstClient {
     }
 
     /// Has the OST's server copy restore `chunk` from its data repository into the file's
-    /// objects (all on OSTs of that server) and sync them: see [`OstRequest::Restore`].
-    /// Waits up to [`RESTORE_TIMEOUT`]; not resent.
-    pub async fn restore(&self, chunk: RestoreChunk) -> Result<(), ClientError> {
+    /// objects on OSTs `osts` of that server (empty: all the chunk's, all on that server)
+    /// and sync them: see [`OstRequest::Restore`]; answers the bytes copied. Waits up to
+    /// [`RESTORE_TIMEOUT`]; not resent.
+    pub async fn restore(&self, chunk: RestoreChunk, osts: Vec<u32>) -> Result<u64, ClientError> {
         match self
             .call_timed(
-                OstRequest::Restore { chunk },
+                OstRequest::Restore { chunk, osts },
                 Bytes::new(),
                 Some(RESTORE_TIMEOUT),
             )
             .await?
         {
-            (OstReply::Ok, _) => Ok(()),
+            (OstReply::Restored { bytes }, _) => Ok(bytes),
             _ => Err(self.unexpected("restore")),
         }
     }

@@ -16,9 +16,13 @@ use weft_rpc::{Handler, Peer};
 /// ([`OstRequest::Restore`]): the `weft` binary's OSS implements it with `weft-repo`'s data
 /// mover, writing the OSS's own OSTs in-process.
 pub trait DataMover: Send + Sync + 'static {
-    /// Copies `chunk` from its data repository into the file's objects and syncs them
-    /// before it returns.
-    fn restore_chunk(&self, chunk: RestoreChunk) -> BoxFuture<'_, Result<(), WireError>>;
+    /// Copies `chunk` from its data repository into the file's objects on OSTs `osts`
+    /// (empty: all of them) and syncs them before it returns; answers the bytes copied.
+    fn restore_chunk(
+        &self,
+        chunk: RestoreChunk,
+        osts: Vec<u32>,
+    ) -> BoxFuture<'_, Result<u64, WireError>>;
 }
 
 /// Serves [`OstRequest`]s from the transport with an [`Ost`].
@@ -71,17 +75,16 @@ impl Handler for OstHandler {
         let conn = peer.conn_id;
         async move {
             match (request, mover) {
-                (OstRequest::Restore { chunk }, Some(mover)) => {
+                (OstRequest::Restore { chunk, osts }, Some(mover)) => {
                     if !bulk.is_empty() {
                         return Err(WireError::new(
                             Errno::Proto,
                             format!("unexpected bulk of {} bytes", bulk.len()),
                         ));
                     }
-                    let bytes = chunk.end.saturating_sub(chunk.start);
-                    let r = mover.restore_chunk(chunk).await;
-                    ost.record_restore(bytes, r.is_ok());
-                    r.map(|()| (OstReply::Ok, Bytes::new()))
+                    let r = mover.restore_chunk(chunk, osts).await;
+                    ost.record_restore(*r.as_ref().unwrap_or(&0), r.is_ok());
+                    r.map(|bytes| (OstReply::Restored { bytes }, Bytes::new()))
                 }
                 (request, _) => ost.execute_from(conn, request, bulk).await,
             }

@@ -89,12 +89,13 @@ pub enum OstRequest {
         hole: bool,
     },
     /// The data mover of the OSS serving this OST copies `chunk` (an HSM restore an MDT's
-    /// coordinator hands out) from its data repository into the file's objects, all on
-    /// OSTs of this server, and syncs them before it answers `Ok`: the bytes reach the
-    /// OSTs without passing through the MDS. The OSS reads the store with the credentials
-    /// of its own environment. `ENOSYS` from a server without a data mover. Sent by the
-    /// MDS only.
-    Restore { chunk: RestoreChunk },
+    /// coordinator hands out) from its data repository into the file's objects on OSTs
+    /// `osts` (all on this server; empty: every object of the chunk, all on this server)
+    /// and syncs them before it answers `Ok`: the bytes reach the OSTs without passing
+    /// through the MDS; answers [`OstReply::Restored`]. The OSS reads the store with the
+    /// credentials of its own environment. `ENOSYS` from a server without a data mover.
+    /// Sent by the MDS only.
+    Restore { chunk: RestoreChunk, osts: Vec<u32> },
 }
 
 /// The most objects an OST returns in one [`OstRequest::ListObjects`] page, whatever the
@@ -129,6 +130,8 @@ pub enum OstReply {
     /// The offset a [`OstRequest::Seek`] found; `None` when it looked for data and there
     /// is none at or after the offset.
     Offset(Option<u64>),
+    /// A [`OstRequest::Restore`] done: the bytes copied into the server's OSTs.
+    Restored { bytes: u64 },
 }
 
 impl Message for OstRequest {
@@ -268,6 +271,7 @@ mod tests {
                     start: 0,
                     end: 9,
                 },
+                osts: vec![1, 2],
             },
         ]
     }

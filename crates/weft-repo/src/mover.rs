@@ -7,12 +7,12 @@
 //! failing store, the OST writes and the syncs that make them durable, and its counters.
 //!
 //! A mover runs in the MDS (the MDT's `ClusterView::restore_chunk`) and in each OSS
-//! ([`MoverRole`]). The MDS's waits for room under a tiering high mark, then hands a chunk
-//! whose objects are all on OSTs of one server to that server (`OstRequest::Restore`),
-//! whose mover copies it into its own OSTs in-process: the data crosses no socket between
-//! the store and the disk but the store's. A chunk spread over several servers, or for a
-//! server without a mover (`weft oss --no-data-mover`, or one that cannot reach the store),
-//! is copied by the MDS's mover itself.
+//! ([`MoverRole`]). The MDS's waits for room under a tiering high mark, then splits a chunk
+//! by the server of its OSTs and hands each server its part (`OstRequest::Restore`), whose
+//! mover fetches only the bytes of those OSTs and writes them in-process
+//! ([`Mover::restore_part`]): the data crosses no socket between the store and the disk
+//! but the store's. The part of a server without a mover (`weft oss --no-data-mover`, or
+//! one that cannot reach the store) is copied by the MDS's mover itself.
 //!
 //! Servers are trusted: their writes spend no grant (an OST admits a write from a
 //! connection without grant while unpromised space covers it, as for any first write).
@@ -52,11 +52,15 @@ pub const OST_RETRY: Duration = Duration::from_secs(30);
 /// mover there, or no access to the store) before it hands that server chunks again.
 pub const REFUSED_FOR: Duration = Duration::from_secs(60);
 
+/// The largest chunk [`Mover::restore_part`] takes (the MDT's restore units are 32 MiB):
+/// its pieces are listed at once.
+pub const MAX_PART_CHUNK: u64 = 1 << 30;
+
 /// Where a [`Mover`] runs, which decides what it does with a chunk (see the module header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoverRole {
-    /// In an MDS: waits for room under tiering marks, hands chunks to the server holding
-    /// their OSTs, copies the rest.
+    /// In an MDS: waits for room under tiering marks, hands each server the part of a
+    /// chunk on its OSTs, copies what none takes.
     Mds,
     /// In an OSS: copies what an MDS hands it (which has waited for room already).
     Oss,
@@ -109,7 +113,7 @@ pub struct MoverStats {
     pub stale: u64,
     /// Chunks that waited for room under a tiering high mark.
     pub room_waits: u64,
-    /// Chunks handed to the server of their OSTs, which copied them (an MDS's mover).
+    /// Chunk parts handed to the server of their OSTs, which copied them (an MDS's mover).
     pub handed_off: u64,
 }
 
@@ -162,7 +166,7 @@ pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
     Stat::new(
         counter(
             "mover.handed_off",
-            "Restore chunks handed to the server of their OSTs, which copied them.",
+            "Restore chunk parts handed to the server of their OSTs, which copied them.",
         )
         .exported_as("mover_handed_off"),
         |s| s.handed_off,
@@ -307,10 +311,35 @@ impl Mover {
     /// for a store that still fails after [`MoverConfig::attempts`], EINVAL for a range
     /// outside the object or a layout that does not cover it.
     pub async fn restore_chunk(&self, chunk: RestoreChunk) -> Result<(), WireError> {
+        self.restore_counted(chunk, None).await.map(|_| ())
+    }
+
+    /// [`Mover::restore_chunk`] of only the bytes the layout puts on OSTs `osts` (what an
+    /// MDS hands an OSS of a chunk spread over several servers; empty: every byte); answers
+    /// the bytes copied. A chunk of more than [`MAX_PART_CHUNK`] bytes is EINVAL here.
+    pub async fn restore_part(&self, chunk: RestoreChunk, osts: &[u32]) -> Result<u64, WireError> {
+        if chunk.end.saturating_sub(chunk.start) > MAX_PART_CHUNK {
+            return Err(WireError::new(
+                Errno::Inval,
+                format!(
+                    "a restore chunk of {} bytes is over the {MAX_PART_CHUNK} a server takes",
+                    chunk.end.saturating_sub(chunk.start)
+                ),
+            ));
+        }
+        let only = (!osts.is_empty()).then_some(osts);
+        self.restore_counted(chunk, only).await
+    }
+
+    async fn restore_counted(
+        &self,
+        chunk: RestoreChunk,
+        only: Option<&[u32]>,
+    ) -> Result<u64, WireError> {
         let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
-        let r = self.restore(chunk).await;
+        let r = self.restore(chunk, only).await;
         match &r {
-            Ok(()) => {
+            Ok(_) => {
                 self.counters.chunks.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(%fid, start, end, "restored");
             }
@@ -322,7 +351,8 @@ impl Mover {
         r
     }
 
-    async fn restore(&self, chunk: RestoreChunk) -> Result<(), WireError> {
+    /// Answers the bytes this mover or the servers it handed parts to copied.
+    async fn restore(&self, chunk: RestoreChunk, only: Option<&[u32]>) -> Result<u64, WireError> {
         let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
         if start > end || end > chunk.archive.size {
             return Err(WireError::new(
@@ -334,17 +364,17 @@ impl Mover {
             ));
         }
         if start == end {
-            return Ok(());
+            return Ok(0);
         }
         // An OSS's mover copies what it is handed (the MDS waited for room).
         let cluster = match &self.repos {
-            Repos::Cluster(c) if self.config.role == MoverRole::Mds => c,
-            _ => return self.copy(chunk).await,
+            Repos::Cluster(c) if self.config.role == MoverRole::Mds && only.is_none() => c,
+            _ => return self.copy(chunk, only).await,
         };
         let pieces = weft_client::layout::map_range(&chunk.layout, fid, start, end - start)
             .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
         // Tiering: wait for room under the high mark on the OSTs this chunk fills (here,
-        // for the chunks handed off too: the MDS's gate is the one the agent answers).
+        // for the parts handed off too: the MDS's gate is the one the agent answers).
         let _room = match self.tiering(chunk.repo) {
             Some(policy) => {
                 let mut need: HashMap<u32, u64> = HashMap::new();
@@ -359,61 +389,91 @@ impl Mover {
             }
             None => None,
         };
-        if let Some((ost, server)) = self.server_of(cluster, &pieces)
-            && let Some(done) = self.hand_off(cluster, ost, &server, chunk.clone()).await
-        {
-            return done;
-        }
-        self.copy(chunk).await
+        // Each server's part to that server, at once; what none takes, copied here.
+        let parts = self.parts_by_server(cluster, &pieces);
+        let whole = parts.len() == 1;
+        futures::future::try_join_all(parts.into_iter().map(|(server, osts)| {
+            let chunk = chunk.clone();
+            async move {
+                if let Some(server) = server
+                    && let Some(done) = self
+                        .hand_off(cluster, &server, chunk.clone(), &osts, whole)
+                        .await
+                {
+                    return done;
+                }
+                self.copy(chunk, (!whole).then_some(&osts)).await
+            }
+        }))
+        .await
+        .map(|copied| copied.iter().sum())
     }
 
-    /// The OST to hand a chunk of `pieces` to and its server's address (see
-    /// [`one_server`]), unless that server refused a chunk within [`REFUSED_FOR`].
-    fn server_of(
+    /// The chunk of `pieces` split by the server of their OSTs (see [`by_server`]); the
+    /// part of a server that refused a chunk within [`REFUSED_FOR`] is this mover's to
+    /// copy (no server).
+    fn parts_by_server(
         &self,
         cluster: &Cluster,
         pieces: &[weft_client::layout::Piece],
-    ) -> Option<(u32, String)> {
+    ) -> Vec<(Option<String>, Vec<u32>)> {
         let config = cluster.config();
-        let (ost, server) = one_server(pieces, |ost| {
+        let parts = by_server(pieces, |ost| {
             config
                 .target(weft_proto::TargetId::ost(ost))
                 .map(|t| t.address.as_str())
-        })?;
+        });
         let mut refused = self.refused.lock();
-        if let Some(when) = refused.get(server) {
-            if when.elapsed() < REFUSED_FOR {
-                return None;
+        let mut out: Vec<(Option<String>, Vec<u32>)> = Vec::with_capacity(parts.len());
+        let mut here: Vec<u32> = Vec::new();
+        for (server, osts) in parts {
+            let server = server.filter(|s| match refused.get(*s) {
+                Some(when) if when.elapsed() < REFUSED_FOR => false,
+                Some(_) => {
+                    refused.remove(*s);
+                    true
+                }
+                None => true,
+            });
+            match server {
+                Some(s) => out.push((Some(s.to_string()), osts)),
+                None => here.extend(osts),
             }
-            refused.remove(server);
         }
-        Some((ost, server.to_string()))
+        if !here.is_empty() {
+            here.sort_unstable();
+            out.push((None, here));
+        }
+        out
     }
 
-    /// Hands `chunk` to `server`, the server of OST `ost`, to copy. `None` when it did not
-    /// and this mover is to copy the chunk itself: the server has no mover or no access to
-    /// the store (then it is left alone for [`REFUSED_FOR`]), or could not be reached (the
-    /// copy's own writes wait for it, or for its failover server).
+    /// Hands `chunk` to `server` to copy: its part on OSTs `osts` (served there), or all of
+    /// it when `whole`; answers the bytes of the part. `None` when it did not and this mover is to copy that part itself:
+    /// the server has no mover or no access to the store (then it is left alone for
+    /// [`REFUSED_FOR`]), or could not be reached (the copy's own writes wait for it, or
+    /// for its failover server).
     async fn hand_off(
         &self,
         cluster: &Cluster,
-        ost: u32,
         server: &str,
         chunk: RestoreChunk,
-    ) -> Option<Result<(), WireError>> {
-        let client = cluster.ost(ost).ok()?;
+        osts: &[u32],
+        whole: bool,
+    ) -> Option<Result<u64, WireError>> {
+        let client = cluster.ost(*osts.first()?).ok()?;
         let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
-        let e = match client.restore(chunk).await {
-            Ok(()) => {
+        let only = if whole { Vec::new() } else { osts.to_vec() };
+        let e = match client.restore(chunk, only).await {
+            Ok(bytes) => {
                 self.counters.handed_off.fetch_add(1, Ordering::Relaxed);
-                return Some(Ok(()));
+                return Some(Ok(bytes));
             }
             Err(e) => e,
         };
         match e.remote() {
             Some(w) if matches!(w.errno, Errno::NoSys | Errno::Access | Errno::Perm) => {
                 tracing::info!(server, errno = ?w.errno, error = %w.message,
-                    "the server of the chunk's OSTs does not restore: this MDS copies its chunks for {REFUSED_FOR:?}");
+                    "the server of the chunk's OSTs does not restore: this MDS copies its parts for {REFUSED_FOR:?}");
                 self.refused
                     .lock()
                     .insert(server.to_string(), std::time::Instant::now());
@@ -427,9 +487,9 @@ impl Mover {
         }
     }
 
-    /// Copies the chunk (already checked) from its store into the OST objects, then syncs
-    /// every object written.
-    async fn copy(&self, chunk: RestoreChunk) -> Result<(), WireError> {
+    /// Copies the chunk (already checked), or only its bytes on OSTs `only`, from its store
+    /// into the OST objects, then syncs every object written; answers the bytes copied.
+    async fn copy(&self, chunk: RestoreChunk, only: Option<&[u32]>) -> Result<u64, WireError> {
         let RestoreChunk {
             fid,
             layout,
@@ -438,6 +498,14 @@ impl Mover {
             start,
             end,
         } = chunk;
+        let spans = match only {
+            None => vec![(start, end)],
+            Some(osts) => {
+                let pieces = weft_client::layout::map_range(&layout, fid, start, end - start)
+                    .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
+                spans_on(&pieces, osts)
+            }
+        };
         let store = self.store(repo).await?;
         let key = Path::parse(&archive.key).map_err(|e| {
             WireError::new(
@@ -446,10 +514,13 @@ impl Mover {
             )
         })?;
         let touched: Mutex<HashSet<(u32, ObjectId)>> = Mutex::new(HashSet::new());
+        let bytes: u64 = spans.iter().map(|(a, b)| b - a).sum();
         let sub = self.config.sub_range;
-        let ranges = (0..(end - start).div_ceil(sub)).map(|i| {
-            let a = start + i * sub;
-            Ok::<_, WireError>((a, a.saturating_add(sub).min(end)))
+        let ranges = spans.into_iter().flat_map(|(start, end)| {
+            (0..(end - start).div_ceil(sub)).map(move |i| {
+                let a = start + i * sub;
+                Ok::<_, WireError>((a, a.saturating_add(sub).min(end)))
+            })
         });
         let (layout, archive, store, key, touched) = (&layout, &archive, &store, &key, &touched);
         futures::stream::iter(ranges)
@@ -480,7 +551,8 @@ impl Mover {
                     .await
                     .map_err(WireError::from)
             })
-            .await
+            .await?;
+        Ok(bytes)
     }
 
     /// Repository `id`'s tiering policy, if any.
@@ -628,19 +700,40 @@ impl Mover {
     }
 }
 
-/// The OST to hand a chunk of `pieces` to (the first piece's) and its server's address,
-/// when every piece's OST is served at one address (`address_of`, from the MGS
-/// configuration); `None` for a chunk spread over several servers or an OST unknown.
-fn one_server<'a>(
+/// The OSTs of `pieces` grouped by the address of their server (`address_of`, from the
+/// MGS configuration; `None`: an OST unknown there), in the order the pieces name them.
+fn by_server<'a>(
     pieces: &[weft_client::layout::Piece],
     address_of: impl Fn(u32) -> Option<&'a str>,
-) -> Option<(u32, &'a str)> {
-    let first = pieces.first()?;
-    let server = address_of(first.ost)?;
-    pieces
+) -> Vec<(Option<&'a str>, Vec<u32>)> {
+    let mut out: Vec<(Option<&'a str>, Vec<u32>)> = Vec::new();
+    for p in pieces {
+        let server = address_of(p.ost);
+        match out.iter_mut().find(|(s, _)| *s == server) {
+            Some((_, osts)) if osts.contains(&p.ost) => {}
+            Some((_, osts)) => osts.push(p.ost),
+            None => out.push((server, vec![p.ost])),
+        }
+    }
+    out
+}
+
+/// The file ranges of the pieces on OSTs `osts`, in file order, adjacent ones joined.
+fn spans_on(pieces: &[weft_client::layout::Piece], osts: &[u32]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = pieces
         .iter()
-        .all(|p| address_of(p.ost) == Some(server))
-        .then_some((first.ost, server))
+        .filter(|p| osts.contains(&p.ost))
+        .map(|p| (p.file_offset, p.file_offset + p.len))
+        .collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if last.1 == a => last.1 = b,
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 /// Whether an object store error is worth another attempt, as the error to answer.
@@ -874,7 +967,7 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_is_handed_off_only_when_one_server_holds_all_its_osts() {
+    fn a_chunk_splits_by_the_servers_of_its_osts() {
         // OSTs 0 and 1 on server a, 2 on b, 3 unknown.
         let address = |ost: u32| match ost {
             0 | 1 => Some("a"),
@@ -887,21 +980,69 @@ mod tests {
         };
         // Within stripe 1 (OST 1); across stripes 0 and 1 (both on a).
         assert_eq!(
-            one_server(&pieces(1 << 20, 2 << 20), address),
-            Some((1, "a"))
+            by_server(&pieces(1 << 20, 2 << 20), address),
+            [(Some("a"), vec![1])]
         );
         assert_eq!(
-            one_server(&pieces(100, (2 << 20) - 1), address),
-            Some((0, "a"))
+            by_server(&pieces(100, (2 << 20) - 1), address),
+            [(Some("a"), vec![0, 1])]
         );
-        // Onto OST 2 (server b), onto OST 3 (unknown), or nothing at all.
-        assert_eq!(one_server(&pieces(0, (2 << 20) + 1), address), None);
-        assert_eq!(one_server(&pieces(3 << 20, 4 << 20), address), None);
-        assert_eq!(one_server(&[], address), None);
+        // Two rounds of the stripes: a, b and the unknown OST, each once.
         assert_eq!(
-            one_server(&pieces(2 << 20, 3 << 20), address),
-            Some((2, "b"))
+            by_server(&pieces(0, 8 << 20), address),
+            [
+                (Some("a"), vec![0, 1]),
+                (Some("b"), vec![2]),
+                (None, vec![3])
+            ]
         );
+        assert_eq!(by_server(&[], address), []);
+        // The file ranges of a server's OSTs, adjacent stripes joined.
+        let p = pieces(100, (8 << 20) - 5);
+        assert_eq!(spans_on(&p, &[0, 1]), [(100, 2 << 20), (4 << 20, 6 << 20)]);
+        assert_eq!(
+            spans_on(&p, &[3]),
+            [(3 << 20, 4 << 20), (7 << 20, (8 << 20) - 5)]
+        );
+        assert_eq!(spans_on(&p, &[0, 1, 2, 3]), [(100, (8 << 20) - 5)]);
+        assert_eq!(spans_on(&p, &[9]), []);
+    }
+
+    #[tokio::test]
+    async fn parts_on_some_osts_fill_only_their_stripes() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (_dir, mem, mover, archive) = setup(&data).await;
+        let l = layout(16 << 10, 3);
+        let n = data.len() as u64;
+        mover
+            .restore_part(chunk(&l, &archive, 0, n), &[1])
+            .await
+            .unwrap();
+        let s = mover.stats();
+        let on_1: u64 = weft_client::layout::map_range(&l, FID, 0, n)
+            .unwrap()
+            .iter()
+            .filter(|p| p.ost == 1)
+            .map(|p| p.len)
+            .sum();
+        assert_eq!((s.bytes_fetched, s.bytes_written), (on_1, on_1));
+        assert!(
+            mem.calls_of(weft_client::io::Op::Write)
+                .iter()
+                .all(|c| c.ost == 1),
+            "only OST 1 written"
+        );
+        mover
+            .restore_part(chunk(&l, &archive, 0, n), &[0, 2])
+            .await
+            .unwrap();
+        assert_eq!(file_bytes(&mem, &l, n), data);
+        assert_eq!(mover.stats().bytes_fetched, n);
+        // A chunk too large for a part is refused before anything is listed.
+        let mut big = chunk(&l, &archive, 0, n);
+        big.end = MAX_PART_CHUNK + 1;
+        let e = mover.restore_part(big, &[0]).await.unwrap_err();
+        assert_eq!(e.errno, Errno::Inval);
     }
 
     #[test]

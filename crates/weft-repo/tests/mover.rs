@@ -273,3 +273,121 @@ fn restores_from_s3s_fs() {
 fn restores_from_moto() {
     run(async { restores_from(S3Server::start_moto().unwrap()).await });
 }
+
+/// A file striped over OSTs of two OSS processes (OSTs 0 and 1 in the cluster's, OST 2 in
+/// a second): the MDS's mover hands each server its part of every chunk (only the bytes of
+/// its own OSTs, fetched by that server), and the file reads back byte for byte.
+#[test]
+fn a_chunk_over_two_servers_is_split_between_them() {
+    run(async {
+        let server = S3Server::start_s3s_fs().unwrap();
+        server.create_bucket(BUCKET).unwrap();
+        let cluster = TestCluster::start_with_env(&bin(), 2, server.env())
+            .await
+            .unwrap();
+        let root = Credentials::root();
+        let oss2_dir = cluster.dir.path().join("ost2");
+        let mut oss2 = weft_testkit::ServerProcess::start_with_env(
+            "oss2",
+            &bin(),
+            vec![
+                "oss".into(),
+                "--mgs".into(),
+                cluster.mgs_addr.clone(),
+                "--listen".into(),
+                format!("127.0.0.1:{}", weft_testkit::free_port().unwrap()),
+                "--ost".into(),
+                format!("2={}", oss2_dir.display()),
+            ],
+            server.env(),
+            cluster.dir.path().join("oss2.log"),
+        )
+        .unwrap();
+
+        let store = bucket(&server, BUCKET);
+        let data = Bytes::from(pattern(0, SIZE as usize, SEED));
+        store
+            .put(&StorePath::from(KEY), data.clone().into())
+            .await
+            .unwrap();
+        let meta = store.head(&StorePath::from(KEY)).await.unwrap();
+        let archive = ArchiveRef {
+            key: KEY.into(),
+            etag: meta.e_tag.clone(),
+            size: SIZE,
+            modified: weft_proto::time::Timestamp::default(),
+        };
+        let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+        let dir = client
+            .mkdir(Fid::ROOT, b"data", 0o755, &root)
+            .await
+            .unwrap();
+        let repo = link(&client, server.spec("/data", BUCKET, "data"), dir.fid).await;
+        // Once the MDT places stripes on the new OST, a file over all three.
+        let mut attempt = 0;
+        let (fid, layout) = loop {
+            attempt += 1;
+            let name = format!("big{attempt}.bin");
+            let file = client
+                .open_in(
+                    dir.fid,
+                    name.as_bytes(),
+                    OpenOptions::create(0o644),
+                    Some(LayoutTemplate::raid0(3, 1 << 20, -1)),
+                    &root,
+                )
+                .await
+                .unwrap();
+            let layout = file.layout().unwrap();
+            file.truncate(SIZE).await.unwrap();
+            file.close().await.unwrap();
+            if layout.components[0].osts.len() == 3 {
+                break (file.fid(), layout);
+            }
+            assert!(
+                attempt < 200,
+                "OST2 never placed: {layout:?}\n{}",
+                oss2.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+
+        let view = cluster.client().await.unwrap();
+        let mover = Mover::with_config(view.clone(), mover_config());
+        let mid = (9 << 20) + 77;
+        restore_range(&mover, fid, &layout, repo, &archive, mid, SIZE)
+            .await
+            .unwrap();
+        restore_range(&mover, fid, &layout, repo, &archive, 0, mid)
+            .await
+            .unwrap();
+        let stats = mover.stats();
+        assert_eq!((stats.chunks, stats.chunk_errors), (2, 0), "{stats:?}");
+        assert_eq!(stats.handed_off, 4, "two parts per chunk: {stats:?}");
+        assert_eq!((stats.bytes_fetched, stats.bytes_written), (0, 0));
+        // Each server copied the bytes of its own OSTs (counted on the OST each part was
+        // sent to).
+        let mut restored = [0u64; 3];
+        for (i, r) in restored.iter_mut().enumerate() {
+            *r = ost_counter(&view, i as u32, "restored_bytes")
+                .await
+                .unwrap();
+        }
+        let on_2: u64 = weft_client::layout::map_range(&layout, fid, 0, SIZE)
+            .unwrap()
+            .iter()
+            .filter(|p| p.ost == 2)
+            .map(|p| p.len)
+            .sum();
+        assert!(on_2 > 0 && on_2 < SIZE);
+        assert_eq!(restored[2], on_2, "{restored:?}");
+        assert_eq!(restored[0] + restored[1], SIZE - on_2, "{restored:?}");
+
+        let reader = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
+        let f = reader.open(fid, OpenOptions::read(), &root).await.unwrap();
+        let back = f.read_at(0, SIZE).await.unwrap();
+        f.close().await.unwrap();
+        assert!(back == data, "restored bytes differ from the object");
+        oss2.stop().unwrap();
+    });
+}

@@ -75,8 +75,9 @@ impl DataMover for OssMover {
     fn restore_chunk(
         &self,
         chunk: weft_proto::hsm::RestoreChunk,
-    ) -> weft_rpc::service::BoxFuture<'_, Result<(), weft_proto::WireError>> {
-        Box::pin(self.0.restore_chunk(chunk))
+        osts: Vec<u32>,
+    ) -> weft_rpc::service::BoxFuture<'_, Result<u64, weft_proto::WireError>> {
+        Box::pin(async move { self.0.restore_part(chunk, &osts).await })
     }
 }
 
