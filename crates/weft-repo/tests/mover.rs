@@ -67,6 +67,25 @@ async fn restore_range(
         .await
 }
 
+/// Puts the test object (SIZE bytes of the pattern at KEY) into `store`: its bytes, and
+/// its archive reference as an import would make it.
+async fn put_object(store: &dyn object_store::ObjectStore) -> (Bytes, ArchiveRef) {
+    let data = Bytes::from(pattern(0, SIZE as usize, SEED));
+    store
+        .put(&StorePath::from(KEY), data.clone().into())
+        .await
+        .unwrap();
+    let meta = store.head(&StorePath::from(KEY)).await.unwrap();
+    assert_eq!(meta.size, SIZE);
+    let archive = ArchiveRef {
+        key: KEY.into(),
+        etag: meta.e_tag.clone(),
+        size: SIZE,
+        modified: weft_proto::time::Timestamp::default(),
+    };
+    (data, archive)
+}
+
 /// The test body, the same for every server.
 async fn restores_from(mut server: S3Server) {
     eprintln!(
@@ -82,19 +101,7 @@ async fn restores_from(mut server: S3Server) {
 
     // The object, as an import would have found it.
     let store = bucket(&server, BUCKET);
-    let data = Bytes::from(pattern(0, SIZE as usize, SEED));
-    store
-        .put(&StorePath::from(KEY), data.clone().into())
-        .await
-        .unwrap();
-    let meta = store.head(&StorePath::from(KEY)).await.unwrap();
-    assert_eq!(meta.size, SIZE);
-    let archive = ArchiveRef {
-        key: KEY.into(),
-        etag: meta.e_tag.clone(),
-        size: SIZE,
-        modified: weft_proto::time::Timestamp::default(),
-    };
+    let (data, archive) = put_object(&*store).await;
     assert!(
         archive.etag.is_some(),
         "{:?} gives no entity tag",
@@ -304,19 +311,7 @@ fn a_chunk_over_two_servers_is_split_between_them() {
         )
         .unwrap();
 
-        let store = bucket(&server, BUCKET);
-        let data = Bytes::from(pattern(0, SIZE as usize, SEED));
-        store
-            .put(&StorePath::from(KEY), data.clone().into())
-            .await
-            .unwrap();
-        let meta = store.head(&StorePath::from(KEY)).await.unwrap();
-        let archive = ArchiveRef {
-            key: KEY.into(),
-            etag: meta.e_tag.clone(),
-            size: SIZE,
-            modified: weft_proto::time::Timestamp::default(),
-        };
+        let (data, archive) = put_object(&*bucket(&server, BUCKET)).await;
         let client = cluster.fs_client(Duration::from_secs(30)).await.unwrap();
         let dir = client
             .mkdir(Fid::ROOT, b"data", 0o755, &root)

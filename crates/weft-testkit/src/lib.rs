@@ -566,35 +566,22 @@ impl TestCluster {
 /// request reports it (`OstStats`: `restores`, `write_bytes`, ...; what `weft get_param
 /// obdfilter.*.NAME` shows).
 pub async fn ost_counter(c: &Cluster, index: u32, name: &str) -> Result<u64> {
-    let stats = c
-        .ost(index)?
-        .connection()
-        .connection()
-        .await?
-        .stats()
-        .await?;
-    stats
-        .counters
-        .iter()
-        .find(|x| x.name == name)
-        .map(|x| x.value)
-        .with_context(|| format!("OST{index} reports no counter {name}"))
+    counter_of(c.ost(index)?.connection(), &format!("OST{index}"), name).await
 }
 
 /// Counter `name` of MDT `index` of the file system `c` is connected to (see
 /// [`TestCluster::mdt_counter`]).
 pub async fn mdt_counter(c: &Cluster, index: u32, name: &str) -> Result<u64> {
-    let stats = c
-        .mdt(index)?
-        .connection()
-        .connection()
-        .await?
-        .stats()
-        .await?;
+    counter_of(c.mdt(index)?.connection(), &format!("MDT{index}"), name).await
+}
+
+/// Counter `name` of the target behind `conn` (`target` names it in the error).
+async fn counter_of(conn: &weft_rpc::Reconnecting, target: &str, name: &str) -> Result<u64> {
+    let stats = conn.connection().await?.stats().await?;
     stats
         .counters
         .iter()
         .find(|x| x.name == name)
         .map(|x| x.value)
-        .with_context(|| format!("MDT{index} reports no counter {name}"))
+        .with_context(|| format!("{target} reports no counter {name}"))
 }

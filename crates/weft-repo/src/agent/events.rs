@@ -174,25 +174,19 @@ async fn apply(
             .map(|ch| ch.key.clone())
             .collect()
     };
+    let opts = ImportOptions {
+        parallel: PARALLEL,
+        skip_new: !ip.new,
+        skip_changed: !ip.changed,
+        ..Default::default()
+    };
     let created = keys(ChangeKind::Created);
     if (ip.new || ip.changed) && !created.is_empty() {
-        let opts = ImportOptions {
-            parallel: PARALLEL,
-            skip_new: !ip.new,
-            skip_changed: !ip.changed,
-            ..Default::default()
-        };
         let p = import::import_keys(client, repo, store, &created, &opts).await?;
         count_import(c, repo.id, &p, "event import");
     }
     let dirs = keys(ChangeKind::DirectoryCreated);
     if (ip.new || ip.changed) && !dirs.is_empty() {
-        let opts = ImportOptions {
-            parallel: PARALLEL,
-            skip_new: !ip.new,
-            skip_changed: !ip.changed,
-            ..Default::default()
-        };
         for dir in &dirs {
             import_dir(client, repo, store, dir, &opts, c).await?;
         }
