@@ -15,7 +15,10 @@
 # with its mount; tcp: the deployment shape, `weft mgs`, `weft mds` (MDT0, the restore
 # coordinator), `weft oss` (4 OSTs and the data mover that copies their restores) and
 # `weft mount` as separate processes over TCP on 127.0.0.1 ports WEFT_PORT to
-# WEFT_PORT+2], S3_PORT [9470], WEFT_PORT [9460],
+# WEFT_PORT+2], OSSES [1; 2: with SHAPE=tcp, OSTs 0-1 and 2-3 in two OSS processes, the
+# second on WEFT_PORT+3], ROOT_STRIPE [the root's default layout, as `weft setstripe`
+# flags, e.g. "-c -1 -S 1M": files not over the repository's chunk size take it],
+# S3_PORT [9470], WEFT_PORT [9460],
 # BUCKET [weft-bench], PARAMS ["NAME=VALUE ...": stored with `weft set_param -P` before
 # the runs, e.g. obdfilter.*.writethrough_max_io_mb=64], KEEP=1 (keep DATA), CPU=1 (a
 # table of the CPU seconds each process spent in each phase). Extra arguments go to `weft bench-repo`
@@ -105,9 +108,18 @@ case "$SHAPE" in
         fs_pids+=($!)
         "$W" mds --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 1))" --mdt 0="$D/fs/mdt0" > "$D/mds.log" 2>&1 &
         fs_pids+=($!)
-        "$W" oss --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 2))" --ost 0="$D/fs/ost0" \
-            --ost 1="$D/fs/ost1" --ost 2="$D/fs/ost2" --ost 3="$D/fs/ost3" > "$D/oss.log" 2>&1 &
-        fs_pids+=($!)
+        if [ "${OSSES:-1}" = 2 ]; then
+            "$W" oss --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 2))" --ost 0="$D/fs/ost0" \
+                --ost 1="$D/fs/ost1" > "$D/oss.log" 2>&1 &
+            fs_pids+=($!)
+            "$W" oss --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 3))" --ost 2="$D/fs/ost2" \
+                --ost 3="$D/fs/ost3" > "$D/oss2.log" 2>&1 &
+            fs_pids+=($!)
+        else
+            "$W" oss --mgs "$mgs" --listen "127.0.0.1:$((WEFT_PORT + 2))" --ost 0="$D/fs/ost0" \
+                --ost 1="$D/fs/ost1" --ost 2="$D/fs/ost2" --ost 3="$D/fs/ost3" > "$D/oss.log" 2>&1 &
+            fs_pids+=($!)
+        fi
         # The mount waits for the MGS to know every target.
         for i in $(seq 100); do
             [ "$("$W" get_param --mgs "$mgs" 'obdfilter.*.kbytestotal' 2>/dev/null | grep -c =)" -ge 4 ] && break
@@ -130,6 +142,12 @@ done
 # Restore-ahead (llite.*.restore_ahead, 64 by default) for the mount's first epoch.
 "$W" set_param "llite.*.restore_ahead=${RESTORE_AHEAD:-64}" > /dev/null
 echo "restore-ahead: ${RESTORE_AHEAD:-64}"
+# The root's default layout (new directories' files inherit it: the linked directory's).
+if [ -n "${ROOT_STRIPE:-}" ]; then
+    read -ra stripe <<< "$ROOT_STRIPE"
+    "$W" setstripe "${stripe[@]}" "$D/mnt"
+    echo "root stripe: $ROOT_STRIPE"
+fi
 # Other parameters, stored on the MGS for every node (`set_param -P`).
 read -ra params <<< "${PARAMS:-}"
 for p in "${params[@]}"; do
@@ -156,7 +174,13 @@ tail_pid=$!
 # server's own CPU; CPU seconds per phase show which process a change moved).
 if [ "${CPU:-0}" = 1 ]; then
     names=(s3s-fs)
-    if [ "$SHAPE" = up ]; then names+=(weft-up); else names+=(mgs mds oss mount); fi
+    if [ "$SHAPE" = up ]; then
+        names+=(weft-up)
+    elif [ "${OSSES:-1}" = 2 ]; then
+        names+=(mgs mds oss oss2 mount)
+    else
+        names+=(mgs mds oss mount)
+    fi
     names+=(bench)
     # The bench's own figure is the last one read while it ran (it exits right after its
     # last phase, before this loop sees the line).
@@ -187,7 +211,7 @@ if [ "${CPU:-0}" = 1 ]; then
 fi
 if [ "$status" -ne 0 ]; then
     echo "repo.sh: weft bench-repo failed ($status); the last lines of the logs:" >&2
-    for log in "$D"/up.log "$D"/mgs.log "$D"/mds.log "$D"/oss.log; do
+    for log in "$D"/up.log "$D"/mgs.log "$D"/mds.log "$D"/oss.log "$D"/oss2.log; do
         [ -f "$log" ] && { echo "-- $(basename "$log")" >&2; tail -20 "$log" >&2; }
     done
     echo "-- s3s-fs" >&2; tail -5 "$D/s3.log" >&2
