@@ -4,11 +4,11 @@ use crate::target::Ost;
 use bytes::Bytes;
 use std::future::Future;
 use std::sync::Arc;
+use weft_proto::WireError;
 use weft_proto::WireResult;
 use weft_proto::handshake::Counter;
 use weft_proto::hsm::RestoreChunk;
 use weft_proto::ost::{OstReply, OstRequest};
-use weft_proto::{Errno, WireError};
 use weft_rpc::service::BoxFuture;
 use weft_rpc::{Handler, Peer};
 
@@ -75,13 +75,8 @@ impl Handler for OstHandler {
         let conn = peer.conn_id;
         async move {
             match (request, mover) {
-                (OstRequest::Restore { chunk, osts }, Some(mover)) => {
-                    if !bulk.is_empty() {
-                        return Err(WireError::new(
-                            Errno::Proto,
-                            format!("unexpected bulk of {} bytes", bulk.len()),
-                        ));
-                    }
+                // With a bulk it goes on to `execute_from`, which refuses it.
+                (OstRequest::Restore { chunk, osts }, Some(mover)) if bulk.is_empty() => {
                     let r = mover.restore_chunk(chunk, osts).await;
                     ost.record_restore(*r.as_ref().unwrap_or(&0), r.is_ok());
                     r.map(|bytes| (OstReply::Restored { bytes }, Bytes::new()))

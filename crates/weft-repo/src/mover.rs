@@ -369,7 +369,7 @@ impl Mover {
         // An OSS's mover copies what it is handed (the MDS waited for room).
         let cluster = match &self.repos {
             Repos::Cluster(c) if self.config.role == MoverRole::Mds && only.is_none() => c,
-            _ => return self.copy(chunk, only).await,
+            _ => return self.copy(&chunk, only).await,
         };
         let pieces = weft_client::layout::map_range(&chunk.layout, fid, start, end - start)
             .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
@@ -392,18 +392,14 @@ impl Mover {
         // Each server's part to that server, at once; what none takes, copied here.
         let parts = self.parts_by_server(cluster, &pieces);
         let whole = parts.len() == 1;
-        futures::future::try_join_all(parts.into_iter().map(|(server, osts)| {
-            let chunk = chunk.clone();
-            async move {
-                if let Some(server) = server
-                    && let Some(done) = self
-                        .hand_off(cluster, &server, chunk.clone(), &osts, whole)
-                        .await
-                {
-                    return done;
-                }
-                self.copy(chunk, (!whole).then_some(&osts)).await
+        let chunk = &chunk;
+        futures::future::try_join_all(parts.into_iter().map(|(server, osts)| async move {
+            if let Some(server) = server
+                && let Some(done) = self.hand_off(cluster, &server, chunk, &osts, whole).await
+            {
+                return done;
             }
+            self.copy(chunk, (!whole).then_some(&osts)).await
         }))
         .await
         .map(|copied| copied.iter().sum())
@@ -448,22 +444,22 @@ impl Mover {
     }
 
     /// Hands `chunk` to `server` to copy: its part on OSTs `osts` (served there), or all of
-    /// it when `whole`; answers the bytes of the part. `None` when it did not and this mover is to copy that part itself:
-    /// the server has no mover or no access to the store (then it is left alone for
-    /// [`REFUSED_FOR`]), or could not be reached (the copy's own writes wait for it, or
-    /// for its failover server).
+    /// it when `whole`; answers the bytes of the part. `None` when it did not and this
+    /// mover is to copy that part itself: the server has no mover or no access to the store
+    /// (then it is left alone for [`REFUSED_FOR`]), or could not be reached (the copy's own
+    /// writes wait for it, or for its failover server).
     async fn hand_off(
         &self,
         cluster: &Cluster,
         server: &str,
-        chunk: RestoreChunk,
+        chunk: &RestoreChunk,
         osts: &[u32],
         whole: bool,
     ) -> Option<Result<u64, WireError>> {
         let client = cluster.ost(*osts.first()?).ok()?;
         let (fid, start, end) = (chunk.fid, chunk.start, chunk.end);
         let only = if whole { Vec::new() } else { osts.to_vec() };
-        let e = match client.restore(chunk, only).await {
+        let e = match client.restore(chunk.clone(), only).await {
             Ok(bytes) => {
                 self.counters.handed_off.fetch_add(1, Ordering::Relaxed);
                 return Some(Ok(bytes));
@@ -489,7 +485,7 @@ impl Mover {
 
     /// Copies the chunk (already checked), or only its bytes on OSTs `only`, from its store
     /// into the OST objects, then syncs every object written; answers the bytes copied.
-    async fn copy(&self, chunk: RestoreChunk, only: Option<&[u32]>) -> Result<u64, WireError> {
+    async fn copy(&self, chunk: &RestoreChunk, only: Option<&[u32]>) -> Result<u64, WireError> {
         let RestoreChunk {
             fid,
             layout,
@@ -498,10 +494,11 @@ impl Mover {
             start,
             end,
         } = chunk;
+        let (fid, repo, start, end) = (*fid, *repo, *start, *end);
         let spans = match only {
             None => vec![(start, end)],
             Some(osts) => {
-                let pieces = weft_client::layout::map_range(&layout, fid, start, end - start)
+                let pieces = weft_client::layout::map_range(layout, fid, start, end - start)
                     .map_err(|e| WireError::new(Errno::Inval, format!("file {fid}: {e}")))?;
                 spans_on(&pieces, osts)
             }
@@ -522,7 +519,7 @@ impl Mover {
                 Ok::<_, WireError>((a, a.saturating_add(sub).min(end)))
             })
         });
-        let (layout, archive, store, key, touched) = (&layout, &archive, &store, &key, &touched);
+        let (store, key, touched) = (&store, &key, &touched);
         futures::stream::iter(ranges)
             .try_for_each_concurrent(self.config.in_flight, |(a, b)| async move {
                 let pieces = weft_client::layout::map_range(layout, fid, a, b - a)

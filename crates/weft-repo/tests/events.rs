@@ -424,30 +424,28 @@ fn the_receiver_outlives_the_queue_going_away() {
 /// The message Event Grid puts in a storage queue for a blob event: the event's JSON in
 /// Event Grid's schema, base64.
 fn event_grid_message(kind: &str, container: &str, key: &str) -> String {
+    let data = serde_json::json!({ "api": "PutBlob", "blobType": "BlockBlob" });
+    event_grid_event(kind, container, key, data)
+}
+
+/// The message Event Grid puts in a storage queue for a hierarchical namespace's rename of
+/// `source` (a URL) to `key` in container `data` (`BlobRenamed`, `DirectoryRenamed`).
+fn event_grid_rename(kind: &str, key: &str, source: &str) -> String {
+    let data =
+        serde_json::json!({ "api": "RenamePath", "sourceUrl": source, "destinationUrl": "" });
+    event_grid_event(kind, "data", key, data)
+}
+
+/// An Event Grid event of type `Microsoft.Storage.KIND` on `key` of `container`, with
+/// `data`, as a queue message (base64 of its JSON).
+fn event_grid_event(kind: &str, container: &str, key: &str, data: serde_json::Value) -> String {
     use base64::Engine;
     let event = serde_json::json!({
         "topic": "/subscriptions/0/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/devstoreaccount1",
         "subject": format!("/blobServices/default/containers/{container}/blobs/{key}"),
         "eventType": format!("Microsoft.Storage.{kind}"),
         "id": format!("{kind}-{key}"),
-        "data": { "api": "PutBlob", "blobType": "BlockBlob" },
-        "dataVersion": "",
-        "metadataVersion": "1",
-        "eventTime": "2026-11-28T00:00:00Z"
-    });
-    base64::engine::general_purpose::STANDARD.encode(event.to_string())
-}
-
-/// The message Event Grid puts in a storage queue for a hierarchical namespace's rename of
-/// `source` (a URL) to `key` in container `data` (`BlobRenamed`, `DirectoryRenamed`).
-fn event_grid_rename(kind: &str, key: &str, source: &str) -> String {
-    use base64::Engine;
-    let event = serde_json::json!({
-        "topic": "/subscriptions/0/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/devstoreaccount1",
-        "subject": format!("/blobServices/default/containers/data/blobs/{key}"),
-        "eventType": format!("Microsoft.Storage.{kind}"),
-        "id": format!("{kind}-{key}"),
-        "data": { "api": "RenamePath", "sourceUrl": source, "destinationUrl": "" },
+        "data": data,
         "dataVersion": "",
         "metadataVersion": "1",
         "eventTime": "2026-11-28T00:00:00Z"

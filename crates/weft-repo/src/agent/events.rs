@@ -228,23 +228,15 @@ async fn import_dir(
     use futures::StreamExt;
     let prefix = object_store::path::Path::parse(dir.trim_end_matches('/'))
         .map_err(|e| RepoError::store(store.url(), &object_store::Error::from(e)))?;
-    let mut listing = store.store().list(Some(&prefix));
-    let mut batch = Vec::new();
-    loop {
-        let next = listing.next().await;
-        if let Some(item) = &next {
-            let meta = item
-                .as_ref()
-                .map_err(|e| RepoError::store(store.url(), e))?;
-            batch.push(meta.location.to_string());
-        }
-        if batch.len() >= DIR_BATCH || (next.is_none() && !batch.is_empty()) {
-            let p = import::import_keys(client, repo, store, &batch, opts).await?;
-            count_import(c, repo.id, &p, "event import of a directory");
-            batch.clear();
-        }
-        if next.is_none() {
-            return Ok(());
-        }
+    let mut pages = store.store().list(Some(&prefix)).chunks(DIR_BATCH);
+    while let Some(page) = pages.next().await {
+        let keys = page
+            .into_iter()
+            .map(|m| m.map(|m| m.location.to_string()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| RepoError::store(store.url(), &e))?;
+        let p = import::import_keys(client, repo, store, &keys, opts).await?;
+        count_import(c, repo.id, &p, "event import of a directory");
     }
+    Ok(())
 }

@@ -112,18 +112,24 @@ fn source_key(url: &str, container: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn event(kind: &str, subject: &str) -> String {
+    /// An Event Grid event of `kind` on `subject` with `data`.
+    fn event_with(kind: &str, subject: &str, data: serde_json::Value) -> String {
         serde_json::json!({
             "topic": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/acct",
             "subject": subject,
             "eventType": kind,
             "id": "1",
-            "data": { "api": "PutBlob", "url": "https://acct.blob.core.windows.net/c/k" },
+            "data": data,
             "dataVersion": "",
             "metadataVersion": "1",
             "eventTime": "2026-11-28T00:00:00Z"
         })
         .to_string()
+    }
+
+    fn event(kind: &str, subject: &str) -> String {
+        let data = serde_json::json!({ "api": "PutBlob", "url": "https://acct.blob.core.windows.net/c/k" });
+        event_with(kind, subject, data)
     }
 
     #[test]
@@ -166,21 +172,12 @@ mod tests {
     }
 
     fn renamed(kind: &str, subject: &str, source: &str) -> String {
-        serde_json::json!({
-            "topic": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/acct",
-            "subject": subject,
-            "eventType": kind,
-            "id": "2",
-            "data": {
-                "api": "RenameFile",
-                "sourceUrl": source,
-                "destinationUrl": "https://acct.dfs.core.windows.net/data/new",
-            },
-            "dataVersion": "",
-            "metadataVersion": "1",
-            "eventTime": "2026-11-28T00:00:00Z"
-        })
-        .to_string()
+        let data = serde_json::json!({
+            "api": "RenameFile",
+            "sourceUrl": source,
+            "destinationUrl": "https://acct.dfs.core.windows.net/data/new",
+        });
+        event_with(kind, subject, data)
     }
 
     fn change(key: &str, kind: ChangeKind) -> Change {
