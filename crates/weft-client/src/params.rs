@@ -39,7 +39,8 @@ pub enum Param {
     MaxReadAheadMb = 3,
     /// `llite.*.max_read_ahead_per_file_mb`: the read-ahead window of one file.
     MaxReadAheadPerFileMb = 4,
-    /// `llite.*.max_cached_mb`: the client's data cache.
+    /// `llite.*.max_cached_mb`: the client's data cache, and in a FUSE mount also the
+    /// kernel's page cache of its files (each bounded on its own).
     MaxCachedMb = 5,
     /// `llite.*.statahead_max`: most entries of one directory read ahead of lookups
     /// (0 turns statahead off; see [`crate::statahead`]).

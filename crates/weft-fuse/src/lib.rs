@@ -48,7 +48,9 @@
 //! without `default_permissions` (it skips the MDT's search-permission check). The kernel
 //! page cache is kept across opens (`FOPEN_KEEP_CACHE`) only when the MDT's data version
 //! still equals the one the pages were read at; a file this mount wrote is reread after
-//! close. The kernel's writeback cache is off unless `-o writeback_cache`:
+//! close. The pages the kernel holds of the mount's files stay under
+//! `llite.*.max_cached_mb` ([`page_cache`]: the oldest filled are dropped). The kernel's
+//! writeback cache is off unless `-o writeback_cache`:
 //! it assumes one kernel sees every change. `-o direct_io` bypasses the page cache and lets
 //! writers of disjoint ranges of one file run in parallel (`FOPEN_PARALLEL_DIRECT_WRITES`).
 //!
@@ -88,6 +90,7 @@ pub mod mount;
 pub mod nocaps;
 pub mod ops;
 pub mod options;
+pub mod page_cache;
 
 pub use adapter::WeftFs;
 pub use mount::{Mount, Unmounter, is_mounted, unmount};

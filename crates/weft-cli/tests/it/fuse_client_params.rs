@@ -602,3 +602,60 @@ async fn what_an_fsync_through_the_mount_synced_survives_losing_the_redo_log() {
     assert_eq!(names, ["f0", "f1", "f2", "f3", "f4", "g"]);
     assert_eq!(fs::read(fresh.path("d/g")).unwrap(), b"abc");
 }
+
+/// Bytes of `path` in the kernel's page cache (`mincore` over a shared mapping of it).
+fn resident_bytes(path: &std::path::Path) -> u64 {
+    use std::os::fd::AsRawFd;
+    let f = fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    let page = 4096usize;
+    // SAFETY: a read-only shared mapping of `len` bytes of an open file, unmapped below
+    // before the file closes; mincore writes one byte per page into a vector that long.
+    // No safe interface reports page-cache residency.
+    unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        let rc = libc::mincore(at, len, vec.as_mut_ptr());
+        libc::munmap(at, len);
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 == 1).count() as u64 * page as u64
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_keeps_at_most_max_cached_mb_of_the_mounts_files() {
+    let tc = TestCluster::start(bin(), 2).await.unwrap();
+    let m = FuseMount::start(&tc, "");
+    let inst = instance_of(&m.mnt);
+    const MIB: u64 = 1 << 20;
+    let a = m.path("a");
+    let b = m.path("b");
+    let data: Vec<u8> = (0..48 * MIB).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(&a, &data).unwrap();
+    fs::write(&b, &data).unwrap();
+
+    // Under the default bound (1,024 MiB) a file read whole stays in the kernel's cache.
+    assert_eq!(fs::read(&a).unwrap(), data);
+    let cached = resident_bytes(&a);
+    assert!(cached >= 40 * MIB, "only {cached} bytes of a cached");
+
+    // Under 8 MiB, reading b drops the oldest pages (a's first, then b's own oldest).
+    let (ok, _, err) = weft(&["set_param", &format!("llite.{inst}.max_cached_mb=8")]);
+    assert!(ok, "{err}");
+    assert_eq!(fs::read(&b).unwrap(), data);
+    wait_until("the kernel drops pages down to the bound", || {
+        resident_bytes(&a) + resident_bytes(&b) <= 8 * MIB
+    });
+    // What stayed is b's end (filled last), and the bytes read again are still right.
+    assert!(resident_bytes(&b) > 0);
+    assert_eq!(fs::read(&a).unwrap(), data);
+    assert_eq!(fs::read(&b).unwrap(), data);
+}

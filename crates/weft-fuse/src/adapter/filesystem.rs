@@ -257,11 +257,11 @@ impl Filesystem for WeftFs {
     fn read(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
@@ -271,25 +271,31 @@ impl Filesystem for WeftFs {
             self.ops.read_cached(fh.0, offset, size, || self.jobid(req))
         };
         if let Some(data) = cached {
-            return reply.data(&data);
+            reply.data(&data);
+            return self
+                .ops
+                .kernel_cached(ino.0, offset, data.len() as u64, flags.0);
         }
         self.spawn(
             req,
             |s| async move { s.read(fh.0, offset, size).await },
             reply,
-            |r, data, _| r.data(&data),
+            move |r, data, s| {
+                r.data(&data);
+                s.kernel_cached(ino.0, offset, data.len() as u64, flags.0);
+            },
         );
     }
 
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
@@ -300,7 +306,8 @@ impl Filesystem for WeftFs {
                 .write_buffered(fh.0, offset, data, || self.jobid(req))
         };
         if let Some(len) = written {
-            return reply.written(len);
+            reply.written(len);
+            return self.ops.kernel_cached(ino.0, offset, len.into(), flags.0);
         }
         // The request buffer is reused for the next request: the task gets a copy.
         let data = data.to_vec();
@@ -308,7 +315,10 @@ impl Filesystem for WeftFs {
             req,
             |s| async move { s.write(fh.0, offset, &data).await },
             reply,
-            |r, n, _| r.written(n),
+            move |r, n, s| {
+                r.written(n);
+                s.kernel_cached(ino.0, offset, n.into(), flags.0);
+            },
         );
     }
 

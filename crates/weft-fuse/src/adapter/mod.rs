@@ -56,6 +56,18 @@ impl KernelCache for OnceLock<fuser::Notifier> {
             tracing::debug!(ino, error = %e, "attribute invalidation refused");
         }
     }
+
+    fn drop_pages(&self, ino: u64, offset: u64, len: u64) {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        if let Some(n) = self.get()
+            && let Err(e) = n.inval_inode(INodeNo(ino), offset, len)
+        {
+            // ENOENT: the kernel no longer holds the inode, nor its pages.
+            tracing::debug!(ino, offset, len, error = %e, "page drop refused");
+        }
+    }
 }
 
 impl WeftFs {

@@ -35,6 +35,7 @@ use crate::jobid::{DEFAULT_JOBID_NAME, DEFAULT_JOBID_VAR, JobIds};
 use crate::locks::LockOwners;
 use crate::nocaps::NoCaps;
 use crate::options::MountOptions;
+use crate::page_cache::PageCacheBound;
 use dir_stream::DirStream;
 use handles::{HandleIds, HandleTable, OpenFile};
 use std::sync::Arc;
@@ -46,6 +47,8 @@ use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind};
 pub trait KernelCache: Send + Sync {
     /// Makes the kernel ask for `ino`'s attributes again at their next use.
     fn forget_attributes(&self, ino: u64);
+    /// Makes the kernel drop the pages it caches of `len` bytes of `ino` from `offset`.
+    fn drop_pages(&self, ino: u64, offset: u64, len: u64);
 }
 
 /// A found or made inode, ready to hand to the kernel (a reference on it is taken).
@@ -75,6 +78,9 @@ pub struct Ops {
     jobids: Arc<JobIds>,
     no_caps: Arc<NoCaps>,
     kernel: Arc<dyn KernelCache>,
+    /// Keeps the kernel's pages of the mount's files under `llite.*.max_cached_mb` (none
+    /// if its thread could not start).
+    page_cache: Option<Arc<PageCacheBound>>,
 }
 
 /// Fails with ENAMETOOLONG for a name longer than a directory entry may be.
@@ -112,6 +118,16 @@ impl Ops {
             &pick(&opts.jobid_name, "jobid_name", DEFAULT_JOBID_NAME),
         );
         let no_caps = NoCaps::new(opts.attr_timeout);
+        let page_cache = if opts.direct_io {
+            None
+        } else {
+            PageCacheBound::new(client.params().clone(), kernel.clone())
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "no bound on the kernel's page cache of this mount")
+                })
+                .ok()
+                .map(Arc::new)
+        };
         Self {
             client,
             opts: Arc::new(opts),
@@ -124,6 +140,7 @@ impl Ops {
             jobids: Arc::new(jobids),
             no_caps: Arc::new(no_caps),
             kernel,
+            page_cache,
         }
     }
 
@@ -142,6 +159,7 @@ impl Ops {
             jobids: self.jobids.clone(),
             no_caps: self.no_caps.clone(),
             kernel: self.kernel.clone(),
+            page_cache: self.page_cache.clone(),
         })
     }
 
@@ -168,6 +186,17 @@ impl Ops {
     /// The job id of the process that opened file handle `fh` (none for an unknown one).
     pub fn handle_jobid(&self, fh: u64) -> Option<Arc<str>> {
         self.files.jobid(fh)
+    }
+
+    /// The kernel now caches `len` bytes of `ino` from `offset`: a read answered or a write
+    /// taken through its page cache (not one of a file opened with `O_DIRECT`, whose
+    /// `open_flags` say so, nor any on a `-o direct_io` mount).
+    pub fn kernel_cached(&self, ino: u64, offset: u64, len: u64, open_flags: i32) {
+        if let Some(b) = &self.page_cache
+            && open_flags & libc::O_DIRECT == 0
+        {
+            b.filled(ino, offset, len);
+        }
     }
 
     /// The kernel forgot `n` references to `ino`.
