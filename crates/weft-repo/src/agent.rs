@@ -40,7 +40,9 @@
 //! one, a removed one's file goes as in step 2 (the object confirmed gone by a HEAD).
 //! Steps 1 and 2 of such a repository then run only every
 //! [`AgentConfig::events_sweep`] (default [`EVENTS_SWEEP_INTERVAL`]), as the safety net
-//! for events lost or never configured; steps 3 and 4 every sweep as before. A message
+//! for events lost or never configured, and at the next sweep after an event renamed or
+//! deleted the linked prefix itself or a directory above it (a hierarchical namespace's
+//! `DirectoryRenamed`/`DirectoryDeleted`); steps 3 and 4 every sweep as before. A message
 //! is deleted once its changes are applied; one that could not be (store or MDT errors)
 //! comes back after the queue's visibility timeout, one that is no S3 event is deleted
 //! with a warning.
@@ -377,12 +379,17 @@ struct RepoState {
     listed_at: Option<Instant>,
 }
 
+/// Repositories an event said were renamed or deleted as a whole (their prefix, or a
+/// directory above it): the receivers put them here, the next sweep lists them.
+pub(crate) type Relist = Arc<Mutex<HashSet<u32>>>;
+
 /// What the agent keeps between sweeps.
 struct Agent {
     config: AgentConfig,
     states: HashMap<u32, RepoState>,
     /// The event queues' receivers, by queue URL (dropped: stopped).
     queues: HashMap<String, events::Receiver>,
+    relist: Relist,
 }
 
 async fn run(
@@ -395,6 +402,7 @@ async fn run(
         config,
         states: HashMap::new(),
         queues: HashMap::new(),
+        relist: Relist::default(),
     };
     loop {
         tokio::select! {
@@ -466,7 +474,8 @@ async fn sweep(client: &Arc<Client>, agent: &mut Agent, c: &Arc<Counters>) {
     follow_queues(client, &repos, agent, c);
     for repo in &repos {
         if let Some(state) = agent.states.get_mut(&repo.id) {
-            sweep_repo(client, repo, state, agent.config, c).await;
+            let relist = agent.relist.lock().remove(&repo.id);
+            sweep_repo(client, repo, state, agent.config, relist, c).await;
         }
     }
     Counters::add(&c.sweeps, 1);
@@ -488,7 +497,8 @@ fn follow_queues(client: &Arc<Client>, repos: &[Repo], agent: &mut Agent, c: &Ar
         let Some(state) = agent.states.get(&repo.id) else {
             continue;
         };
-        match events::Receiver::start(client.clone(), queue, &state.store, c.clone()) {
+        let relist = agent.relist.clone();
+        match events::Receiver::start(client.clone(), queue, &state.store, c.clone(), relist) {
             Ok(r) => {
                 tracing::info!(repo = repo.id, queue, "following the bucket's event queue");
                 agent.queues.insert(queue.to_string(), r);
@@ -506,6 +516,7 @@ async fn sweep_repo(
     repo: &Repo,
     state: &mut RepoState,
     config: AgentConfig,
+    relist: bool,
     c: &Counters,
 ) {
     let (ip, ep) = (repo.spec.import_policy, repo.spec.export_policy);
@@ -517,8 +528,10 @@ async fn sweep_repo(
         Counters::add(&c.errors, 1);
     }
     let store = &state.store;
-    // With an event queue, the listing steps are the safety net: rarely.
+    // With an event queue, the listing steps are the safety net: rarely, or when an
+    // event moved the whole prefix.
     let list_now = repo.spec.events.is_none()
+        || relist
         || state
             .listed_at
             .is_none_or(|t| t.elapsed() >= config.events_sweep);

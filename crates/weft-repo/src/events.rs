@@ -178,6 +178,15 @@ pub fn under_prefix(key: &str, prefix: &str) -> bool {
     crate::import::rel_key(prefix, key).is_some_and(|rel| !rel.is_empty() && rel != "/")
 }
 
+/// Whether directory key `dir` is non-empty `prefix` itself or a directory above it (by
+/// whole components): a change to it renames or deletes the whole linked prefix.
+pub fn at_or_above_prefix(dir: &str, prefix: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    !prefix.is_empty()
+        && !dir.is_empty()
+        && (dir == prefix || crate::import::rel_key(dir, prefix).is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +204,18 @@ mod tests {
             "the linked directory's own marker"
         );
         assert!(!under_prefix("", ""));
+    }
+
+    #[test]
+    fn directories_at_or_above_a_prefix_by_whole_components() {
+        assert!(at_or_above_prefix("p/q", "p/q"));
+        assert!(at_or_above_prefix("p/q/", "p/q"));
+        assert!(at_or_above_prefix("p", "p/q"));
+        assert!(!at_or_above_prefix("p/qq", "p/q"));
+        assert!(!at_or_above_prefix("p/q/r", "p/q"));
+        assert!(!at_or_above_prefix("pp", "p/q"));
+        assert!(!at_or_above_prefix("", "p"));
+        // A repository of the whole bucket: every directory is under it.
+        assert!(!at_or_above_prefix("a", ""));
     }
 }

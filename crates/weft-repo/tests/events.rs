@@ -656,6 +656,35 @@ fn the_auto_import_follows_an_azure_containers_event_queue() {
         let b = client.lookup(runs.fid, b"b", &root).await.unwrap();
         assert_eq!(read_all(&client, b.fid, b"2.bin").await, b"ev/runs/a/2.bin");
 
+        // The linked prefix itself renamed away: nothing is under it any more, which the
+        // sweep the event asks for (the regular one is an hour away) finds, removing every
+        // file it had imported.
+        let keys: Vec<String> = {
+            use futures::TryStreamExt;
+            use object_store::ObjectStore;
+            let listed: Vec<_> = blobs
+                .list(Some(&StorePath::from("ev")))
+                .try_collect()
+                .await
+                .unwrap();
+            listed.into_iter().map(|m| m.location.to_string()).collect()
+        };
+        assert!(keys.len() >= 4, "{keys:?}");
+        for key in &keys {
+            moved(key, &key.replacen("ev/", "gone/", 1)).await;
+        }
+        queue
+            .send(&event_grid_rename("DirectoryRenamed", "gone", &url("ev")))
+            .await
+            .unwrap();
+        wait_until_async("the files of the prefix renamed away removed", || async {
+            !exists(&client, dir.fid, b"early.txt").await
+                && !exists(&client, dir.fid, b"new name.txt").await
+                && !exists(&client, b.fid, b"1.bin").await
+                && !exists(&client, b.fid, b"2.bin").await
+        })
+        .await;
+
         // Every message was handled and deleted.
         wait_until_async("the queue emptied", || async {
             queue
@@ -667,6 +696,10 @@ fn the_auto_import_follows_an_azure_containers_event_queue() {
         .await;
         let log = cluster.mds.log();
         assert!(log.contains("following the bucket's event queue"), "{log}");
+        assert!(
+            log.contains("the linked prefix was moved as a whole"),
+            "{log}"
+        );
         assert!(
             log.contains("no Event Grid event"),
             "the bad message was not reported"

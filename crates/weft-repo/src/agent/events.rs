@@ -8,10 +8,10 @@
 //! that is no event of the queue's kind is deleted with a warning; an object that fails on its own (a bad
 //! key, a name taken) is logged and left to the listing sweep.
 
-use super::{Counters, PARALLEL, count_import, removal, same_association};
+use super::{Counters, PARALLEL, Relist, count_import, removal, same_association};
 use crate::RepoError;
 use crate::events::s3_event::{Change, ChangeKind};
-use crate::events::{Queue, under_prefix};
+use crate::events::{Queue, at_or_above_prefix, under_prefix};
 use crate::import::{self, ImportOptions};
 use crate::store::RepoStore;
 use std::collections::HashMap;
@@ -33,22 +33,24 @@ pub(super) struct Receiver {
 }
 
 impl Receiver {
-    /// Starts following `queue` with `store`'s credentials.
+    /// Starts following `queue` with `store`'s credentials; repositories whose whole
+    /// prefix an event moves go into `relist`.
     pub(super) fn start(
         client: Arc<Client>,
         queue: &str,
         store: &RepoStore,
         counters: Arc<Counters>,
+        relist: Relist,
     ) -> Result<Self, RepoError> {
         let queue = Queue::open(queue, store)?;
         Ok(Self {
-            _task: AbortOnDrop(tokio::spawn(receive(client, queue, counters))),
+            _task: AbortOnDrop(tokio::spawn(receive(client, queue, counters, relist))),
         })
     }
 }
 
 /// The receiver's loop.
-async fn receive(client: Arc<Client>, queue: Queue, c: Arc<Counters>) {
+async fn receive(client: Arc<Client>, queue: Queue, c: Arc<Counters>, relist: Relist) {
     let mut stores: HashMap<u32, (Repo, RepoStore)> = HashMap::new();
     let mut backoff = BACKOFF.0;
     loop {
@@ -85,9 +87,24 @@ async fn receive(client: Arc<Client>, queue: Queue, c: Arc<Counters>) {
         }
         let mut applied = true;
         for (repo, store) in repositories(&client, queue.url(), &mut stores) {
-            let mine: Vec<&Change> = changes
+            let in_bucket = changes
                 .iter()
-                .filter(|ch| store.bucket() == Some(ch.bucket.as_str()))
+                .filter(|ch| store.bucket() == Some(ch.bucket.as_str()));
+            // The prefix itself renamed or deleted (or renamed into place): what is under
+            // it now is for a listing to find, at the next sweep.
+            if in_bucket.clone().any(|ch| {
+                matches!(
+                    ch.kind,
+                    ChangeKind::DirectoryCreated | ChangeKind::DirectoryRemoved
+                ) && at_or_above_prefix(&ch.key, store.prefix().as_ref())
+            }) {
+                tracing::info!(
+                    repo = repo.id,
+                    "event queue: the linked prefix was moved as a whole; listed at the next sweep"
+                );
+                relist.lock().insert(repo.id);
+            }
+            let mine: Vec<&Change> = in_bucket
                 .filter(|ch| under_prefix(&ch.key, store.prefix().as_ref()))
                 .collect();
             if mine.is_empty() {
