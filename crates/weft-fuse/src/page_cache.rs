@@ -9,7 +9,8 @@
 //! the mount's copy into fresh pages at 3× the CPU of a copy into recycled ones).
 //!
 //! [`PageCacheBound`] counts the bytes the mount handed the kernel per 1 MiB chunk of each
-//! inode, the chunk filled longest ago first out. When the count passes the bound it drops
+//! inode (whole 4 KiB pages, as the kernel holds them; at most [`MAX_CHUNKS`] chunks), the
+//! chunk filled longest ago first out. When the count passes the bound it drops
 //! the oldest chunks until it is 1/8 under (so drops come in batches): adjacent chunks of
 //! one inode become one range, and a thread of its own asks the kernel to drop them
 //! ([`KernelCache::drop_pages`], FUSE's inode invalidation with a range), never the
@@ -29,6 +30,14 @@ use weft_client::params::{ClientParams, Param};
 
 /// Bytes per counted chunk.
 pub const CHUNK: u64 = 1 << 20;
+
+/// The kernel's page: what a fill of any part of one costs it.
+const PAGE: u64 = 4096;
+
+/// Most chunks counted (about 20 MiB of bookkeeping): past it the oldest are dropped as
+/// if over the bound, so that reads of many small files cannot grow the count without
+/// limit under a bound of terabytes.
+pub const MAX_CHUNKS: usize = 1 << 18;
 
 /// Batches of drops waiting for the dropping thread; when it falls this far behind, later
 /// batches are left to the kernel's own reclaim.
@@ -63,28 +72,30 @@ impl Default for Filled {
 }
 
 impl Filled {
-    /// Notes `len` bytes of `ino` from `offset` handed to the kernel; with more than
-    /// `limit` bytes noted, returns the oldest chunks to drop (as ranges) until the count
-    /// is at most 7/8 of `limit`.
+    /// Notes `len` bytes of `ino` from `offset` handed to the kernel (as the whole pages
+    /// they touch); with more than `limit` bytes noted (or more than [`MAX_CHUNKS`]
+    /// chunks), returns the oldest chunks to drop (as ranges) until the count is at most
+    /// 7/8 of both.
     pub fn add(&mut self, ino: u64, offset: u64, len: u64, limit: u64) -> Vec<DropRange> {
         let end = offset.saturating_add(len);
         let mut at = offset;
         while at < end {
             let index = at / CHUNK;
-            let chunk_end = ((index + 1) * CHUNK).min(end);
-            let add = chunk_end - at;
+            let chunk_end = (index + 1).saturating_mul(CHUNK).min(end);
+            let pages = chunk_end.div_ceil(PAGE) - at / PAGE;
             let held = self.chunks.get_or_insert_mut((ino, index), || 0);
-            let grown = (*held + add).min(CHUNK);
+            let grown = (*held + pages * PAGE).min(CHUNK);
             self.bytes += grown - *held;
             *held = grown;
             at = chunk_end;
         }
-        if self.bytes <= limit {
+        if self.bytes <= limit && self.chunks.len() <= MAX_CHUNKS {
             return Vec::new();
         }
         let low = limit - limit / 8;
+        let low_chunks = MAX_CHUNKS - MAX_CHUNKS / 8;
         let mut drops: Vec<DropRange> = Vec::new();
-        while self.bytes > low {
+        while self.bytes > low || self.chunks.len() > low_chunks {
             let Some(((ino, index), held)) = self.chunks.pop_lru() else {
                 break;
             };
@@ -177,9 +188,23 @@ mod tests {
         // The same bytes again count once.
         assert!(f.add(1, 0, 3 * MIB, 4 * MIB).is_empty());
         assert_eq!(f.bytes(), 3 * MIB);
-        // Partial chunks count their bytes.
+        // Partial chunks count the pages they touch.
         assert!(f.add(2, 10, 100, 4 * MIB).is_empty());
-        assert_eq!(f.bytes(), 3 * MIB + 100);
+        assert_eq!(f.bytes(), 3 * MIB + 4096);
+        assert!(f.add(2, 4000, 200, 4 * MIB).is_empty());
+        assert_eq!(f.bytes(), 3 * MIB + 3 * 4096);
+    }
+
+    #[test]
+    fn many_small_fills_are_bounded_by_count() {
+        let mut f = Filled::default();
+        let mut dropped = 0;
+        for ino in 0..MAX_CHUNKS as u64 + 1 {
+            dropped += f.add(ino, 0, 100, u64::MAX).len();
+        }
+        // One over the most: the oldest eighth goes, one range per file.
+        assert_eq!(dropped, MAX_CHUNKS / 8 + 1);
+        assert_eq!(f.chunks.len(), MAX_CHUNKS - MAX_CHUNKS / 8);
     }
 
     #[test]
@@ -247,7 +272,7 @@ mod tests {
                     let i = at / CHUNK;
                     let e = ((i + 1) * CHUNK).min(end);
                     let h = held.entry((ino, i)).or_default();
-                    *h = (*h + e - at).min(CHUNK);
+                    *h = (*h + e.div_ceil(4096) * 4096 - at / 4096 * 4096).min(CHUNK);
                     at = e;
                 }
                 for d in drops {
