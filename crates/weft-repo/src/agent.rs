@@ -42,7 +42,8 @@
 //! [`AgentConfig::events_sweep`] (default [`EVENTS_SWEEP_INTERVAL`]), as the safety net
 //! for events lost or never configured, and at the next sweep after an event renamed or
 //! deleted the linked prefix itself or a directory above it (a hierarchical namespace's
-//! `DirectoryRenamed`/`DirectoryDeleted`); steps 3 and 4 every sweep as before. A message
+//! `DirectoryRenamed`/`DirectoryDeleted`) or after a sweep whose steps 1 or 2 failed;
+//! steps 3 and 4 every sweep as before. A message
 //! is deleted once its changes are applied; one that could not be (store or MDT errors)
 //! comes back after the queue's visibility timeout, one that is no S3 event is deleted
 //! with a warning.
@@ -560,6 +561,10 @@ async fn sweep_repo(
             Err(e) => {
                 tracing::warn!(repo = repo.id, "auto import: {e}");
                 Counters::add(&c.errors, 1);
+                // Listed again at the next sweep, not at the next safety-net listing
+                // (`events_sweep` away with an event queue): what changed while the store
+                // failed may have sent no event, or the one this listing stands in for.
+                state.listed_at = None;
             }
         }
     }
@@ -569,6 +574,7 @@ async fn sweep_repo(
     {
         tracing::warn!(repo = repo.id, "auto import of deletions: {e}");
         Counters::add(&c.errors, 1);
+        state.listed_at = None;
     }
     if ep.new || ep.changed {
         let opts = ExportOptions {

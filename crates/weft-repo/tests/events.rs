@@ -15,6 +15,7 @@
 //! - the agent's and mover's counters show through `weft get_param`;
 //! - the queue's server going away and coming back: errors counted, then followed again;
 //! - the MDS log never holds the credentials;
+//! - a listing that failed is tried again at the next sweep (s3s-fs's faults);
 //! - `az://`: a container's blob events through a storage queue (Azurite's Blob and
 //!   Queue services; Azurite has no Event Grid, so the test puts each event in the queue
 //!   as Event Grid delivers it: the event's JSON in Event Grid's schema, base64).
@@ -40,6 +41,7 @@ use weft_proto::mdt::Credentials;
 use weft_repo::events::Sqs;
 use weft_repo::store::AwsAccess;
 use weft_testkit::s3::{ACCESS_KEY, REGION, SECRET_KEY};
+use weft_testkit::s3_faults::{Fault, Matching};
 use weft_testkit::{
     AzureServer, FSNAME, S3Server, TestCluster, eventually, wait_until_async,
     wait_until_async_within,
@@ -417,6 +419,62 @@ fn the_receiver_outlives_the_queue_going_away() {
         assert!(
             cluster.mds.log().contains("event queue:"),
             "the failed receives were logged"
+        );
+    });
+}
+
+/// A repository with an event queue whose listing failed is listed again at the next
+/// sweep, not at the next safety-net listing (an hour away here): an object put before
+/// the link, of which no event tells, is imported once the store answers listings again.
+/// The store is s3s-fs in this process (every GET fails while the fault rule stands; the
+/// listing is a GET), the queue moto's.
+#[test]
+fn a_failed_listing_is_tried_again_at_the_next_sweep() {
+    run(async {
+        let store = S3Server::start_s3s_fs().unwrap();
+        let moto = S3Server::start_moto().unwrap();
+        store.create_bucket(BUCKET).unwrap();
+        bucket(&store, BUCKET)
+            .put(&StorePath::from("ev/quiet"), "told by no event".into())
+            .await
+            .unwrap();
+        let queue = Sqs::create_queue(&moto.endpoint(), "weft-events", &access())
+            .await
+            .unwrap();
+        let faults = store.faults().unwrap();
+        let gets = Matching {
+            path_contains: None,
+            method: Some("GET".into()),
+        };
+        faults.add(Fault::InternalError, gets.clone(), None);
+
+        let (cluster, client) = cluster_for(&store).await;
+        let root = Credentials::root();
+        let ev = client.mkdir(Fid::ROOT, b"ev", 0o755, &root).await.unwrap();
+        let mut spec = store.spec("/ev", BUCKET, "ev");
+        spec.import_policy = ALL;
+        spec.events = Some(queue);
+        link(&client, spec, ev.fid).await;
+        wait_until_async("the first listing failed", || async {
+            cluster.mds.log().contains("auto import: ")
+        })
+        .await;
+        assert!(!exists(&client, ev.fid, b"quiet").await);
+        let failed_gets = faults.requests_matching(&gets);
+
+        // The store answers again: listed at the next sweep.
+        faults.clear();
+        wait_until_async("quiet imported by the listing tried again", || async {
+            exists(&client, ev.fid, b"quiet").await
+        })
+        .await;
+        assert_eq!(
+            read_all(&client, ev.fid, b"quiet").await,
+            b"told by no event"
+        );
+        assert!(
+            faults.requests_matching(&gets) > failed_gets,
+            "listed again"
         );
     });
 }
