@@ -22,7 +22,8 @@
 # BUCKET [weft-bench], PARAMS ["NAME=VALUE ...": stored with `weft set_param -P` before
 # the runs, e.g. obdfilter.*.writethrough_max_io_mb=64], KEEP=1 (keep DATA), CPU=1 (a
 # table of the CPU seconds each process spent in each phase). Extra arguments go to `weft bench-repo`
-# (e.g. --json). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
+# (e.g. --json; --rounds 5: the first epoch and the direct reader five times in turn,
+# goals on medians). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY if set, else made up
 # for this run; never printed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -5,9 +5,10 @@
 //! Before each repeated first epoch every file of the dataset is released again (its OST
 //! objects destroyed, as the import left it) and the dataset's straight copy is read
 //! through the mount, which pushes the files' pages out of the mount's data cache (a
-//! release keeps the data version, so cached pages stay valid). The MDT's
-//! `hsm_restore_bytes` then proves the round loaded the whole dataset from the store: a
-//! round that did not is an error, not a figure.
+//! release keeps the data version, so cached pages stay valid). The MDTs'
+//! `hsm_restore_bytes` must then have grown by at least the bytes the round read: a
+//! round that loaded less from the store read from a cache, and is an error, not a
+//! figure.
 
 use super::data::Obj;
 use anyhow::{Context, Result, bail};

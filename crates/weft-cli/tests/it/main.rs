@@ -44,6 +44,7 @@ mod pcc;
 mod posix_suites;
 mod repo;
 mod repo_ahead;
+mod repo_bench;
 mod repo_faults;
 mod repo_hsm;
 mod repo_s3;
