@@ -16,8 +16,9 @@
 //! 2. **drop**: the old directory, still frozen, loses its entries (without touching the
 //!    inodes they name) and its inode ([`MdtRequest::DropMigrated`]), and the intent goes.
 //!
-//! Clients that hold the old directory's FID (an open directory, a working directory) get
-//! ENOENT afterwards, as if it had been replaced; paths resolve to the new one. Striped
+//! Clients that hold the old directory's FID (an open directory, a working directory, a
+//! path being resolved) get ESTALE for lookups and listings of it from the first dropped
+//! page on, and once it is gone, as if it had been replaced; paths resolve to the new one. Striped
 //! directories are not migrated (EOPNOTSUPP), and the intent reserves the name meanwhile:
 //! renames and removals of it wait like changes inside it.
 //!
@@ -260,6 +261,14 @@ impl Engine {
         }
         // Mutations start here.
         if !keys.is_empty() {
+            // The directory is gone from the namespace (its name gives the new one): from
+            // the first page dropped, lookups and listings of it answer ESTALE
+            // (`reads::not_migrated_away`), not a miss of a name that moved.
+            if ino.nlink != 0 {
+                let mut ino = ino;
+                ino.nlink = 0;
+                self.put_inode(tx, fx, fid, &ino)?;
+            }
             for k in keys {
                 tx.dirents.remove(k.as_slice())?;
             }

@@ -5,6 +5,7 @@ mod harness;
 mod hsm;
 mod layout_changes;
 mod lifecycle;
+mod migrate_drop;
 mod model;
 mod namespace_ops;
 mod readdir;
