@@ -4,7 +4,8 @@
 //! reopened when the repository's spec changes), the ranged GETs (sub-ranges fetched in
 //! parallel, a bounded number in flight, so memory stays bounded whatever the chunk), the
 //! check that the object is still the one imported (its entity tag and size), retries of a
-//! failing store, the OST writes and the syncs that make them durable, and its counters.
+//! failing store, the OST writes and the syncs that make them durable, its counters, and
+//! the page-aligned buffers GETs are collected into, reused (`mover/buffers.rs`).
 //!
 //! A mover runs in the MDS (the MDT's `ClusterView::restore_chunk`) and in each OSS
 //! ([`MoverRole`]). The MDS's waits for room under a tiering high mark, then splits a chunk
@@ -17,7 +18,10 @@
 //! Servers are trusted: their writes spend no grant (an OST admits a write from a
 //! connection without grant while unpromised space covers it, as for any first write).
 
+mod buffers;
+
 use crate::store::RepoStore;
+use buffers::BufferPool;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
@@ -229,6 +233,8 @@ pub struct Mover {
     stores: Mutex<HashMap<u32, (RepoSpec, RepoStore)>>,
     /// Servers (addresses) that refused a chunk handed to them, and when.
     refused: Mutex<HashMap<String, std::time::Instant>>,
+    /// The buffers GETs are collected into, reused (see `buffers`).
+    buffers: Arc<BufferPool>,
     counters: Counters,
 }
 
@@ -277,6 +283,7 @@ impl Mover {
             config,
             stores: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
+            buffers: BufferPool::new(usize::try_from(config.sub_range).unwrap_or(usize::MAX)),
             counters: Counters::default(),
         }
     }
@@ -670,7 +677,7 @@ impl Mover {
                 format!("a range of {} bytes", b - a),
             ))
         })?;
-        let (mut buf, pad) = weft_proto::frame::aligned_vec(want);
+        let (mut buf, pad) = self.buffers.take(want);
         let mut body = got.into_stream();
         while let Some(part) = body.next().await {
             let part = match part {
@@ -693,7 +700,7 @@ impl Mover {
                 buf.len() - pad
             )));
         }
-        Ok(Bytes::from(buf).slice(pad..))
+        Ok(self.buffers.freeze(buf, pad))
     }
 }
 
