@@ -13,8 +13,8 @@
 //!   from the local disk with the same reader;
 //! - `direct`: ranged GETs of every object into memory, `--workers × 4` in flight;
 //! - with `--rounds N`, N − 1 more rounds of `epoch1` (every file released again first,
-//!   see `rounds`) and `direct`, in turn: the goals then compare the medians of each
-//!   phase's rounds.
+//!   and the straight copy read again, `straight-reread`, see `rounds`) and `direct`, in
+//!   turn: the goals then compare the medians of each phase's rounds.
 //!
 //! Every read path checks every byte against the object's pattern, so no figure is for
 //! wrong data. The kernel's caches are dropped (`sync; echo 3 > drop_caches`, which needs
@@ -433,7 +433,8 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
             report.cache_drop &= data::drop_caches();
             let m = tokio::task::block_in_place(|| data::read_all(&jobs, workers))
                 .with_context(|| format!("reading the {} dataset written into weftfs", d.name()))?;
-            report.add(*d, "straight-read", m);
+            // Its own name: a figure of its own, not one of straight-read's samples.
+            report.add(*d, "straight-reread", m);
             let before = rounds::restored_bytes(client.cluster()).await?;
             let jobs = data::jobs(&repo_mnt, objs);
             report.cache_drop &= data::drop_caches();

@@ -84,7 +84,8 @@ async fn bench_repo_measures_rounds_and_refuses_cached_ones() {
         assert_eq!(of("epoch1"), 2, "{dataset}: {out}");
         assert_eq!(of("direct"), 2, "{dataset}: {out}");
         assert_eq!(of("epoch2"), 1, "{dataset}: {out}");
-        assert_eq!(of("straight-read"), 2, "{dataset}: {out}");
+        assert_eq!(of("straight-read"), 1, "{dataset}: {out}");
+        assert_eq!(of("straight-reread"), 1, "{dataset}: {out}");
         for r in rows.iter().filter(|r| r["dataset"] == dataset) {
             assert!(r["mb_s"].as_f64().unwrap() > 0.0, "{r}");
         }
