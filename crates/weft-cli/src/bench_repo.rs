@@ -413,12 +413,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
 
     // The direct ranged-GET reader.
     for (d, objs) in &sets {
-        report.cache_drop &= data::drop_caches();
-        let m = bucket
-            .direct(objs, workers * 4, args.range_size)
-            .await
-            .with_context(|| format!("direct reads of the {} dataset", d.name()))?;
-        report.add(*d, "direct", m);
+        direct(&bucket, &mut report, *d, objs, &args).await?;
     }
 
     // More rounds of the first epoch and the direct reader, in turn.
@@ -453,12 +448,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
                 );
             }
             report.add(*d, "epoch1", m);
-            report.cache_drop &= data::drop_caches();
-            let m = bucket
-                .direct(objs, workers * 4, args.range_size)
-                .await
-                .with_context(|| format!("direct reads of the {} dataset", d.name()))?;
-            report.add(*d, "direct", m);
+            direct(&bucket, &mut report, *d, objs, &args).await?;
         }
     }
 
@@ -467,6 +457,23 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
     eprintln!(
         "bench-repo: left /{base_name} in the file system (repository {id}, linked at /{base_name}/repo)"
     );
+    Ok(())
+}
+
+/// The direct reader's phase over dataset `d` (`objs`), the caches dropped first.
+async fn direct(
+    bucket: &s3::Bucket,
+    report: &mut Report,
+    d: Dataset,
+    objs: &[Obj],
+    args: &BenchRepoArgs,
+) -> Result<()> {
+    report.cache_drop &= data::drop_caches();
+    let m = bucket
+        .direct(objs, args.workers as usize * 4, args.range_size)
+        .await
+        .with_context(|| format!("direct reads of the {} dataset", d.name()))?;
+    report.add(d, "direct", m);
     Ok(())
 }
 

@@ -18,9 +18,9 @@
 //!
 //! Clients that hold the old directory's FID (an open directory, a working directory, a
 //! path being resolved) get ESTALE for lookups and listings of it from the first dropped
-//! page on, and once it is gone, as if it had been replaced; paths resolve to the new one. Striped
-//! directories are not migrated (EOPNOTSUPP), and the intent reserves the name meanwhile:
-//! renames and removals of it wait like changes inside it.
+//! page on, and once it is gone, as if it had been replaced; paths resolve to the new
+//! one. Striped directories are not migrated (EOPNOTSUPP), and the intent reserves the
+//! name meanwhile: renames and removals of it wait like changes inside it.
 //!
 //! [`IntentKind::Migrate`]: crate::remote::IntentKind::Migrate
 //! [`MdtRequest::FreezeDir`]: weft_proto::mdt::MdtRequest::FreezeDir

@@ -43,10 +43,9 @@
 //! for events lost or never configured, and at the next sweep after an event renamed or
 //! deleted the linked prefix itself or a directory above it (a hierarchical namespace's
 //! `DirectoryRenamed`/`DirectoryDeleted`) or after a sweep whose steps 1 or 2 failed;
-//! steps 3 and 4 every sweep as before. A message
-//! is deleted once its changes are applied; one that could not be (store or MDT errors)
-//! comes back after the queue's visibility timeout, one that is no S3 event is deleted
-//! with a warning.
+//! steps 3 and 4 every sweep as before. A message is deleted once its changes are
+//! applied; one that could not be (store or MDT errors) comes back after the queue's
+//! visibility timeout, one that is no S3 event is deleted with a warning.
 //!
 //! Errors (store down, throttling, MDT errors) are logged with the repository's id and
 //! retried at the next sweep; a file whose export failed stays dirty. Credentials are

@@ -60,7 +60,8 @@ impl BufferPool {
     /// The bytes of `buf` from `pad` on; a pooled buffer comes back to the pool when the
     /// last `Bytes` of it is dropped.
     pub(crate) fn freeze(self: &Arc<Self>, buf: Vec<u8>, pad: usize) -> Bytes {
-        if self.len > POOLED_MAX || buf.capacity() < self.len + BULK_ALIGN {
+        let fits = self.len + BULK_ALIGN..=POOLED_MAX + BULK_ALIGN;
+        if self.len > POOLED_MAX || !fits.contains(&buf.capacity()) {
             return Bytes::from(buf).slice(pad..);
         }
         Bytes::from_owner(Returned {
