@@ -364,9 +364,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
     let repo_mnt = mnt_base.join("repo");
     for phase in ["epoch1", "epoch2"] {
         for (d, objs) in &sets {
-            let jobs = data::jobs(&repo_mnt, objs);
-            report.cache_drop &= data::drop_caches();
-            let m = tokio::task::block_in_place(|| data::read_all(&jobs, workers))
+            let m = read_cold(&mut report, &repo_mnt, objs, workers)
                 .with_context(|| format!("{phase} of the {} dataset", d.name()))?;
             report.add(*d, phase, m);
         }
@@ -379,8 +377,7 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
         let m = tokio::task::block_in_place(|| data::write_all(&jobs, workers, false))
             .with_context(|| format!("writing the {} dataset into weftfs", d.name()))?;
         report.add(*d, "straight-write", m);
-        report.cache_drop &= data::drop_caches();
-        let m = tokio::task::block_in_place(|| data::read_all(&jobs, workers))
+        let m = read_cold(&mut report, &straight, objs, workers)
             .with_context(|| format!("reading the {} dataset written into weftfs", d.name()))?;
         report.add(*d, "straight-read", m);
     }
@@ -424,16 +421,12 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
                 .await
                 .with_context(|| format!("releasing the {} dataset again", d.name()))?;
             // The straight copy pushes the released files out of the mount's data cache.
-            let jobs = data::jobs(&straight, objs);
-            report.cache_drop &= data::drop_caches();
-            let m = tokio::task::block_in_place(|| data::read_all(&jobs, workers))
+            let m = read_cold(&mut report, &straight, objs, workers)
                 .with_context(|| format!("reading the {} dataset written into weftfs", d.name()))?;
             // Its own name: a figure of its own, not one of straight-read's samples.
             report.add(*d, "straight-reread", m);
             let before = rounds::restored_bytes(client.cluster()).await?;
-            let jobs = data::jobs(&repo_mnt, objs);
-            report.cache_drop &= data::drop_caches();
-            let m = tokio::task::block_in_place(|| data::read_all(&jobs, workers))
+            let m = read_cold(&mut report, &repo_mnt, objs, workers)
                 .with_context(|| format!("epoch1 round {round} of the {} dataset", d.name()))?;
             let loaded = rounds::restored_bytes(client.cluster())
                 .await?
@@ -458,6 +451,19 @@ pub async fn run(args: BenchRepoArgs) -> Result<()> {
         "bench-repo: left /{base_name} in the file system (repository {id}, linked at /{base_name}/repo)"
     );
     Ok(())
+}
+
+/// Every file of `objs` below `dir` read whole by `workers` threads, the caches dropped
+/// first.
+fn read_cold(
+    report: &mut Report,
+    dir: &std::path::Path,
+    objs: &[Obj],
+    workers: usize,
+) -> Result<Moved> {
+    let jobs = data::jobs(dir, objs);
+    report.cache_drop &= data::drop_caches();
+    tokio::task::block_in_place(|| data::read_all(&jobs, workers))
 }
 
 /// The direct reader's phase over dataset `d` (`objs`), the caches dropped first.

@@ -13,14 +13,15 @@
 //!    (`SetParent`), and its extended attributes and times are copied. The finish then
 //!    gives the name to the new directory, records the client's reply and keeps the
 //!    intent, marked with the new directory.
-//! 2. **drop**: the old directory, still frozen, loses its entries (without touching the
-//!    inodes they name) and its inode ([`MdtRequest::DropMigrated`]), and the intent goes.
+//! 2. **drop**: the old directory, still frozen, loses its inode, then its entries
+//!    (without touching the inodes they name; [`MdtRequest::DropMigrated`]), and the
+//!    intent goes.
 //!
 //! Clients that hold the old directory's FID (an open directory, a working directory, a
-//! path being resolved) get ESTALE for lookups and listings of it from the first dropped
-//! page on, and once it is gone, as if it had been replaced; paths resolve to the new
-//! one. Striped directories are not migrated (EOPNOTSUPP), and the intent reserves the
-//! name meanwhile: renames and removals of it wait like changes inside it.
+//! path being resolved) get ESTALE from the first `DropMigrated` on (its inode is gone),
+//! as if it had been replaced; paths resolve to the new one. Striped directories are not
+//! migrated (EOPNOTSUPP), and the intent reserves the name meanwhile: renames and
+//! removals of it wait like changes inside it.
 //!
 //! [`IntentKind::Migrate`]: crate::remote::IntentKind::Migrate
 //! [`MdtRequest::FreezeDir`]: weft_proto::mdt::MdtRequest::FreezeDir
@@ -232,8 +233,12 @@ impl Engine {
         Ok(MdtReply::Ok)
     }
 
-    /// The old directory's MDT: removes up to `max` entries of the migrated (frozen)
-    /// directory `fid`, then, once it has none, the directory itself.
+    /// The old directory's MDT: removes the migrated (frozen) directory `fid`'s inode,
+    /// then up to `max` of its entries per call; once none is left, its frozen mark, and
+    /// the job is done. The inode goes first: from then on lookups and listings of the old
+    /// FID answer ESTALE (its inode is missing, as for any directory gone) and the client
+    /// looks the path up again, where a lookup in a half-emptied directory would miss a
+    /// name that moved.
     pub(crate) fn drop_migrated(
         &mut self,
         tx: &mut Tx<'_>,
@@ -241,12 +246,14 @@ impl Engine {
         fid: Fid,
         max: u32,
     ) -> Result<MdtReply, Fail> {
-        let Some(ino) = store::get_inode(&tx.inodes, fid)? else {
-            return Ok(MdtReply::Progress { done: true });
-        };
         let key = fid.to_bytes();
+        let ino = store::get_inode(&tx.inodes, fid)?;
         if tx.frozen.get(key.as_slice())?.is_none() {
-            return Err(fail(Errno::Inval, "the directory is not being migrated"));
+            return match ino {
+                // Dropped whole already (a resend).
+                None => Ok(MdtReply::Progress { done: true }),
+                Some(_) => Err(fail(Errno::Inval, "the directory is not being migrated")),
+            };
         }
         let (start, end) = store::dirent_range(fid, 0);
         let mut keys = Vec::new();
@@ -260,15 +267,11 @@ impl Engine {
             keys.push(e?.0.value().to_vec());
         }
         // Mutations start here.
+        if let Some(mut ino) = ino {
+            ino.nlink = 0;
+            self.destroy_inode(tx, fx, fid, &ino)?;
+        }
         if !keys.is_empty() {
-            // The directory is gone from the namespace (its name gives the new one): from
-            // the first page dropped, lookups and listings of it answer ESTALE
-            // (`reads::not_migrated_away`), not a miss of a name that moved.
-            if ino.nlink != 0 {
-                let mut ino = ino;
-                ino.nlink = 0;
-                self.put_inode(tx, fx, fid, &ino)?;
-            }
             for k in keys {
                 tx.dirents.remove(k.as_slice())?;
             }
@@ -280,9 +283,7 @@ impl Engine {
             let op_key = v.value().to_vec();
             tx.remote_ops.remove(op_key.as_slice())?;
         }
-        let mut ino = ino;
-        ino.nlink = 0;
-        self.destroy_inode(tx, fx, fid, &ino)?;
+        fx.wrote = true;
         Ok(MdtReply::Progress { done: true })
     }
 

@@ -28,39 +28,6 @@ const DIR_PAGE_HINT: usize = 1024;
 /// Bytes of store an inode is assumed to need, to estimate free inodes from free space.
 const INODE_BYTES_ESTIMATE: u64 = 1024;
 
-/// ESTALE when `dir` is a directory migrated to another MDT whose entries this MDT is
-/// dropping (`migrate.rs`: still frozen, its link count already 0, its name giving the new
-/// directory): a lookup or listing of it could miss names that moved, so the client is
-/// told to look the path up again, as once the directory is gone.
-fn not_migrated_away(
-    r: &redb::ReadTransaction,
-    inodes: &impl Readable,
-    dir: Fid,
-) -> Result<(), Fail> {
-    let Some(ino) = store::get_inode(inodes, dir)? else {
-        return Ok(());
-    };
-    if !ino.is_dir() || ino.nlink != 0 {
-        return Ok(());
-    }
-    let frozen = match r.open_table(store::FROZEN) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-        Err(e) => return Err(crate::error::StoreError::from(e).into()),
-    };
-    let is_frozen = frozen
-        .get(dir.to_bytes().as_slice())
-        .map_err(crate::error::StoreError::from)?
-        .is_some();
-    if is_frozen {
-        return Err(fail(
-            Errno::Stale,
-            format!("directory {dir} was migrated to another MDT: look its path up again"),
-        ));
-    }
-    Ok(())
-}
-
 /// Runs one read-only request.
 pub(crate) fn run(
     db: &Database,
@@ -81,7 +48,6 @@ pub(crate) fn run(
             let stripes = r
                 .open_table(store::DIR_STRIPES)
                 .map_err(crate::error::StoreError::from)?;
-            not_migrated_away(&r, &inodes, *parent)?;
             load_dir(&inodes, &stripes, *parent, cred)?;
             check_name(name)?;
             let de = store::get_dirent(&dirents, *parent, name)?
@@ -145,7 +111,6 @@ pub(crate) fn run(
             let stripes = r
                 .open_table(store::DIR_STRIPES)
                 .map_err(crate::error::StoreError::from)?;
-            not_migrated_away(&r, &inodes, *fid)?;
             let want = PageOf {
                 fid: *fid,
                 cookie: *cookie,
@@ -169,7 +134,6 @@ pub(crate) fn run(
             let stripes = r
                 .open_table(store::DIR_STRIPES)
                 .map_err(crate::error::StoreError::from)?;
-            not_migrated_away(&r, &inodes, *fid)?;
             let want = PageOf {
                 fid: *fid,
                 cookie: *cookie,

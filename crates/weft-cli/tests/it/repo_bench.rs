@@ -44,6 +44,12 @@ fn bench_repo(
     weft_env(&args, &server.env(), LIMIT)
 }
 
+/// `weft set_param llite.INST.max_cached_mb=MB` for the mount instance `inst`.
+fn set_max_cached_mb(inst: &str, mb: u32) {
+    let (ok, _, err) = weft(&["set_param", &format!("llite.{inst}.max_cached_mb={mb}")]);
+    assert!(ok, "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_repo_measures_rounds_and_refuses_cached_ones() {
     let server = S3Server::start_s3s_fs().unwrap();
@@ -56,8 +62,7 @@ async fn bench_repo_measures_rounds_and_refuses_cached_ones() {
     let local = tempfile::tempdir().unwrap();
     // Datasets larger than the mount's data cache: each round's straight read pushes the
     // released files out of it.
-    let (ok, _, err) = weft(&["set_param", &format!("llite.{inst}.max_cached_mb=4")]);
-    assert!(ok, "{err}");
+    set_max_cached_mb(&inst, 4);
     let sizes = [
         "--small-count",
         "96",
@@ -96,8 +101,7 @@ async fn bench_repo_measures_rounds_and_refuses_cached_ones() {
     // The large files fit in the default cache (1,024 MiB): the second round would read
     // them from it, and is refused. (Over 16 MiB each: no restore-ahead loads them
     // behind the reader's back.)
-    let (ok, _, err) = weft(&["set_param", &format!("llite.{inst}.max_cached_mb=1024")]);
-    assert!(ok, "{err}");
+    set_max_cached_mb(&inst, 1024);
     let args = [
         "--skip-populate",
         "--small-count",

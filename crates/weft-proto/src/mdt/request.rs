@@ -179,10 +179,10 @@ pub enum MdtRequest {
         dir: Fid,
         entries: Vec<(Vec<u8>, Fid, FileKind)>,
     },
-    /// MDT to MDT: removes directory `fid`, frozen and migrated elsewhere, with up to
-    /// `max` of its entries per call (the inodes they name are untouched: their names
-    /// live on in the new directory). Answers [`MdtReply::Progress`]; done when the inode
-    /// is gone.
+    /// MDT to MDT: removes directory `fid`, frozen and migrated elsewhere: its inode at
+    /// the first call, then up to `max` of its entries per call (the inodes they name are
+    /// untouched: their names live on in the new directory). Answers
+    /// [`MdtReply::Progress`]; done when no entry and no frozen mark is left.
     DropMigrated { fid: Fid, max: u32 },
     /// MDT to MDT: directory `fid` (here) moved from `old_parent` to `new_parent` by a
     /// rename on another MDT: its ".." and ctime. Done already (its parent is
