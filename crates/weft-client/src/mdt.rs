@@ -19,7 +19,7 @@ pub use weft_proto::mdt::NewFile;
 mod hsm;
 mod scope;
 
-use scope::{change_scope, changed_entry, may_change_attrs};
+use scope::{change_scope, changed_entry};
 
 /// What a create returns: the new inode, its layout and, if asked, an open handle.
 #[derive(Debug, Clone)]
@@ -199,7 +199,7 @@ impl MdtClient {
     /// counts as read before it.
     pub async fn call(&self, req: MdtRequest) -> Result<MdtReply, ClientError> {
         let start = std::time::Instant::now();
-        let change = may_change_attrs(&req).then(|| {
+        let change = req.may_change_attrs().then(|| {
             self.changes
                 .begin_entry(change_scope(&req), changed_entry(&req))
         });
@@ -235,19 +235,10 @@ impl MdtClient {
         start: std::time::Instant,
     ) -> Result<MdtReply, ClientError> {
         let mut delay = std::time::Duration::from_millis(50);
-        // A migration copies a whole directory before it answers: no deadline.
-        let timeout = match req {
-            MdtRequest::MigrateDir { .. } => std::time::Duration::MAX,
-            // A restore answers when the data arrived from the store, which retries
-            // failures a bounded number of times itself.
-            MdtRequest::HsmRestore { .. } => std::time::Duration::MAX,
-            // The MDT answers a PCC wait within its bound.
-            MdtRequest::HsmPccWait { wait_ms, .. } => {
-                self.conn.options().request_timeout
-                    + std::time::Duration::from_millis(u64::from(*wait_ms))
-            }
-            _ => self.conn.options().request_timeout,
-        };
+        // The request table's deadline (none for a migration or a restore).
+        let timeout = req
+            .deadline(self.conn.options().request_timeout)
+            .unwrap_or(std::time::Duration::MAX);
         let mut migrating = std::time::Duration::from_millis(10);
         loop {
             // An MDT of this process is waited for without a deadline and never asked

@@ -26,16 +26,14 @@ pub(crate) fn try_run(
     conn: u64,
     req: &MdtRequest,
 ) -> Option<Result<MdtReply, Fail>> {
+    // Which requests may come here is the request table's `fast` flag, refined by their
+    // fields (`MdtRequest::changes_nothing_stored`).
+    if !req.changes_nothing_stored() {
+        return None;
+    }
     match req {
-        MdtRequest::Open { fid, flags, cred } if !flags.truncate => {
-            open(db, handles, conn, *fid, *flags, cred)
-        }
-        MdtRequest::Close {
-            handle,
-            size: None,
-            blocks: None,
-            modified: false,
-        } => close(db, handles, conn, *handle),
+        MdtRequest::Open { fid, flags, cred } => open(db, handles, conn, *fid, *flags, cred),
+        MdtRequest::Close { handle, .. } => close(db, handles, conn, *handle),
         _ => None,
     }
 }

@@ -1,25 +1,10 @@
 //! What a request may change, for the client's change tracking ([`crate::changes`]):
-//! whether it may alter attributes that lookups return, which inodes, and which entry.
+//! which inodes, and which entry (whether it may alter attributes at all is
+//! [`MdtRequest::may_change_attrs`], from the request table).
 
-use super::is_read;
 use crate::changes::Scope;
 use weft_proto::Fid;
-use weft_proto::mdt::{AccessMode, MdtRequest};
-
-/// Whether a request may change what lookups and getattrs return. Opens for reading and
-/// closes that record nothing change only the open count.
-pub(super) fn may_change_attrs(req: &MdtRequest) -> bool {
-    match req {
-        MdtRequest::Open { flags, .. } => flags.access != AccessMode::Read || flags.truncate,
-        MdtRequest::Close {
-            size,
-            blocks,
-            modified,
-            ..
-        } => size.is_some() || blocks.is_some() || *modified,
-        r => !is_read(r),
-    }
-}
+use weft_proto::mdt::MdtRequest;
 
 /// The inodes whose attributes a request that may change attributes may alter (see
 /// [`crate::changes`]): the ones it names, when every inode it changes is named (the

@@ -13,7 +13,7 @@ mod reply;
 mod request;
 
 pub use reply::{FsckEntry, FsckInode, FsckRepair, MdtReply, RenameLockAction, ScanEntry};
-pub use request::{MdtRequest, NewFile, RequestClass};
+pub use request::{Deadline, MdtOp, MdtRequest, NewFile, RequestClass, RequestFacts};
 
 /// Who is asking: the uid, primary gid and supplementary groups of the calling process.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
