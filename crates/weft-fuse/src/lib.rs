@@ -85,6 +85,7 @@ pub mod creds;
 pub mod errno;
 pub mod inodes;
 pub mod jobid;
+pub mod kernel_cache;
 pub mod locks;
 pub mod mount;
 pub mod nocaps;

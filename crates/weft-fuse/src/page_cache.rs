@@ -21,7 +21,7 @@
 //! comes. A chunk read again from the kernel's cache is not seen either (no request
 //! reaches the mount), so the order is that of filling, not of last use.
 
-use crate::ops::KernelCache;
+use crate::kernel_cache::KernelCache;
 use lru::LruCache;
 use parking_lot::Mutex;
 use std::sync::Arc;

@@ -2,13 +2,17 @@
 //!
 //! The client library instance behind it belongs to the process that made it: a forked
 //! child that uses the connection mounts again (in its own runtime, see `proc`) and leaks
-//! the parent's instance untouched.
+//! the parent's instance untouched. Its open files are [`file`]'s, its administrator's
+//! verbs (stripes, usage, HSM state) [`admin`]'s.
+
+pub mod admin;
+pub mod file;
 
 use crate::dircache::DirCache;
 use crate::errors::{OrOsError, errno_error, os_error};
-use crate::file::RawFile;
 use crate::proc;
 use crate::stat::{StatTuple, stat_tuple};
+use file::RawFile;
 use parking_lot::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -431,28 +435,24 @@ impl Fs {
         offset: i32,
         pool: Option<String>,
     ) -> PyResult<()> {
-        let t = crate::admin::raid0(count, size, offset, pool);
-        crate::admin::setstripe(self, py, &inner(path), t)
+        let t = admin::raid0(count, size, offset, pool);
+        admin::setstripe(self, py, &inner(path), t)
     }
 
     /// The layout of `path` as a dict (see `admin::getstripe`).
     fn getstripe<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
-        crate::admin::getstripe(self, py, &inner(path))
+        admin::getstripe(self, py, &inner(path))
     }
 
     /// Usage of every MDT and OST (`weft df`): a list of dicts.
     fn df<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::admin::df(self, py)
+        admin::df(self, py)
     }
 
     /// HSM state of file `path`: `(flags, archive_id, [words as lfs hsm_state prints])`.
     fn hsm_state(&self, py: Python<'_>, path: &str) -> PyResult<(u32, u32, Vec<&'static str>)> {
         let a = self.attr(py, path, true)?;
-        Ok((
-            a.hsm_flags,
-            a.archive_id,
-            crate::admin::hsm_words(a.hsm_flags),
-        ))
+        Ok((a.hsm_flags, a.archive_id, admin::hsm_words(a.hsm_flags)))
     }
 }
 

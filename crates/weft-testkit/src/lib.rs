@@ -10,6 +10,8 @@
 pub mod azurite;
 mod data;
 pub mod lab;
+#[cfg(test)]
+mod module_cycles;
 mod pki;
 mod process;
 pub mod s3;

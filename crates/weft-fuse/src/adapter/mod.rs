@@ -13,11 +13,12 @@ pub mod attr;
 mod filesystem;
 
 use crate::errno::{Failed, FsResult};
+use crate::kernel_cache::KernelCache;
 use crate::ops::dir_stream::DirSink;
 use crate::ops::dirs::DirPlusSink;
 use crate::ops::files::Opened;
 use crate::ops::xattrs::XattrAnswer;
-use crate::ops::{Entry, KernelCache, Ops};
+use crate::ops::{Entry, Ops};
 use crate::options::MountOptions;
 use attr::{file_attr, file_type, timestamp, unread_dir_attr};
 use fuser::{

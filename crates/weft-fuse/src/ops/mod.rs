@@ -32,6 +32,7 @@ use crate::creds::CredCache;
 use crate::errno::{Failed, FsResult};
 use crate::inodes::InodeTable;
 use crate::jobid::{DEFAULT_JOBID_NAME, DEFAULT_JOBID_VAR, JobIds};
+use crate::kernel_cache::KernelCache;
 use crate::locks::LockOwners;
 use crate::nocaps::NoCaps;
 use crate::options::MountOptions;
@@ -42,14 +43,6 @@ use std::sync::Arc;
 use weft_client::Client;
 use weft_proto::Fid;
 use weft_proto::mdt::{AccessMode, Attr, Credentials, FileKind};
-
-/// What the operations ask of the kernel's caches (the adapter tells the kernel).
-pub trait KernelCache: Send + Sync {
-    /// Makes the kernel ask for `ino`'s attributes again at their next use.
-    fn forget_attributes(&self, ino: u64);
-    /// Makes the kernel drop the pages it caches of `len` bytes of `ino` from `offset`.
-    fn drop_pages(&self, ino: u64, offset: u64, len: u64);
-}
 
 /// A found or made inode, ready to hand to the kernel (a reference on it is taken).
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The administrator's verbs Python users need, without a `weft` subprocess: layouts
 //! (`setstripe`, `getstripe`), usage of every target (`df`) and HSM state.
 
-use crate::fs::Fs;
+use super::Fs;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use weft_client::{ClientError, LayoutOf};

@@ -8,8 +8,8 @@
 //! cannot receive into foreign memory. A write is
 //! buffered by the library straight from the caller's buffer (its one copy).
 
+use super::Fs;
 use crate::errors::{OrOsError, raw_error};
-use crate::fs::Fs;
 use crate::proc;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
