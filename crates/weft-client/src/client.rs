@@ -4,24 +4,23 @@
 //! This module holds the client itself (mounting, options, the dirty and read-ahead
 //! budgets); its operations live by concern in `attrs` (lookups, attributes, xattrs,
 //! statfs), `namespace` (creating, linking, removing and renaming names), `paths` (path
-//! resolution) and `open` (opening files), with directory shards in `crate::dirs`, layouts
+//! resolution) and `open` (opening files), with directory shards in `dirs`, layouts
 //! in `crate::layouts` and statahead in `crate::statahead`.
 
-use crate::budget::Budget;
-use crate::cache::DataCache;
+use crate::client_core::ClientCore;
 use crate::cluster::{Cluster, ClusterOptions};
 use crate::error::ClientError;
-use crate::io::{IoEngine, ObjectTargets};
+pub use crate::file::OpenOptions;
+use crate::io::ObjectTargets;
 use crate::mdt::MdtClient;
-use crate::params::{ClientParams, Param};
+use crate::params::ClientParams;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
-use weft_proto::mdt::AccessMode;
-use weft_proto::{Errno, Fid, WireError};
+use weft_proto::Fid;
 use weft_rpc::RequestContext;
 
 mod attrs;
+pub(crate) mod dirs;
 mod hsm;
 mod namespace;
 mod open;
@@ -44,45 +43,6 @@ impl Default for ClientOptions {
         Self {
             cluster: ClusterOptions::default(),
             io_retry: Duration::from_secs(60),
-        }
-    }
-}
-
-/// How to open a file (the subset of `open(2)` flags that matter here).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OpenOptions {
-    /// Read, write or both.
-    pub access: AccessMode,
-    /// O_CREAT with this mode (type bits added by the library; umask already applied).
-    pub create: Option<u32>,
-    /// O_EXCL (with `create`).
-    pub exclusive: bool,
-    /// O_TRUNC.
-    pub truncate: bool,
-    /// O_APPEND.
-    pub append: bool,
-}
-
-impl OpenOptions {
-    /// Open for reading.
-    pub fn read() -> Self {
-        Self {
-            access: AccessMode::Read,
-            create: None,
-            exclusive: false,
-            truncate: false,
-            append: false,
-        }
-    }
-
-    /// Create (or truncate) for writing, like `creat(2)`.
-    pub fn create(mode: u32) -> Self {
-        Self {
-            access: AccessMode::Write,
-            create: Some(mode),
-            exclusive: false,
-            truncate: true,
-            append: false,
         }
     }
 }
@@ -123,29 +83,28 @@ async fn follow_stored_params(
 /// request, for the job of the calling process. File methods with an `_in` suffix take the
 /// context of one call instead of the one the file was opened in.
 pub struct Client {
-    cluster: Arc<Cluster>,
-    params: Arc<ClientParams>,
-    engine: Arc<IoEngine>,
-    cache: Arc<DataCache>,
-    /// Dirty-data budget in KiB (`max_dirty_mb`).
-    dirty: Arc<Budget>,
-    /// Read-ahead budget in KiB (`max_read_ahead_mb`).
-    readahead: Arc<Budget>,
+    /// What the client's handles and files share ([`ClientCore`]; its methods are the
+    /// client's through `Deref`).
+    pub(crate) core: Arc<ClientCore>,
     /// Striped directories met so far.
-    stripes: Arc<crate::dirs::StripeCache>,
+    stripes: Arc<dirs::StripeCache>,
     /// Directory entries read ahead of lookups ([`crate::statahead`]).
     pub(crate) statahead: Arc<crate::statahead::Statahead>,
     /// Released files restored ahead of opens ([`crate::restore_ahead`]).
     pub(crate) restore_ahead: Arc<crate::restore_ahead::RestoreAhead>,
-    /// The size of every open file, shared by its handles.
-    open_sizes: Arc<crate::file::OpenSizes>,
     /// The persistent client cache, once added ([`crate::pcc`]).
     pub(crate) pcc: Arc<parking_lot::RwLock<Option<Arc<crate::pcc::Pcc>>>>,
     /// The context of this handle's requests.
-    ctx: RequestContext,
+    pub(crate) ctx: RequestContext,
 }
 
-const KIB: u64 = 1024;
+impl std::ops::Deref for Client {
+    type Target = ClientCore;
+
+    fn deref(&self) -> &ClientCore {
+        &self.core
+    }
+}
 
 impl Client {
     /// Connects to the MGS at `mgs` for file system `fsname`.
@@ -189,21 +148,11 @@ impl Client {
         objects: Arc<dyn ObjectTargets>,
         io_retry: Duration,
     ) -> Arc<Self> {
-        let engine = Arc::new(IoEngine::with_targets(objects, params.clone(), io_retry));
-        let dirty = Budget::new(params.mb(Param::MaxDirtyMb) / KIB);
-        let readahead = Budget::new(params.mb(Param::MaxReadAheadMb) / KIB);
-        let cache = DataCache::new(params.clone());
         Arc::new(Self {
-            cluster,
-            params,
-            engine,
-            cache: Arc::new(cache),
-            dirty: Arc::new(dirty),
-            readahead: Arc::new(readahead),
+            core: Arc::new(ClientCore::new(cluster, params, objects, io_retry)),
             stripes: Default::default(),
             statahead: Default::default(),
             restore_ahead: Default::default(),
-            open_sizes: Default::default(),
             pcc: Default::default(),
             ctx: RequestContext::new(),
         })
@@ -213,16 +162,10 @@ impl Client {
     /// go in `ctx`.
     pub fn in_context(&self, ctx: RequestContext) -> Arc<Self> {
         Arc::new(Self {
-            cluster: self.cluster.clone(),
-            params: self.params.clone(),
-            engine: self.engine.clone(),
-            cache: self.cache.clone(),
-            dirty: self.dirty.clone(),
-            readahead: self.readahead.clone(),
+            core: self.core.clone(),
             stripes: self.stripes.clone(),
             statahead: self.statahead.clone(),
             restore_ahead: self.restore_ahead.clone(),
-            open_sizes: self.open_sizes.clone(),
             pcc: self.pcc.clone(),
             ctx,
         })
@@ -239,92 +182,6 @@ impl Client {
         &self.ctx
     }
 
-    /// Bytes written by applications and not yet sent to the OSTs (within `max_dirty_mb`).
-    pub fn dirty_bytes(&self) -> u64 {
-        self.dirty.in_use() * KIB
-    }
-
-    /// The cluster view (configuration and per-target clients).
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.cluster
-    }
-
-    /// The client's tunables.
-    pub fn params(&self) -> &Arc<ClientParams> {
-        &self.params
-    }
-
-    pub(crate) fn engine(&self) -> &Arc<IoEngine> {
-        &self.engine
-    }
-
-    pub(crate) fn cache(&self) -> &DataCache {
-        &self.cache
-    }
-
-    /// Bytes held in the data cache.
-    pub fn cached_bytes(&self) -> u64 {
-        self.cache.bytes()
-    }
-
-    /// Waits until `bytes` of dirty data fit in the budget, and takes them.
-    pub(crate) async fn acquire_dirty(&self, bytes: u64) -> Result<(), ClientError> {
-        let kib = u32::try_from(bytes.div_ceil(KIB))
-            .map_err(|_| ClientError::Invalid("write too large".into()))?;
-        let budget = (self.params.mb(Param::MaxDirtyMb) / KIB).max(1);
-        if u64::from(kib) > budget {
-            return Err(ClientError::Remote(WireError::new(
-                Errno::FBig,
-                "one write larger than max_dirty_mb",
-            )));
-        }
-        self.dirty
-            .follow((self.params.mb(Param::MaxDirtyMb) / KIB).max(1));
-        let permit = self
-            .dirty
-            .semaphore()
-            .acquire_many(kib)
-            .await
-            .map_err(|_| ClientError::Invalid("client closed".into()))?;
-        permit.forget();
-        Ok(())
-    }
-
-    /// Takes `bytes` of the dirty budget if that needs no waiting.
-    pub(crate) fn try_acquire_dirty(&self, bytes: u64) -> bool {
-        let Ok(kib) = u32::try_from(bytes.div_ceil(KIB)) else {
-            return false;
-        };
-        self.dirty
-            .follow((self.params.mb(Param::MaxDirtyMb) / KIB).max(1));
-        match self.dirty.semaphore().try_acquire_many(kib) {
-            Ok(permit) => {
-                permit.forget();
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Returns flushed bytes to the dirty budget.
-    pub(crate) fn release_dirty(&self, bytes: u64) {
-        self.dirty
-            .semaphore()
-            .add_permits(bytes.div_ceil(KIB) as usize);
-    }
-
-    /// Read-ahead budget for `bytes`, if there is some left (read-ahead never waits).
-    pub(crate) fn readahead_permit(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
-        let kib = u32::try_from(bytes.div_ceil(KIB)).ok()?;
-        self.readahead
-            .follow(self.params.mb(Param::MaxReadAheadMb) / KIB);
-        self.readahead
-            .semaphore()
-            .clone()
-            .try_acquire_many_owned(kib)
-            .ok()
-    }
-
     /// The MDT of `fid`, sending in this handle's context.
     pub(crate) fn mdt(&self, fid: Fid) -> Result<Arc<MdtClient>, ClientError> {
         Ok(self.cluster.mdt_of(fid)?.in_context(&self.ctx))
@@ -335,12 +192,7 @@ impl Client {
         Ok(self.cluster.mdt(index)?.in_context(&self.ctx))
     }
 
-    pub(crate) fn stripe_cache(&self) -> &crate::dirs::StripeCache {
+    pub(crate) fn stripe_cache(&self) -> &dirs::StripeCache {
         &self.stripes
-    }
-
-    /// The shared sizes of open files.
-    pub(crate) fn open_sizes(&self) -> &crate::file::OpenSizes {
-        &self.open_sizes
     }
 }

@@ -6,7 +6,7 @@
 //! The MDT calls a handle makes go through [`FileMeta`], so tests can run a file over a
 //! fake MDT and fake object I/O.
 
-use crate::client::{Client, OpenOptions};
+use crate::client_core::ClientCore;
 use crate::error::ClientError;
 use crate::layout::{self, MapError, Piece};
 use crate::pcc::local::{Kind, LocalCopy};
@@ -17,12 +17,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use weft_proto::layout::Layout;
 use weft_proto::mdt::{AccessMode, Attr};
 use weft_proto::{Errno, Fid, ObjectId, WireError};
+use weft_rpc::RequestContext;
 
 mod meta;
 mod readahead;
 mod replay;
 mod restore;
-mod size;
+pub(crate) mod size;
 mod sparse;
 mod sync;
 #[cfg(test)]
@@ -33,8 +34,46 @@ pub use meta::FileMeta;
 use readahead::ReadAhead;
 pub(crate) use restore::WHOLE_FILE_ASKS;
 use size::OpenSize;
-pub(crate) use size::OpenSizes;
 use writeback::Flush;
+
+/// How to open a file (the subset of `open(2)` flags that matter here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Read, write or both.
+    pub access: AccessMode,
+    /// O_CREAT with this mode (type bits added by the library; umask already applied).
+    pub create: Option<u32>,
+    /// O_EXCL (with `create`).
+    pub exclusive: bool,
+    /// O_TRUNC.
+    pub truncate: bool,
+    /// O_APPEND.
+    pub append: bool,
+}
+
+impl OpenOptions {
+    /// Open for reading.
+    pub fn read() -> Self {
+        Self {
+            access: AccessMode::Read,
+            create: None,
+            exclusive: false,
+            truncate: false,
+            append: false,
+        }
+    }
+
+    /// Create (or truncate) for writing, like `creat(2)`.
+    pub fn create(mode: u32) -> Self {
+        Self {
+            access: AccessMode::Write,
+            create: Some(mode),
+            exclusive: false,
+            truncate: true,
+            append: false,
+        }
+    }
+}
 
 struct State {
     dirty: BTreeMap<u64, BytesMut>,
@@ -58,9 +97,12 @@ impl State {
     }
 }
 
-/// An open file of a [`Client`].
+/// An open file of a [`Client`](crate::Client).
 pub struct File {
-    client: Arc<Client>,
+    /// What the file shares with its client's other files.
+    core: Arc<ClientCore>,
+    /// The context of the file's requests (the one it was opened in).
+    ctx: RequestContext,
     fid: Fid,
     mdt: Arc<dyn FileMeta>,
     /// The MDT's handle; replaced when the file is opened again after an MDT restart.
@@ -112,7 +154,8 @@ fn map_err(e: MapError) -> ClientError {
 
 impl File {
     pub(crate) fn new(
-        client: Arc<Client>,
+        core: Arc<ClientCore>,
+        ctx: RequestContext,
         mdt: Arc<dyn FileMeta>,
         handle: u64,
         attr: &Attr,
@@ -121,8 +164,8 @@ impl File {
     ) -> Self {
         let (access, append) = (opts.access, opts.append);
         let truncated = opts.truncate && access != AccessMode::Read;
-        let size = client.open_sizes().join(attr.fid, attr.size, truncated);
-        let epoch = client.cluster().session().epoch();
+        let size = core.open_sizes().join(attr.fid, attr.size, truncated);
+        let epoch = core.cluster().session().epoch();
         let state = State {
             dirty: BTreeMap::new(),
             dirty_bytes: 0,
@@ -135,7 +178,8 @@ impl File {
             closed: false,
         };
         Self {
-            client,
+            core,
+            ctx,
             fid: attr.fid,
             mdt,
             handle: AtomicU64::new(handle),
@@ -263,7 +307,7 @@ impl File {
     /// Whether a server evicted this node since the file was opened: its handle, locks
     /// and cached changes are gone, and only a new open works.
     fn evicted(&self) -> bool {
-        !self.client.cluster().session().admits(Some(self.epoch))
+        !self.core.cluster().session().admits(Some(self.epoch))
     }
 }
 
@@ -276,13 +320,13 @@ impl Drop for File {
             .try_lock()
             .map_or((false, 0), |s| (s.closed, s.dirty_bytes));
         // Buffered bytes that will never be flushed go back to the client's budget.
-        self.client.release_dirty(dirty);
-        self.client.open_sizes().leave(self.fid, &self.size);
+        self.core.release_dirty(dirty);
+        self.core.open_sizes().leave(self.fid, &self.size);
         if !closed {
             if let Some(l) = self.local.get_mut().take()
                 && l.kind == Kind::ReadWrite
             {
-                self.client.pcc_rw_closed(&l.pcc, l.fid);
+                l.handle_closed();
             }
             let (mdt, handle) = (self.mdt.clone(), self.handle());
             if let Ok(rt) = tokio::runtime::Handle::try_current() {

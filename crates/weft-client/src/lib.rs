@@ -10,8 +10,8 @@ pub mod budget;
 pub mod cache;
 pub mod changes;
 pub mod client;
+pub mod client_core;
 pub mod cluster;
-mod dirs;
 pub mod error;
 pub mod file;
 pub mod io;
@@ -28,10 +28,11 @@ pub mod statahead;
 #[cfg(test)]
 mod test_attrs;
 
-pub use client::{Client, ClientOptions, OpenOptions};
+pub use client::{Client, ClientOptions};
+pub use client_core::ClientCore;
 pub use cluster::{Cluster, ClusterOptions};
 pub use error::ClientError;
-pub use file::File;
+pub use file::{File, OpenOptions};
 pub use layouts::{LayoutOf, Migrated};
 pub use mdt::{Found, MdtClient, NewFile};
 pub use mgs::MgsClient;

@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 /// The loops that are still there, one line per loop: `crate: module, module, ...`
 /// (sorted). Shrink this list; never grow it.
 const KNOWN: &[&str] = &[
-    "weft-client: client, dirs, file, file::readahead, pcc",
     "weft-mdt: commit, commit::apply, destroy, dir_moves, engine, error, fast, fsck, hsm, \
      hsm::import, hsm::restore, hsm::state, inode_v1, layouts, mdt, mdt::dispatch, namespace, \
      namespace::attr, namespace::create, namespace::open, namespace::rename, perm, reads, \

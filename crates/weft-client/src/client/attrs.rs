@@ -5,7 +5,6 @@ use super::Client;
 use crate::error::ClientError;
 use crate::layout;
 use crate::mdt::Found;
-use weft_proto::layout::Layout;
 use weft_proto::mdt::{Attr, Credentials, FileKind, SetAttr, StatFs, XattrMode};
 use weft_proto::{Errno, Fid};
 
@@ -110,9 +109,11 @@ impl Client {
                 r => r?,
             };
             let layout = mdt.get_layout(fid).await?;
-            self.truncate_objects(fid, layout.as_ref(), size).await?;
+            self.core
+                .truncate_objects(&self.ctx, fid, layout.as_ref(), size)
+                .await?;
             self.cache.invalidate(fid);
-            self.open_sizes.truncated(fid, size);
+            self.open_sizes().truncated(fid, size);
             return Ok(attr);
         }
         let owner_or_mode = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
@@ -121,28 +122,6 @@ impl Client {
             self.copy_to_shards(&attr).await?;
         }
         Ok(attr)
-    }
-
-    /// Punches every instantiated object of a file to its share of `size`.
-    pub(crate) async fn truncate_objects(
-        &self,
-        fid: Fid,
-        layout: Option<&Layout>,
-        size: u64,
-    ) -> Result<(), ClientError> {
-        let Some(layout) = layout else { return Ok(()) };
-        let mut punches = Vec::new();
-        for c in &layout.components {
-            for (i, &ost) in c.osts.iter().enumerate() {
-                let obj = c.object(fid, i as u32);
-                let osize = layout::object_size_for(c, i as u32, size);
-                punches.push(self.engine.punch(&self.ctx, ost, obj, osize, c.compress));
-            }
-        }
-        for r in futures::future::join_all(punches).await {
-            r?;
-        }
-        Ok(())
     }
 
     /// An extended attribute.
@@ -184,16 +163,6 @@ impl Client {
         cred: &Credentials,
     ) -> Result<(), ClientError> {
         self.mdt(fid)?.removexattr(fid, name, cred).await
-    }
-
-    /// Makes every namespace and attribute change this client made durable on the MDTs
-    /// (they answer changes before their disks hold them, like a local file system):
-    /// `fsync(2)` of a file or a directory. Costs nothing when nothing changed since the
-    /// last sync.
-    pub async fn sync_metadata(&self) -> Result<(), ClientError> {
-        let (mdts, _) = self.cluster.open_targets();
-        futures::future::try_join_all(mdts.iter().map(|m| m.sync())).await?;
-        Ok(())
     }
 
     /// File system usage as `statfs` reports it: blocks from every OST, inodes from the MDTs.

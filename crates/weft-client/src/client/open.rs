@@ -162,7 +162,9 @@ impl Client {
     ) -> Result<File, ClientError> {
         if opts.truncate && opts.access != AccessMode::Read {
             // The MDT set the size to 0; the objects must follow.
-            self.truncate_objects(attr.fid, layout.as_ref(), 0).await?;
+            self.core
+                .truncate_objects(&self.ctx, attr.fid, layout.as_ref(), 0)
+                .await?;
             self.cache.invalidate(attr.fid);
         }
         // Close-to-open: cached pages of an older data version are dropped.
@@ -180,7 +182,15 @@ impl Client {
         } else {
             attr
         };
-        let file = File::new(self.clone(), mdt, handle, &attr, layout, opts);
+        let file = File::new(
+            self.core.clone(),
+            self.ctx.clone(),
+            mdt,
+            handle,
+            &attr,
+            layout,
+            opts,
+        );
         // A released file is restored whole before it can change (Lustre's rule).
         if opts.access != AccessMode::Read && file.is_released() {
             file.restore_all().await?;

@@ -5,7 +5,7 @@
 
 use super::{File, errno, map_err};
 use crate::cache::CACHE_PAGE;
-use crate::client::Client;
+use crate::client_core::ClientCore;
 use crate::error::ClientError;
 use crate::io::Parts;
 use crate::layout;
@@ -79,12 +79,12 @@ impl File {
         {
             layout = fresh;
         }
-        read_layout_range(&self.client, ctx, &layout, self.fid, offset, len).await
+        read_layout_range(&self.core, ctx, &layout, self.fid, offset, len).await
     }
 
     /// Reads up to `len` bytes at `offset`; fewer at the end of the file.
     pub async fn read_at(&self, offset: u64, len: u64) -> Result<Bytes, ClientError> {
-        self.read_at_in(self.client.context(), offset, len).await
+        self.read_at_in(&self.ctx, offset, len).await
     }
 
     /// [`read_at`](Self::read_at) with its OST reads (and the read-ahead it starts) in
@@ -104,7 +104,7 @@ impl File {
     /// without joining them: a caller that copies the data into memory of its own (the
     /// Python package's `readinto`) copies each byte once.
     pub async fn read_parts(&self, offset: u64, len: u64) -> Result<Parts, ClientError> {
-        self.read_parts_in(self.client.context(), offset, len).await
+        self.read_parts_in(&self.ctx, offset, len).await
     }
 
     /// [`read_parts`](Self::read_parts) in `ctx` (see [`read_at_in`](Self::read_at_in)).
@@ -144,10 +144,10 @@ impl File {
         // the same distance each time (one record of every N) are strided: the next
         // records are fetched ahead instead.
         let ra_max = self
-            .client
+            .core
             .params()
             .mb(Param::MaxReadAheadPerFileMb)
-            .min(self.client.params().mb(Param::MaxReadAheadMb));
+            .min(self.core.params().mb(Param::MaxReadAheadMb));
         let sequential = ra_max > 0 && st.ra.continues(offset);
         if sequential {
             st.ra.advance(offset, end, ra_max);
@@ -166,7 +166,7 @@ impl File {
         }
         // Noted while no write of this handle can slip in: pages fetched from here on
         // are cached only if no write or truncate dropped the file's pages meanwhile.
-        let generation = self.client.cache().generation(self.fid);
+        let generation = self.core.cache().generation(self.fid);
         let window = st.ra.window;
         let strided = !sequential && st.ra.stride_hits >= 2 && ra_max > 0;
         let stride = st.ra.stride;
@@ -208,7 +208,7 @@ impl File {
     /// a slice of it, not a copy. The FUSE mount calls this on the thread that read the
     /// request.
     pub fn try_read_cached(&self, offset: u64, len: u64) -> Option<Bytes> {
-        self.try_read_cached_in(self.client.context(), offset, len)
+        self.try_read_cached_in(&self.ctx, offset, len)
     }
 
     /// [`try_read_cached`](Self::try_read_cached) with the read-ahead it starts in `ctx`.
@@ -220,7 +220,7 @@ impl File {
     /// [`try_read_cached`](Self::try_read_cached) as the cache pages that hold the range,
     /// not joined (see [`read_parts`](Self::read_parts)).
     pub fn try_read_cached_parts(&self, offset: u64, len: u64) -> Option<Parts> {
-        self.try_read_cached_parts_in(self.client.context(), offset, len)
+        self.try_read_cached_parts_in(&self.ctx, offset, len)
     }
 
     /// [`try_read_cached_parts`](Self::try_read_cached_parts) with the read-ahead it starts
@@ -250,16 +250,16 @@ impl File {
             return None;
         }
         let ra_max = self
-            .client
+            .core
             .params()
             .mb(Param::MaxReadAheadPerFileMb)
-            .min(self.client.params().mb(Param::MaxReadAheadMb));
+            .min(self.core.params().mb(Param::MaxReadAheadMb));
         let size = self.size.get();
         let end = offset.saturating_add(len).min(size);
         if offset >= end || ra_max == 0 || !st.ra.continues(offset) {
             return None;
         }
-        let cache = self.client.cache();
+        let cache = self.core.cache();
         let (first, last) = (offset / CACHE_PAGE, (end - 1) / CACHE_PAGE);
         let mut pages = Vec::with_capacity((last - first + 1) as usize);
         for i in first..=last {
@@ -288,7 +288,7 @@ impl File {
         size: u64,
         generation: u64,
     ) -> Result<Parts, ClientError> {
-        let cache = self.client.cache();
+        let cache = self.core.cache();
         let (first, last) = (offset / CACHE_PAGE, (end - 1) / CACHE_PAGE);
         // Pages read-ahead is fetching right now: wait for them rather than read them twice.
         for i in first..=last {
@@ -338,7 +338,7 @@ impl File {
         if ahead_end >= size {
             return size;
         }
-        let rpc = self.client.params().rpc_bytes().max(CACHE_PAGE);
+        let rpc = self.core.params().rpc_bytes().max(CACHE_PAGE);
         ahead_end / rpc * rpc
     }
 
@@ -356,7 +356,7 @@ impl File {
         // stripe at once) and cut into pages without copying.
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for i in first..=last {
-            if self.client.cache().contains(fid, i) || self.client.cache().is_fetching(fid, i) {
+            if self.core.cache().contains(fid, i) || self.core.cache().is_fetching(fid, i) {
                 continue;
             }
             match runs.last_mut() {
@@ -371,11 +371,11 @@ impl File {
             if a >= b {
                 continue;
             }
-            let Some(permit) = self.client.readahead_permit(b - a) else {
+            let Some(permit) = self.core.readahead_permit(b - a) else {
                 return;
             };
-            let fetching = self.client.cache().begin_fetch(fid, lo, hi);
-            let (client, mut layout, ctx) = (self.client.clone(), layout.clone(), ctx.clone());
+            let fetching = self.core.cache().begin_fetch(fid, lo, hi);
+            let (client, mut layout, ctx) = (self.core.clone(), layout.clone(), ctx.clone());
             let restorer = restorer.clone();
             tokio::spawn(async move {
                 // A released file: restore the range first, then read with the layout
@@ -441,7 +441,7 @@ fn cut_pages(pages: &[Bytes], first: u64, offset: u64, end: u64) -> Parts {
 /// Reads `[offset, offset + len)` of file `fid` through `layout`: every instantiated extent
 /// from the OSTs at once, extents of uninstantiated components as zeros.
 async fn read_layout_range(
-    client: &Client,
+    client: &ClientCore,
     ctx: &RequestContext,
     layout: &Layout,
     fid: Fid,

@@ -19,7 +19,7 @@ impl File {
     /// range reads as zeros and the space its objects held there is free on the OSTs.
     /// Buffered writes go out first; the change is durable at the next fsync.
     pub async fn punch(&self, offset: u64, len: u64) -> Result<(), ClientError> {
-        self.punch_in(self.client.context(), offset, len).await
+        self.punch_in(&self.ctx, offset, len).await
     }
 
     /// [`punch`](Self::punch) with its OST requests in `ctx`.
@@ -63,7 +63,7 @@ impl File {
         let punches = ranges.iter().flat_map(|(&(ost, object), runs)| {
             runs.iter().map(move |&(at, n)| async move {
                 let attr = self
-                    .client
+                    .core
                     .engine()
                     .punch_range(ctx, ost, object, at, n)
                     .await?;
@@ -72,7 +72,7 @@ impl File {
         });
         let results = futures::future::join_all(punches).await;
         // Whatever was punched is gone from the cache, even if another punch failed.
-        self.client.cache().invalidate_range(self.fid, offset, end);
+        self.core.cache().invalidate_range(self.fid, offset, end);
         st.modified = true;
         for r in results {
             let (object, blocks) = r?;
@@ -93,8 +93,7 @@ impl File {
         offset: u64,
         hole: bool,
     ) -> Result<Option<u64>, ClientError> {
-        self.seek_hole_or_data_in(self.client.context(), offset, hole)
-            .await
+        self.seek_hole_or_data_in(&self.ctx, offset, hole).await
     }
 
     /// [`seek_hole_or_data`](Self::seek_hole_or_data) with the writes of buffered data in
@@ -142,7 +141,7 @@ impl File {
                 let stripe = i as u32;
                 let at = layout::object_offset_from(comp, stripe, from);
                 let found = self
-                    .client
+                    .core
                     .engine()
                     .seek(ctx, ost, comp.object(self.fid, stripe), at, hole)
                     .await?;

@@ -17,7 +17,7 @@ impl File {
     /// Its requests go in the context the file was opened in (a FUSE `FLUSH` comes from
     /// whichever process closes a descriptor, possibly while it is in `execve`).
     pub async fn flush(&self) -> Result<(), ClientError> {
-        self.flush_in(self.client.context()).await
+        self.flush_in(&self.ctx).await
     }
 
     /// [`flush`](Self::flush) with its writes of buffered data in `ctx` (the size it
@@ -60,7 +60,7 @@ impl File {
     /// MDT: a truncate made through another handle (or by path) must cut them, so it comes
     /// first. A write error stays for this handle's next write, fsync or close.
     pub async fn write_back(&self) {
-        self.write_back_in(self.client.context()).await
+        self.write_back_in(&self.ctx).await
     }
 
     /// [`write_back`](Self::write_back) with its writes in `ctx`.
@@ -86,7 +86,7 @@ impl File {
     /// Writes buffered data, makes it durable on the OSTs, records the size on the MDT
     /// and makes that (and this client's other metadata changes) durable there.
     pub async fn fsync(&self) -> Result<(), ClientError> {
-        self.fsync_in(self.client.context()).await
+        self.fsync_in(&self.ctx).await
     }
 
     /// [`fsync`](Self::fsync) with its OST requests in `ctx` (the MDT's in the context the
@@ -102,18 +102,18 @@ impl File {
         let touched = std::mem::take(&mut st.touched);
         let syncs = touched
             .iter()
-            .map(|&(ost, obj)| self.client.engine().sync(ctx, ost, obj));
+            .map(|&(ost, obj)| self.core.engine().sync(ctx, ost, obj));
         for r in futures::future::join_all(syncs).await {
             r?;
         }
         self.merge_size(&mut st).await?;
-        self.client.sync_metadata().await
+        self.core.sync_metadata().await
     }
 
     /// Sets the file's size: drops buffered data past it, punches every object to its share
     /// of the new size, and records the size on the MDT.
     pub async fn truncate(&self, size: u64) -> Result<(), ClientError> {
-        self.truncate_in(self.client.context(), size).await
+        self.truncate_in(&self.ctx, size).await
     }
 
     /// [`truncate`](Self::truncate) with the writes of buffered data in `ctx` (the other
@@ -132,8 +132,8 @@ impl File {
         self.merge_size(&mut st).await?;
         // Another client may have instantiated components this handle has not seen.
         let layout = self.refresh_layout().await?;
-        self.client
-            .truncate_objects(self.fid, layout.as_deref(), size)
+        self.core
+            .truncate_objects(&self.ctx, self.fid, layout.as_deref(), size)
             .await?;
         let set = weft_proto::mdt::SetAttr {
             size: Some(size),
@@ -142,7 +142,7 @@ impl File {
         self.mdt
             .setattr(self.fid, set, &weft_proto::mdt::Credentials::root())
             .await?;
-        self.client.cache().invalidate(self.fid);
+        self.core.cache().invalidate(self.fid);
         self.size.set(size);
         st.blocks.clear();
         Ok(())
@@ -157,7 +157,7 @@ impl File {
             return self.close_evicted(&mut st).await;
         }
         self.check_open(&st)?;
-        let flushed = self.flush_locked(self.client.context(), &mut st).await;
+        let flushed = self.flush_locked(&self.ctx, &mut st).await;
         st.closed = true;
         self.detach_local();
         let size = st.modified.then(|| self.size.get());
@@ -175,7 +175,7 @@ impl File {
         if let Some(local) = self.local.write().take()
             && local.kind == Kind::ReadWrite
         {
-            self.client.pcc_rw_closed(&local.pcc, local.fid);
+            local.handle_closed();
         }
     }
 
@@ -185,8 +185,7 @@ impl File {
     async fn close_evicted(&self, st: &mut State) -> Result<(), ClientError> {
         self.settle(st).await;
         st.dirty.clear();
-        self.client
-            .release_dirty(std::mem::take(&mut st.dirty_bytes));
+        self.core.release_dirty(std::mem::take(&mut st.dirty_bytes));
         st.closed = true;
         self.detach_local();
         let lost = st.modified || st.error.take().is_some();

@@ -217,7 +217,8 @@ impl Rig {
         };
         let mdt: Arc<dyn FileMeta> = self.mdt.clone();
         File::new(
-            self.client.clone(),
+            self.client.core.clone(),
+            self.client.context().clone(),
             mdt,
             1,
             &attr,

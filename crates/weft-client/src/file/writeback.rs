@@ -76,7 +76,7 @@ impl File {
         }
         // The data is this handle's: after an eviction it must not be sent (see
         // `weft_rpc::session`), however long its flush waits for the connection.
-        let (client, ctx) = (self.client.clone(), ctx.clone().in_epoch(self.epoch));
+        let (client, ctx) = (self.core.clone(), ctx.clone().in_epoch(self.epoch));
         st.flushing = Some(tokio::spawn(async move {
             let result = async {
                 let mut touched = Vec::new();
@@ -114,7 +114,7 @@ impl File {
     /// the offset written at. Data is buffered; errors may surface at fsync or close. A
     /// write larger than a quarter of the dirty budget is buffered a part at a time.
     pub async fn write_at(&self, offset: u64, data: &[u8]) -> Result<u64, ClientError> {
-        self.write_at_in(self.client.context(), offset, data).await
+        self.write_at_in(&self.ctx, offset, data).await
     }
 
     /// [`write_at`](Self::write_at) with its OST requests (grants, and the flushes it
@@ -125,7 +125,7 @@ impl File {
         offset: u64,
         data: &[u8],
     ) -> Result<u64, ClientError> {
-        let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE) as usize;
+        let part = (self.core.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE) as usize;
         if data.len() <= part {
             return self.write_part(ctx, offset, data, self.append).await;
         }
@@ -171,7 +171,7 @@ impl File {
         // Fail now, not at flush: the range must map to objects (no uninstantiated
         // component) and the OSTs must promise the space (grants).
         let pieces = self.pieces_for_write(offset, len).await?;
-        self.client.engine().reserve(ctx, &pieces).await?;
+        self.core.engine().reserve(ctx, &pieces).await?;
         // Overlapping an extent already dirty: write that out first (keeps extents disjoint).
         let overlaps = st
             .dirty
@@ -186,7 +186,7 @@ impl File {
             self.flush_locked(ctx, &mut st).await?;
         }
         // Take the budget before buffering, in pieces no larger than a tenth of it.
-        self.client.acquire_dirty(len).await?;
+        self.core.acquire_dirty(len).await?;
         self.buffer(&mut st, offset, data);
         if st.dirty_bytes >= self.flush_threshold() {
             // Double buffering: wait for the previous flush, start this one, keep writing.
@@ -204,14 +204,14 @@ impl File {
     /// `write_at` does, so it must run inside the client's runtime. The FUSE mount calls
     /// this on the thread that read the request, saving a copy and a thread switch.
     pub fn try_write_buffered(&self, offset: u64, data: &[u8]) -> bool {
-        self.try_write_buffered_in(self.client.context(), offset, data)
+        self.try_write_buffered_in(&self.ctx, offset, data)
     }
 
     /// [`try_write_buffered`](Self::try_write_buffered) with the flush it may start in
     /// `ctx`.
     pub fn try_write_buffered_in(&self, ctx: &RequestContext, offset: u64, data: &[u8]) -> bool {
         let len = data.len() as u64;
-        let part = (self.client.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE);
+        let part = (self.core.params().mb(Param::MaxDirtyMb) / 4).max(CACHE_PAGE);
         if self.access == AccessMode::Read
             || self.append
             || len == 0
@@ -246,11 +246,11 @@ impl File {
         let Ok(pieces) = self.pieces(offset, len) else {
             return false;
         };
-        if !self.client.try_acquire_dirty(len) {
+        if !self.core.try_acquire_dirty(len) {
             return false;
         }
-        if !self.client.engine().try_reserve(&pieces) {
-            self.client.release_dirty(len);
+        if !self.core.engine().try_reserve(&pieces) {
+            self.core.release_dirty(len);
             return false;
         }
         self.buffer(&mut st, offset, data);
@@ -268,7 +268,7 @@ impl File {
     fn buffer(&self, st: &mut State, offset: u64, data: &[u8]) {
         let len = data.len() as u64;
         let end = offset + len;
-        self.client.cache().invalidate_range(self.fid, offset, end);
+        self.core.cache().invalidate_range(self.fid, offset, end);
         match st.dirty.last_entry() {
             Some(mut last) if *last.key() + last.get().len() as u64 == offset => {
                 last.get_mut().extend_from_slice(data)
@@ -288,7 +288,7 @@ impl File {
     /// Dirty bytes that trigger a background flush: enough full RPCs to keep every stripe's
     /// pipeline (`max_rpcs_in_flight`) busy, within a quarter of the dirty budget.
     fn flush_threshold(&self) -> u64 {
-        let p = self.client.params();
+        let p = self.core.params();
         let stripes = self
             .layout()
             .as_ref()

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use weft_proto::{Errno, Fid, WireError};
+use weft_proto::{Errno, WireError};
 
 /// Whether a copy may be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,13 +20,17 @@ pub enum Kind {
     ReadWrite,
 }
 
+/// What a handle of a read-write copy runs when it closes (the cache counts the copy's
+/// opens and copies it back after the last; see `Client::pcc_rw_closed`).
+pub(crate) type OnClose = Box<dyn Fn() + Send + Sync>;
+
 /// An open local copy.
 pub struct LocalCopy {
-    pub(crate) fid: Fid,
     pub(crate) kind: Kind,
     file: std::fs::File,
     path: PathBuf,
     pub(crate) pcc: Arc<Pcc>,
+    on_close: Option<OnClose>,
 }
 
 pub(crate) fn io_err(e: std::io::Error, what: &str) -> ClientError {
@@ -39,12 +43,12 @@ pub(crate) fn io_err(e: std::io::Error, what: &str) -> ClientError {
 }
 
 impl LocalCopy {
-    /// Opens the copy at `path`.
+    /// Opens the copy at `path`; `on_close` runs when the handle reading it closes.
     pub(crate) fn open(
         pcc: Arc<Pcc>,
-        fid: Fid,
         kind: Kind,
         path: PathBuf,
+        on_close: Option<OnClose>,
     ) -> Result<Arc<Self>, ClientError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -52,12 +56,19 @@ impl LocalCopy {
             .open(&path)
             .map_err(|e| io_err(e, "open"))?;
         Ok(Arc::new(Self {
-            fid,
             kind,
             file,
             path,
             pcc,
+            on_close,
         }))
+    }
+
+    /// The handle reading this copy closed.
+    pub(crate) fn handle_closed(&self) {
+        if let Some(f) = &self.on_close {
+            f();
+        }
     }
 
     /// The copy's length.
