@@ -42,7 +42,8 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Tunables of [`Mgs::open_with`].
 #[derive(Debug, Clone)]
 pub struct MgsOptions {
-    /// A target not heard from for this long is marked [`TargetState::Inactive`].
+    /// A target not heard from for this long is marked
+    /// [`TargetState::Inactive`](weft_proto::mgs::TargetState::Inactive).
     pub heartbeat_timeout: Duration,
 }
 

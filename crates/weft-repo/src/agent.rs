@@ -49,7 +49,7 @@
 //!
 //! Errors (store down, throttling, MDT errors) are logged with the repository's id and
 //! retried at the next sweep; a file whose export failed stays dirty. Credentials are
-//! never logged: errors from the store are [`RepoError`]s, made without them.
+//! never logged: errors from the store are [`RepoError`](crate::RepoError)s, made without them.
 //!
 //! Memory: the listing of step 2 is kept as a set of keys of at most [`LISTED_MAX`] keys;
 //! beyond, every candidate for deletion is checked with a HEAD instead. It is step 1's
