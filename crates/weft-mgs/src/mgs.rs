@@ -8,23 +8,22 @@
 //! it goes silent for the heartbeat timeout or speaks again.
 
 use crate::error::MgsError;
-use crate::names::{
-    check_address, check_param_name, check_param_value, check_pool_name, is_valid_fsname,
-};
+use crate::names::{check_param_name, check_param_value, check_pool_name, is_valid_fsname};
 use crate::state::{self, Record, STATE_FILE};
 use crate::subscribers::{ConfigSubscriber, Subscribers};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use targets::liveness_task;
 use uuid::Uuid;
 use weft_durable::TMP_SUFFIX;
 use weft_proto::fid::FIRST_GRANTED_SEQ;
 use weft_proto::layout::DEFAULT_STRIPE_SIZE;
-use weft_proto::mgs::{FldEntry, FsConfig, MgsReply, MgsRequest, TargetInfo, TargetState};
-use weft_proto::{Errno, FidSeqRange, LayoutTemplate, TargetId, TargetKind, WireError, WireResult};
+use weft_proto::mgs::{FldEntry, FsConfig, MgsReply, MgsRequest};
+use weft_proto::{Errno, FidSeqRange, LayoutTemplate, TargetId, WireError, WireResult};
 use weft_rpc::metric::{MetricDef, MetricKind, Stat};
 
 /// Most sequences one [`MgsRequest::AllocSeq`] may ask for.
@@ -43,7 +42,8 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Tunables of [`Mgs::open_with`].
 #[derive(Debug, Clone)]
 pub struct MgsOptions {
-    /// A target not heard from for this long is marked [`TargetState::Inactive`].
+    /// A target not heard from for this long is marked
+    /// [`TargetState::Inactive`](weft_proto::mgs::TargetState::Inactive).
     pub heartbeat_timeout: Duration,
 }
 
@@ -68,24 +68,6 @@ impl Liveness {
         Self {
             heard: Instant::now(),
             last_seen: unix_now(),
-        }
-    }
-}
-
-/// How a registration of a known target (same UUID) from a new address moved it.
-enum Move {
-    /// To one of the failover addresses it had listed.
-    Failover { from: String },
-    /// To an address it had not listed.
-    Elsewhere { from: String },
-}
-
-impl Move {
-    fn from(old: &TargetInfo, to: &str) -> Self {
-        let from = old.address.clone();
-        match old.failover.iter().any(|a| a == to) {
-            true => Move::Failover { from },
-            false => Move::Elsewhere { from },
         }
     }
 }
@@ -353,198 +335,12 @@ impl Mgs {
         }
     }
 
-    /// Marks targets silent for longer than the heartbeat timeout inactive; returns how
-    /// many changed. Runs periodically on its own; public for tests and tools.
-    pub async fn check_liveness(&self) -> WireResult<usize> {
-        let timeout = self.options.heartbeat_timeout;
-        let silent = |rec: &Record, live: &mut HashMap<TargetId, Liveness>| -> Vec<TargetId> {
-            rec.config
-                .targets
-                .iter()
-                .filter(|t| t.state == TargetState::Active)
-                .filter(|t| {
-                    live.entry(t.id)
-                        .or_insert_with(Liveness::now)
-                        .heard
-                        .elapsed()
-                        > timeout
-                })
-                .map(|t| t.id)
-                .collect()
-        };
-        let any = !silent(&self.state.lock(), &mut self.live.lock()).is_empty();
-        if !any {
-            return Ok(0);
-        }
-        self.mutate(|rec| {
-            // Decide again under the writer lock: a heartbeat may have arrived meanwhile.
-            let ids = silent(rec, &mut self.live.lock());
-            for t in rec.config.targets.iter_mut().filter(|t| ids.contains(&t.id)) {
-                tracing::warn!(target = %t.id, address = %t.address, "no heartbeat within {timeout:?}: marking inactive");
-                t.state = TargetState::Inactive;
-            }
-            Ok((!ids.is_empty(), ids.len()))
-        })
-        .await
-    }
-
-    /// Registers target `id`, or moves it. The rule: a target is its UUID, written when
-    /// it was formatted and kept in its data directory. A registration with the recorded
-    /// UUID is accepted from any address and makes that address the target's (with the
-    /// failover addresses it names): only a process holding the target's storage knows
-    /// the UUID, and only one process at a time holds it (the OST directory's `flock`),
-    /// so the latest registration is the server that has the storage. Refusing addresses
-    /// outside the recorded list would only forbid moving a target without a failover
-    /// list (an OSS restarted on another port or host), which has always worked. Another
-    /// UUID under the same index is refused unless `replace` is set (a reformatted target).
-    /// A move to one of the recorded failover addresses counts as a failover
-    /// (`target_failovers`), any other move as `target_moves`.
-    async fn register(
-        &self,
-        id: TargetId,
-        uuid: Uuid,
-        address: String,
-        failover: Vec<String>,
-        replace: bool,
-    ) -> WireResult<MgsReply> {
-        if id.kind == TargetKind::Mgs {
-            return Err(err(Errno::Inval, "the MGS does not register with itself"));
-        }
-        if id.index > MAX_TARGET_INDEX {
-            return Err(err(
-                Errno::Inval,
-                format!(
-                    "target index {} is above the maximum {MAX_TARGET_INDEX}",
-                    id.index
-                ),
-            ));
-        }
-        check_address(&address)?;
-        if failover.len() > MAX_FAILOVER_ADDRESSES {
-            return Err(err(
-                Errno::Inval,
-                format!(
-                    "{} failover addresses; at most {MAX_FAILOVER_ADDRESSES}",
-                    failover.len()
-                ),
-            ));
-        }
-        for a in &failover {
-            check_address(a)?;
-        }
-        // The target's own address is not a failover of itself, and each is tried once.
-        let mut others: Vec<String> = Vec::with_capacity(failover.len());
-        for a in failover {
-            if a != address && !others.contains(&a) {
-                others.push(a);
-            }
-        }
-        let failover = others;
-        let now = unix_now();
-        let moved = self
-            .mutate(|rec| {
-                let targets = &mut rec.config.targets;
-                let fresh = TargetInfo {
-                    id,
-                    uuid,
-                    address: address.clone(),
-                    state: TargetState::Active,
-                    last_seen: now,
-                    failover: failover.clone(),
-                };
-                match targets.iter_mut().find(|t| t.id == id) {
-                    Some(t) if t.uuid == uuid || replace => {
-                        let changed = t.uuid != uuid
-                            || t.address != address
-                            || t.failover != failover
-                            || t.state != TargetState::Active;
-                        if t.uuid != uuid {
-                            tracing::warn!(target = %id, old = %t.uuid, new = %uuid, "target replaced");
-                        }
-                        let moved = (t.uuid == uuid && t.address != address)
-                            .then(|| Move::from(t, &address));
-                        *t = fresh;
-                        Ok((changed, moved))
-                    }
-                    Some(t) => Err(err(
-                        Errno::Exist,
-                        format!(
-                            "{id} is already registered with UUID {} at {}; this target has UUID {uuid} \
-                             (a reformatted target must register with replace)",
-                            t.uuid, t.address
-                        ),
-                    )),
-                    None => {
-                        let pos = targets.partition_point(|t| t.id < id);
-                        targets.insert(pos, fresh);
-                        tracing::info!(target = %id, %uuid, "target registered");
-                        Ok((true, None))
-                    }
-                }
-            })
-            .await?;
-        match moved {
-            Some(Move::Failover { from }) => {
-                self.counters.failovers.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(target = %id, %from, to = %address, "target failed over to its failover server");
-            }
-            Some(Move::Elsewhere { from }) => {
-                self.counters.moves.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(target = %id, %from, to = %address, "target moved to an address it did not list");
-            }
-            None => {}
-        }
-        self.live.lock().insert(id, Liveness::now());
-        Ok(MgsReply::Registered(self.config()))
-    }
-
     /// The MGS's counters since it started.
     pub fn stats(&self) -> MgsStats {
         MgsStats {
             target_failovers: self.counters.failovers.load(Ordering::Relaxed),
             target_moves: self.counters.moves.load(Ordering::Relaxed),
         }
-    }
-
-    async fn heartbeat(&self, id: TargetId, uuid: Uuid) -> WireResult<MgsReply> {
-        let active = {
-            let rec = self.state.lock();
-            let t = rec
-                .config
-                .target(id)
-                .ok_or_else(|| err(Errno::NoEnt, format!("{id} is not registered")))?;
-            if t.uuid != uuid {
-                return Err(err(
-                    Errno::Stale,
-                    format!(
-                        "{id} is registered with UUID {}, not {uuid}: it was replaced",
-                        t.uuid
-                    ),
-                ));
-            }
-            t.state == TargetState::Active
-        };
-        self.live.lock().insert(id, Liveness::now());
-        if !active {
-            self.mutate(|rec| {
-                let t = rec
-                    .config
-                    .targets
-                    .iter_mut()
-                    .find(|t| t.id == id && t.uuid == uuid);
-                match t {
-                    Some(t) if t.state != TargetState::Active => {
-                        tracing::info!(target = %id, "heard again: marking active");
-                        t.state = TargetState::Active;
-                        t.last_seen = unix_now();
-                        Ok((true, ()))
-                    }
-                    _ => Ok((false, ())),
-                }
-            })
-            .await?;
-        }
-        Ok(MgsReply::Ok)
     }
 
     async fn alloc_seq(&self, mdt: u32, count: u32) -> WireResult<MgsReply> {
@@ -618,92 +414,6 @@ impl Mgs {
         Ok(MgsReply::Ok)
     }
 
-    async fn pool_new(&self, pool: String) -> WireResult<MgsReply> {
-        check_pool_name(&pool)?;
-        self.mutate(|rec| {
-            let pools = &mut rec.config.pools;
-            if pools.contains_key(&pool) {
-                return Err(err(Errno::Exist, format!("pool {pool} already exists")));
-            }
-            if pools.len() >= MAX_POOLS {
-                return Err(err(
-                    Errno::NoSpc,
-                    format!("too many pools (at most {MAX_POOLS})"),
-                ));
-            }
-            pools.insert(pool, Vec::new());
-            Ok((true, ()))
-        })
-        .await?;
-        Ok(MgsReply::Ok)
-    }
-
-    async fn pool_add(&self, pool: String, osts: Vec<u32>) -> WireResult<MgsReply> {
-        check_pool_name(&pool)?;
-        self.mutate(|rec| {
-            let config = &mut rec.config;
-            if let Some(missing) = osts
-                .iter()
-                .find(|i| config.target(TargetId::ost(**i)).is_none())
-            {
-                return Err(err(
-                    Errno::NoEnt,
-                    format!("{} is not registered", TargetId::ost(*missing)),
-                ));
-            }
-            let members = config.pools.get_mut(&pool).ok_or_else(|| no_pool(&pool))?;
-            let before = members.len();
-            members.extend_from_slice(&osts);
-            members.sort_unstable();
-            members.dedup();
-            Ok((members.len() != before, ()))
-        })
-        .await?;
-        Ok(MgsReply::Ok)
-    }
-
-    async fn pool_remove(&self, pool: String, osts: Vec<u32>) -> WireResult<MgsReply> {
-        check_pool_name(&pool)?;
-        self.mutate(|rec| {
-            let members = rec
-                .config
-                .pools
-                .get_mut(&pool)
-                .ok_or_else(|| no_pool(&pool))?;
-            if let Some(missing) = osts.iter().find(|i| !members.contains(i)) {
-                return Err(err(
-                    Errno::NoEnt,
-                    format!("{} is not in pool {pool}", TargetId::ost(*missing)),
-                ));
-            }
-            let before = members.len();
-            members.retain(|i| !osts.contains(i));
-            Ok((members.len() != before, ()))
-        })
-        .await?;
-        Ok(MgsReply::Ok)
-    }
-
-    async fn pool_destroy(&self, pool: String) -> WireResult<MgsReply> {
-        check_pool_name(&pool)?;
-        self.mutate(|rec| {
-            let members = rec.config.pools.get(&pool).ok_or_else(|| no_pool(&pool))?;
-            if !members.is_empty() {
-                return Err(err(
-                    Errno::NotEmpty,
-                    format!(
-                        "pool {pool} still has {} OSTs; remove them first",
-                        members.len()
-                    ),
-                ));
-            }
-            rec.config.pools.remove(&pool);
-            Ok((true, ()))
-        })
-        .await?;
-        Ok(MgsReply::Ok)
-    }
-
     async fn set_default_layout(&self, template: LayoutTemplate) -> WireResult<MgsReply> {
         template
             .validate()
@@ -763,27 +473,6 @@ impl Mgs {
     }
 }
 
-fn no_pool(pool: &str) -> WireError {
-    err(Errno::NoEnt, format!("pool {pool} does not exist"))
-}
-
-/// Periodically marks silent targets inactive, until the MGS is dropped.
-async fn liveness_task(mgs: Weak<Mgs>) {
-    let period = match mgs.upgrade() {
-        Some(m) => (m.options.heartbeat_timeout / 4).max(Duration::from_millis(10)),
-        None => return,
-    };
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(m) = mgs.upgrade() else { return };
-        if let Err(e) = m.check_liveness().await {
-            tracing::warn!(error = %e, "liveness check failed");
-        }
-    }
-}
-
 /// Creates the state of a new file system in an empty directory.
 fn format(dir: &Path, fsname: Option<&str>) -> Result<Record, MgsError> {
     let fsname = fsname.ok_or_else(|| MgsError::NeedFsname(dir.to_owned()))?;
@@ -825,6 +514,8 @@ fn format(dir: &Path, fsname: Option<&str>) -> Result<Record, MgsError> {
     Ok(record)
 }
 
+mod pools;
 mod repos;
+mod targets;
 #[cfg(test)]
 mod tests;

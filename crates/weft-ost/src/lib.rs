@@ -35,7 +35,7 @@
 //!
 //! # Layers
 //!
-//! [`Ost`] (`target/`) holds the target's logic: data versions, per-object locks, grants
+//! [`Ost`] (`ost_target/`) holds the target's logic: data versions, per-object locks, grants
 //! and space admission, size limits, bulk statistics. It reaches storage only through the
 //! [`store::ObjectStore`] trait: [`store::fs::FsStore`] keeps objects as files as described
 //! above; [`store::memory::MemoryStore`] and [`store::failing::FailingStore`] are the fake
@@ -64,9 +64,9 @@ mod fdcache;
 pub mod grant;
 mod identity;
 mod object;
+mod ost_target;
 mod service;
 pub mod store;
-mod target;
 #[cfg(test)]
 mod testutil;
 
@@ -75,7 +75,7 @@ pub use dataversion::RESERVE_BLOCK;
 pub use error::OstError;
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE, Identity, validate_fsname};
 pub use object::{object_file_name, object_path, parse_object_file_name};
+pub use ost_target::{MAX_OBJECT_SIZE, MAX_TARGET_INDEX, Ost, OstOptions};
 pub use service::{DataMover, OstHandler};
 pub use store::fs::{DV_XATTR, RESERVE_FILE};
 pub use store::{ObjectStore, StoreError};
-pub use target::{MAX_OBJECT_SIZE, MAX_TARGET_INDEX, Ost, OstOptions};

@@ -1,6 +1,6 @@
 //! The OST as a `weft-rpc` service.
 
-use crate::target::Ost;
+use crate::ost_target::Ost;
 use bytes::Bytes;
 use std::future::Future;
 use std::sync::Arc;

@@ -49,7 +49,7 @@
 //!
 //! Errors (store down, throttling, MDT errors) are logged with the repository's id and
 //! retried at the next sweep; a file whose export failed stays dirty. Credentials are
-//! never logged: errors from the store are [`RepoError`]s, made without them.
+//! never logged: errors from the store are [`RepoError`](crate::RepoError)s, made without them.
 //!
 //! Memory: the listing of step 2 is kept as a set of keys of at most [`LISTED_MAX`] keys;
 //! beyond, every candidate for deletion is checked with a HEAD instead. It is step 1's
@@ -61,16 +61,19 @@
 //! which is why a repository with an event queue lists rarely.
 
 mod events;
+mod moved_and_deleted;
 mod removal;
+mod stats;
+mod walk;
 
-use crate::error::RepoError;
-use crate::export::{self, ExportOptions, key_for};
+pub use stats::{AGENT_STATS, AgentStats};
+pub(crate) use walk::{Walked, walk, walk_under};
+
+use crate::export::{self, ExportOptions};
 use crate::import::seen::Seen;
 use crate::import::{self, ImportOptions, ListedKeys};
-use crate::mover::counter;
 use crate::store::RepoStore;
-use object_store::ObjectStoreExt;
-use object_store::path::Path;
+use moved_and_deleted::{export_moved_and_deleted, key_of};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -79,10 +82,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use weft_client::Client;
-use weft_proto::hsm::{HSM_DIRTY, HSM_EXISTS, HSM_RELEASED, Repo};
-use weft_proto::mdt::{Attr, Credentials, FileKind};
-use weft_proto::{Fid, Timestamp};
-use weft_rpc::metric::Stat;
+use weft_proto::hsm::Repo;
 
 /// The default time between two sweeps.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -113,111 +113,6 @@ pub const LISTED_MAX: usize = 500_000;
 pub const WALK_KEYS_MAX: usize = 500_000;
 /// Files imported or exported at once.
 const PARALLEL: usize = 4;
-
-/// What the agent did since it started.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AgentStats {
-    /// Sweeps finished (over every repository).
-    pub sweeps: u64,
-    /// Files created or updated by automatic imports (listings and events).
-    pub imported: u64,
-    /// Event messages received from the repositories' queues.
-    pub events: u64,
-    /// Listed objects the automatic import skipped, unchanged since an earlier sweep
-    /// settled them (no HEAD, no MDT request).
-    pub skipped: u64,
-    /// Files exported by automatic exports.
-    pub exported: u64,
-    /// Files and directories removed (import `DELETED`) and objects deleted (export
-    /// `DELETED`).
-    pub deleted: u64,
-    /// Import conflicts (a name the import must not replace).
-    pub conflicts: u64,
-    /// Errors: failed listings, imports, exports, deletions, tiering passes.
-    pub errors: u64,
-    /// Files released by tiering.
-    pub released: u64,
-    /// Their bytes.
-    pub released_bytes: u64,
-}
-
-/// Every figure of [`AgentStats`], as MDT0 reports them while this process runs the agent
-/// (`get_param mdt.*-MDT0000.repo_agent.*`; Prometheus `weft_mdt_repo_agent_*`).
-pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
-    Stat::new(
-        counter(
-            "repo_agent.sweeps",
-            "Sweeps finished over every repository.",
-        )
-        .exported_as("repo_agent_sweeps"),
-        |s| s.sweeps,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.imported",
-            "Files created or updated by automatic imports.",
-        )
-        .exported_as("repo_agent_imported"),
-        |s| s.imported,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.events",
-            "Event messages received from the repositories' queues.",
-        )
-        .exported_as("repo_agent_events"),
-        |s| s.events,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.skipped",
-            "Listed objects skipped, unchanged since an earlier sweep.",
-        )
-        .exported_as("repo_agent_skipped"),
-        |s| s.skipped,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.exported",
-            "Files exported by automatic exports.",
-        )
-        .exported_as("repo_agent_exported"),
-        |s| s.exported,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.deleted",
-            "Files and directories removed, and objects deleted, for deletions.",
-        )
-        .exported_as("repo_agent_deleted"),
-        |s| s.deleted,
-    ),
-    Stat::new(
-        counter("repo_agent.conflicts", "Import conflicts.").exported_as("repo_agent_conflicts"),
-        |s| s.conflicts,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.errors",
-            "Failed listings, imports, exports, deletions and tiering passes.",
-        )
-        .exported_as("repo_agent_errors"),
-        |s| s.errors,
-    ),
-    Stat::new(
-        counter("repo_agent.released", "Files released by tiering.")
-            .exported_as("repo_agent_released"),
-        |s| s.released,
-    ),
-    Stat::new(
-        counter(
-            "repo_agent.released_bytes",
-            "Bytes of the files released by tiering.",
-        )
-        .exported_as("repo_agent_released_bytes"),
-        |s| s.released_bytes,
-    ),
-];
 
 /// The counters of the agent this process runs (one at most: the MDS serving MDT0, or
 /// `weft up`), for [`running_stats`].
@@ -250,22 +145,6 @@ struct Counters {
 impl Counters {
     fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> AgentStats {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        AgentStats {
-            sweeps: g(&self.sweeps),
-            imported: g(&self.imported),
-            events: g(&self.events),
-            skipped: g(&self.skipped),
-            exported: g(&self.exported),
-            deleted: g(&self.deleted),
-            conflicts: g(&self.conflicts),
-            errors: g(&self.errors),
-            released: g(&self.released),
-            released_bytes: g(&self.released_bytes),
-        }
     }
 }
 
@@ -632,208 +511,4 @@ fn count_import(c: &Counters, repo: u32, p: &import::ImportProgress, what: &str)
     } else if created + updated + conflicts > 0 {
         tracing::info!(repo, created, updated, conflicts, "{what}");
     }
-}
-
-/// A regular file or symlink found by [`walk`].
-pub(crate) struct Walked {
-    /// Its directory and the directory's path relative to the linked one.
-    pub(crate) parent: Fid,
-    pub(crate) parent_rel: String,
-    pub(crate) name: Vec<u8>,
-    /// Its path relative to the linked directory.
-    pub(crate) rel: String,
-    pub(crate) fid: Fid,
-    /// A regular file (else a symlink).
-    pub(crate) regular: bool,
-    pub(crate) hsm_flags: u32,
-    pub(crate) archive_id: u32,
-    pub(crate) open_count: u32,
-    /// Its size.
-    pub(crate) size: u64,
-    /// When it was last used: `max(atime, mtime)` (see `crate::tiering`).
-    pub(crate) used: Timestamp,
-    /// Its data version.
-    pub(crate) data_version: u64,
-}
-
-impl Walked {
-    /// Entry `name` (`fid`, of `kind`) of directory `parent` (at `parent_rel`), with
-    /// attributes `a` (none: zeros).
-    pub(crate) fn of(
-        parent: Fid,
-        parent_rel: &str,
-        name: Vec<u8>,
-        (fid, kind): (Fid, FileKind),
-        a: Option<&Attr>,
-    ) -> Self {
-        let name_str = String::from_utf8_lossy(&name);
-        let rel = if parent_rel.is_empty() {
-            name_str.into_owned()
-        } else {
-            format!("{parent_rel}/{name_str}")
-        };
-        Walked {
-            parent,
-            parent_rel: parent_rel.to_string(),
-            rel,
-            fid,
-            regular: kind == FileKind::Regular,
-            hsm_flags: a.map_or(0, |a| a.hsm_flags),
-            archive_id: a.map_or(0, |a| a.archive_id),
-            open_count: a.map_or(0, |a| a.open_count),
-            size: a.map_or(0, |a| a.size),
-            used: a.map_or(Timestamp::default(), |a| {
-                let key = |t: &Timestamp| (t.sec, t.nsec);
-                if key(&a.mtime) > key(&a.atime) {
-                    a.mtime
-                } else {
-                    a.atime
-                }
-            }),
-            data_version: a.map_or(0, |a| a.data_version),
-            name,
-        }
-    }
-}
-
-/// Walks the tree below `dir` (depth first, a page at a time), calling `visit` for each
-/// regular file and symlink with a UTF-8 path.
-pub(crate) async fn walk(
-    client: &Client,
-    dir: Fid,
-    visit: impl FnMut(Walked),
-) -> Result<(), RepoError> {
-    walk_under(client, dir, "", visit).await
-}
-
-/// [`walk`] of `dir`, a directory at `rel` below the linked one: the paths visited are
-/// relative to the linked directory.
-pub(crate) async fn walk_under(
-    client: &Client,
-    dir: Fid,
-    rel: &str,
-    mut visit: impl FnMut(Walked),
-) -> Result<(), RepoError> {
-    let cred = Credentials::root();
-    let mut stack = vec![(dir, rel.to_string(), 0u64)];
-    while let Some((fid, rel, cookie)) = stack.pop() {
-        let (page, eof) = client.scan_dir(fid, cookie, &cred).await?;
-        if !eof && let Some(last) = page.last() {
-            stack.push((fid, rel.clone(), last.entry.cookie));
-        }
-        for e in page {
-            let e = e.entry;
-            if e.name == b"." || e.name == b".." {
-                continue;
-            }
-            let Ok(name) = std::str::from_utf8(&e.name) else {
-                continue;
-            };
-            match e.kind {
-                FileKind::Directory => {
-                    let child = if rel.is_empty() {
-                        name.to_string()
-                    } else {
-                        format!("{rel}/{name}")
-                    };
-                    stack.push((e.fid, child, 0));
-                }
-                FileKind::Regular | FileKind::Symlink => visit(Walked::of(
-                    fid,
-                    &rel,
-                    e.name,
-                    (e.fid, e.kind),
-                    e.attr.as_ref(),
-                )),
-                _ => {}
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The full key of `rel` under the store's prefix, as a string.
-fn key_of(store: &RepoStore, rel: &str) -> Option<String> {
-    key_for(store.prefix(), rel).ok().map(|k| k.to_string())
-}
-
-/// Steps 3 (moved files) and 4 of the module header.
-async fn export_moved_and_deleted(
-    client: &Arc<Client>,
-    repo: &Repo,
-    state: &mut RepoState,
-    c: &Counters,
-) -> Result<(), RepoError> {
-    let store = &state.store;
-    let mut now: Option<HashSet<String>> = Some(HashSet::new());
-    let mut moved = Vec::new();
-    let prev = state.walked.take();
-    walk(client, repo.dir, |w| {
-        let Some(key) = key_of(store, &w.rel) else {
-            return;
-        };
-        let new_here = prev.as_ref().is_some_and(|p| !p.contains(&key));
-        let clean = w.hsm_flags & HSM_EXISTS != 0
-            && w.hsm_flags & (HSM_DIRTY | HSM_RELEASED) == 0
-            && w.archive_id == repo.id;
-        if new_here && clean && w.open_count == 0 {
-            moved.push((w.fid, w.rel.clone(), key.clone()));
-        }
-        if w.hsm_flags & HSM_EXISTS == 0 {
-            return;
-        }
-        if let Some(set) = &mut now {
-            if set.len() >= WALK_KEYS_MAX {
-                now = None;
-            } else {
-                set.insert(key);
-            }
-        }
-    })
-    .await?;
-    if repo.spec.export_policy.new {
-        for (fid, rel, key) in moved {
-            match client.hsm_archive_ref(fid).await {
-                Ok(Some(r)) if r.key != key => {}
-                _ => continue,
-            }
-            let path = format!("{}/{rel}", repo.spec.path.trim_end_matches('/'));
-            match export::export_file(client, repo, store, fid, &path).await {
-                Ok(_) => {
-                    tracing::info!(repo = repo.id, path = %rel, "moved file exported again");
-                    Counters::add(&c.exported, 1);
-                }
-                Err(e) => {
-                    tracing::warn!(repo = repo.id, path = %rel, "moved file not exported: {e}");
-                    Counters::add(&c.errors, 1);
-                }
-            }
-        }
-    }
-    if repo.spec.export_policy.deleted
-        && let (Some(prev), Some(now)) = (&prev, &mut now)
-    {
-        let gone: Vec<String> = prev.difference(now).cloned().collect();
-        for key in gone {
-            let Ok(path) = Path::parse(&key) else {
-                continue;
-            };
-            match store.store().delete(&path).await {
-                Ok(()) => {
-                    tracing::info!(repo = repo.id, %key, "file removed: object deleted");
-                    Counters::add(&c.deleted, 1);
-                }
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => {
-                    // Kept for the next sweep.
-                    tracing::warn!(repo = repo.id, %key, "object not deleted: {}",
-                        RepoError::store(store.url(), &e));
-                    Counters::add(&c.errors, 1);
-                    now.insert(key);
-                }
-            }
-        }
-    }
-    state.walked = now;
-    Ok(())
 }

@@ -33,27 +33,30 @@
 //! by its HEAD (`a/b` is not found), or by a directory mode in its metadata.
 
 use crate::error::RepoError;
-use crate::meta::FileMeta;
 use crate::store::RepoStore;
 use crate::task::{Counts, Reporter};
 use batch::{Batcher, Walk};
+use checkpoint::Tracker;
 use dirs::DirCache;
 use futures::StreamExt;
 use futures::stream::{BoxStream, FuturesUnordered};
+use head::head_in;
 use object_store::list::PaginatedListStore;
 use object_store::path::Path;
-use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
+use object_store::{ObjectMeta, ObjectStore};
+use place::classify;
 use seen::{Fingerprint, Seen};
-use std::collections::VecDeque;
+use send::send;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_client::Client;
-use weft_proto::hsm::{
-    ArchiveRef, ImportEntry, ImportKind, ImportOutcome, KEY_MAX, Repo, TaskState,
-};
-use weft_proto::layout::LayoutTemplate;
+use weft_proto::TargetKind;
+use weft_proto::hsm::{ImportEntry, Repo, TaskState};
 use weft_proto::mdt::Credentials;
-use weft_proto::{Fid, TargetKind, Timestamp};
+
+pub use head::layout_for;
+pub(crate) use place::rel_key;
+pub use place::{KeyPlace, place_of};
 
 /// HEAD requests in flight.
 pub const HEADS_IN_FLIGHT: usize = 64;
@@ -471,80 +474,6 @@ async fn run(
     }
 }
 
-/// Where a key (below the prefix) lands: a directory relative to the linked one (`""`
-/// for the linked directory itself, components joined by `/`) and a name in it (`None`
-/// for a directory marker).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyPlace {
-    /// The directory, relative to the linked one.
-    pub dir: String,
-    /// The entry's name; `None`: the key only makes the directory.
-    pub name: Option<String>,
-}
-
-/// Maps a key relative to the prefix to its place, or says why it cannot be imported:
-/// an empty, `.` or `..` component, or a name over [`NAME_MAX`] bytes. A key ending in
-/// `/` is a directory marker; `""` and `/` are the linked directory's own marker.
-pub fn place_of(rel: &str) -> Result<KeyPlace, String> {
-    let (body, marker) = match rel.strip_suffix('/') {
-        Some(b) => (b, true),
-        None => (rel, false),
-    };
-    if body.is_empty() {
-        return if marker || rel.is_empty() {
-            Ok(KeyPlace {
-                dir: String::new(),
-                name: None,
-            })
-        } else {
-            Err("empty key".into())
-        };
-    }
-    for c in body.split('/') {
-        match c {
-            "" => return Err("empty path component".into()),
-            "." | ".." => return Err(format!("{c:?} path component")),
-            c if c.len() > NAME_MAX => {
-                return Err(format!("a name of {} bytes (over {NAME_MAX})", c.len()));
-            }
-            _ => {}
-        }
-    }
-    if marker {
-        return Ok(KeyPlace {
-            dir: body.to_string(),
-            name: None,
-        });
-    }
-    let (dir, name) = body.rsplit_once('/').unwrap_or(("", body));
-    Ok(KeyPlace {
-        dir: dir.to_string(),
-        name: Some(name.to_string()),
-    })
-}
-
-/// `key` relative to a repository's `prefix` (empty: the whole bucket), by whole
-/// components: `None` when it is not under it.
-pub(crate) fn rel_key<'a>(prefix: &str, key: &'a str) -> Option<&'a str> {
-    if prefix.is_empty() {
-        return Some(key);
-    }
-    key.strip_prefix(prefix)?.strip_prefix('/')
-}
-
-/// The key of `location` relative to `prefix`, mapped to its place.
-fn classify(prefix: &Path, location: &str) -> Result<KeyPlace, String> {
-    if location.len() > KEY_MAX {
-        return Err(format!(
-            "a key of {} bytes (over {KEY_MAX})",
-            location.len()
-        ));
-    }
-    let rel = rel_key(prefix.as_ref(), location)
-        .ok_or_else(|| "not under the repository's prefix".to_string())?;
-    place_of(rel)
-}
-
 /// A piece of work for the MDT: a batch of entries of one directory, or a directory.
 #[derive(Debug)]
 pub(crate) enum Job {
@@ -622,290 +551,6 @@ enum Settled {
     Nothing,
 }
 
-/// HEADs object `meta` (listed as `seq`, landing at `place`) for its FSx metadata, and
-/// reads a symlink's target: the entry to import.
-async fn head(ctx: &HeadCtx<'_>, seq: u64, place: KeyPlace, meta: ObjectMeta) -> Headed {
-    let KeyPlace { dir, name } = place;
-    let Some(name) = name else {
-        return Headed::Job(Job::Mkdir { seq, dir });
-    };
-    let key = meta.location.clone();
-    let opts = GetOptions {
-        head: true,
-        ..Default::default()
-    };
-    let got = match ctx.store.get_opts(&key, opts).await {
-        Ok(g) => g,
-        // A zero-byte listed object HEAD cannot find is a directory marker `a/b/`,
-        // listed as `a/b` (see the module header); any other went away meanwhile.
-        Err(object_store::Error::NotFound { .. }) if meta.size == 0 => {
-            let dir = if dir.is_empty() {
-                name
-            } else {
-                format!("{dir}/{name}")
-            };
-            return Headed::Job(Job::Mkdir { seq, dir });
-        }
-        Err(object_store::Error::NotFound { .. }) => return Headed::Gone(seq),
-        Err(e) => {
-            tracing::warn!(%key, "not imported: {}", RepoError::store(ctx.url, &e));
-            return Headed::Failed(seq);
-        }
-    };
-    let lm = &got.meta.last_modified;
-    let modified = timestamp_of(lm.timestamp(), lm.timestamp_subsec_nanos());
-    let fm = FileMeta::decode(&got.attributes, modified);
-    let size = got.meta.size;
-    if fm.is_dir() && size == 0 {
-        let dir = if dir.is_empty() {
-            name
-        } else {
-            format!("{dir}/{name}")
-        };
-        return Headed::Job(Job::Mkdir { seq, dir });
-    }
-    let (kind, target) = if fm.is_symlink() {
-        if size == 0 || size > SYMLINK_MAX {
-            tracing::warn!(%key, size, "not imported: a symlink target of this size");
-            return Headed::Failed(seq);
-        }
-        match ctx.store.get(&key).await {
-            Ok(g) => match g.bytes().await {
-                Ok(b) if !b.is_empty() && b.len() as u64 <= SYMLINK_MAX => {
-                    (ImportKind::Symlink, b.to_vec())
-                }
-                Ok(b) => {
-                    tracing::warn!(%key, len = b.len(), "not imported: bad symlink target");
-                    return Headed::Failed(seq);
-                }
-                Err(e) => {
-                    tracing::warn!(%key, "not imported: {}", RepoError::store(ctx.url, &e));
-                    return Headed::Failed(seq);
-                }
-            },
-            Err(object_store::Error::NotFound { .. }) => return Headed::Gone(seq),
-            Err(e) => {
-                tracing::warn!(%key, "not imported: {}", RepoError::store(ctx.url, &e));
-                return Headed::Failed(seq);
-            }
-        }
-    } else {
-        (ImportKind::Regular, Vec::new())
-    };
-    let layout = match kind {
-        ImportKind::Regular => layout_for(size, ctx.chunk_size, ctx.osts),
-        ImportKind::Symlink => None,
-    };
-    let entry = ImportEntry {
-        name: name.into_bytes(),
-        kind,
-        mode: fm.perm(),
-        uid: fm.uid,
-        gid: fm.gid,
-        atime: fm.atime,
-        mtime: fm.mtime,
-        target,
-        archive: ArchiveRef {
-            key: key.to_string(),
-            etag: got.meta.e_tag.clone(),
-            size,
-            modified,
-        },
-        layout,
-    };
-    Headed::Job(Job::Entries {
-        dir,
-        entries: vec![(seq, entry)],
-    })
-}
-
-/// [`head`], answering the key's directory too.
-async fn head_in(
-    ctx: &HeadCtx<'_>,
-    seq: u64,
-    place: KeyPlace,
-    meta: ObjectMeta,
-) -> (String, Headed) {
-    let dir = place.dir.clone();
-    (dir, head(ctx, seq, place, meta).await)
-}
-
-/// The layout of an imported file of `size` bytes: `None` up to `chunk_size` (the
-/// directory's default applies), else RAID0 over `ceil(size / chunk_size)` OSTs (at most
-/// `osts`) in stripes of [`IMPORT_STRIPE_SIZE`].
-pub fn layout_for(size: u64, chunk_size: u64, osts: u32) -> Option<LayoutTemplate> {
-    if chunk_size == 0 || size <= chunk_size {
-        return None;
-    }
-    let count = size.div_ceil(chunk_size).min(u64::from(osts.max(1)));
-    let count = i32::try_from(count).unwrap_or(i32::MAX);
-    Some(LayoutTemplate::raid0(count, IMPORT_STRIPE_SIZE, -1))
-}
-
-/// A store time (`ObjectMeta::last_modified`: its seconds and nanoseconds) as a
-/// file-system timestamp.
-pub(crate) fn timestamp_of(sec: i64, nsec: u32) -> Timestamp {
-    Timestamp {
-        sec,
-        nsec: nsec.min(999_999_999),
-    }
-}
-
-/// Sends a job to the MDT; answers each listed object's outcome.
-async fn send(ctx: &Ctx<'_>, job: Job) -> Vec<(u64, Settled)> {
-    match job {
-        Job::Mkdir { seq, dir } => match ctx.dirs.fid(ctx.client, &dir, &ctx.cred).await {
-            Ok(_) => vec![(seq, Settled::Nothing)],
-            Err(e) => {
-                tracing::warn!(dir = %dir, "directory not made: {e}");
-                vec![(seq, Settled::Failed)]
-            }
-        },
-        Job::Entries { dir, entries } => {
-            let (seqs, entries): (Vec<u64>, Vec<ImportEntry>) = entries.into_iter().unzip();
-            let parent = match ctx.dirs.fid(ctx.client, &dir, &ctx.cred).await {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::warn!(dir = %dir, entries = seqs.len(), "not imported: {e}");
-                    return seqs.into_iter().map(|s| (s, Settled::Failed)).collect();
-                }
-            };
-            let (seqs, entries, mut left_out) = filter(ctx, parent, seqs, entries).await;
-            if entries.is_empty() {
-                return left_out;
-            }
-            let n = entries.len();
-            match ctx
-                .client
-                .import_entries(parent, ctx.repo.id, entries, &ctx.cred)
-                .await
-            {
-                Ok(outcomes) if outcomes.len() == n => {
-                    left_out.extend(
-                        seqs.into_iter()
-                            .zip(outcomes)
-                            .map(|(s, o)| (s, settled(&dir, o))),
-                    );
-                    left_out
-                }
-                Ok(outcomes) => {
-                    tracing::warn!(dir = %dir, sent = n, answered = outcomes.len(),
-                        "ImportEntries answered the wrong number of outcomes");
-                    seqs.into_iter().map(|s| (s, Settled::Failed)).collect()
-                }
-                Err(e) => {
-                    tracing::warn!(dir = %dir, entries = n, "not imported: {e}");
-                    seqs.into_iter().map(|s| (s, Settled::Failed)).collect()
-                }
-            }
-        }
-    }
-}
-
-/// With `skip_new` or `skip_changed`, leaves out the entries whose name does not exist
-/// (or does) in `parent`: answers the entries to send and the left-out ones, settled.
-/// The lookups go [`LOOKUPS_IN_FLIGHT`] at a time.
-async fn filter(
-    ctx: &Ctx<'_>,
-    parent: Fid,
-    seqs: Vec<u64>,
-    entries: Vec<ImportEntry>,
-) -> (Vec<u64>, Vec<ImportEntry>, Vec<(u64, Settled)>) {
-    if !ctx.skip_new && !ctx.skip_changed {
-        return (seqs, entries, Vec::new());
-    }
-    let looked = futures::stream::iter(seqs.into_iter().zip(entries))
-        .map(|(s, e)| async move {
-            let exists = match ctx.client.lookup(parent, &e.name, &ctx.cred).await {
-                Ok(_) => Ok(true),
-                Err(err) if err.errno() == weft_proto::Errno::NoEnt => Ok(false),
-                Err(err) => Err(err),
-            };
-            (s, e, exists)
-        })
-        .buffered(LOOKUPS_IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await;
-    let (mut keep_s, mut keep_e, mut out) = (Vec::new(), Vec::new(), Vec::new());
-    for (s, e, exists) in looked {
-        match exists {
-            Err(err) => {
-                tracing::warn!(key = %e.archive.key, "not imported: {err}");
-                out.push((s, Settled::Failed));
-            }
-            Ok(exists) if (exists && ctx.skip_changed) || (!exists && ctx.skip_new) => {
-                out.push((s, Settled::Nothing));
-            }
-            Ok(_) => {
-                keep_s.push(s);
-                keep_e.push(e);
-            }
-        }
-    }
-    (keep_s, keep_e, out)
-}
-
-fn settled(dir: &str, o: ImportOutcome) -> Settled {
-    match o {
-        ImportOutcome::Created(_) => Settled::Created,
-        ImportOutcome::Updated(_) => Settled::Updated,
-        ImportOutcome::Unchanged(_) => Settled::Unchanged,
-        ImportOutcome::Conflict(fid) => {
-            tracing::info!(dir, %fid, "import conflict: name left alone");
-            Settled::Conflict
-        }
-        ImportOutcome::Failed(code) => {
-            tracing::warn!(dir, code, "entry not imported");
-            Settled::Failed
-        }
-    }
-}
-
-/// Listed objects in order, and which are settled: the checkpoint is the last key of the
-/// settled run at the front.
-#[derive(Debug, Default)]
-struct Tracker {
-    /// Sequence number of the window's front.
-    base: u64,
-    /// Keys from `base` on, and whether each is settled.
-    window: VecDeque<(String, bool)>,
-    /// The last key of the settled run popped from the front.
-    checkpoint: Option<String>,
-}
-
-impl Tracker {
-    /// Records a listed key; answers its sequence number.
-    fn push(&mut self, key: &str) -> u64 {
-        self.window.push_back((key.to_string(), false));
-        self.base + self.window.len() as u64 - 1
-    }
-
-    /// Marks `seq` settled, moving the checkpoint over the settled front.
-    fn settle(&mut self, seq: u64) {
-        let Some(i) = seq.checked_sub(self.base) else {
-            return;
-        };
-        if let Some(slot) = usize::try_from(i).ok().and_then(|i| self.window.get_mut(i)) {
-            slot.1 = true;
-        }
-        while self.window.front().is_some_and(|(_, done)| *done) {
-            if let Some((key, _)) = self.window.pop_front() {
-                self.checkpoint = Some(key);
-                self.base += 1;
-            }
-        }
-    }
-
-    /// Objects listed and not settled (and those behind them).
-    fn pending(&self) -> usize {
-        self.window.len()
-    }
-
-    fn checkpoint(&self) -> Option<String> {
-        self.checkpoint.clone()
-    }
-}
-
 impl Counts {
     /// An import's: created, updated and unchanged entries are done; conflicts and
     /// failures failed; no bytes move.
@@ -919,8 +564,12 @@ impl Counts {
 }
 
 mod batch;
+mod checkpoint;
 mod dirs;
+mod head;
 pub mod listing;
+mod place;
 pub mod seen;
+mod send;
 #[cfg(test)]
 mod tests;

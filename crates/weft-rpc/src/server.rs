@@ -1,15 +1,22 @@
 //! The server end: accepts connections, binds each to a target by its handshake, reads
 //! requests within memory budgets and runs them concurrently.
 
-use crate::auth::{self, ClusterKey, Side};
+mod handshake;
+mod requests;
+
+pub(crate) use handshake::handshake_reply;
+pub(crate) use requests::answer_raw;
+
+use crate::auth::{self, ClusterKey};
 use crate::client::CallbackSender;
-use crate::conn::{self, Endpoint, InFrame, OutFrame, READ_BUFFER};
+use crate::conn::{self, Endpoint, READ_BUFFER};
 use crate::local::LocalServers;
-use crate::service::{PeerAuth, Service, encode_reply};
+use crate::service::Service;
 use crate::tls::Tls;
 use crate::transport::BoxRead;
-use bytes::Bytes;
+use handshake::handshake;
 use parking_lot::RwLock;
+use requests::request_loop;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,13 +26,7 @@ use tokio::io::BufReader;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
-use weft_proto::frame::FLAG_REPLY;
-use weft_proto::handshake::{
-    AuthChallenge, AuthHello, AuthProof, AuthRole, FEATURES_SUPPORTED, opcode,
-};
-use weft_proto::{
-    ConnectReply, ConnectRequest, Errno, PROTOCOL_VERSION, TargetId, WireError, WireResult,
-};
+use weft_proto::{ConnectRequest, Errno, PROTOCOL_VERSION, TargetId, WireError, WireResult};
 
 /// Limits that keep a server's memory bounded whatever its clients send.
 #[derive(Debug, Clone)]
@@ -480,186 +481,6 @@ impl Drop for CloseOnDrop {
     }
 }
 
-/// Reads the first frame of a connection (no flags allowed).
-async fn read_first(r: &mut BufReader<BoxRead>) -> Result<InFrame, String> {
-    let header = conn::read_header(r)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("closed before handshake")?;
-    if header.flags != 0 {
-        return Err(format!("handshake frame with flags {:#x}", header.flags));
-    }
-    conn::read_payload(r, header)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// Sends the answer to a handshake frame.
-async fn answer_handshake<T: serde::Serialize>(
-    endpoint: &Endpoint,
-    frame: &InFrame,
-    reply: &WireResult<T>,
-) -> Result<(), String> {
-    let out = OutFrame::new(
-        frame.header.opcode,
-        FLAG_REPLY,
-        frame.header.xid,
-        encode_reply(reply),
-        Bytes::new(),
-    )
-    .map_err(|e| e.to_string())?;
-    endpoint.send(out).await.map_err(|e| e.to_string())
-}
-
-/// Refuses a connection's authentication: counts it, logs it with the peer's address and
-/// answers the one refusal text (when there is a frame to answer).
-async fn refuse(
-    endpoint: &Endpoint,
-    frame: Option<&InFrame>,
-    addr: SocketAddr,
-    why: &str,
-) -> String {
-    auth::COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(peer = %addr, why, "authentication refused");
-    if let Some(frame) = frame {
-        let refusal: WireResult<()> = Err(WireError::new(Errno::Access, auth::REFUSED));
-        let _ = answer_handshake(endpoint, frame, &refusal).await;
-    }
-    format!("authentication refused: {why}")
-}
-
-/// Runs the server's side of authentication from the peer's hello: answers with the
-/// server's nonce and proof, checks the peer's proof. Returns the hello (which the connect
-/// request must agree with) and the role proved.
-async fn authenticate(
-    r: &mut BufReader<BoxRead>,
-    endpoint: &Endpoint,
-    key: &ClusterKey,
-    first: &InFrame,
-    addr: SocketAddr,
-) -> Result<(AuthHello, AuthRole), String> {
-    let Ok(hello) = weft_proto::decode::<AuthHello>(&first.body) else {
-        return Err(refuse(endpoint, Some(first), addr, "malformed hello").await);
-    };
-    let Some(secret) = key.secret(hello.role) else {
-        return Err(refuse(endpoint, Some(first), addr, "role has no key here").await);
-    };
-    let nonce = auth::nonce();
-    let challenge = AuthChallenge {
-        nonce,
-        proof: auth::proof(secret, Side::Server, &hello, &nonce),
-    };
-    answer_handshake(endpoint, first, &Ok(challenge)).await?;
-    let frame = match read_first(r).await {
-        Ok(f) if f.header.opcode == opcode::AUTH_PROOF => f,
-        Ok(f) => return Err(refuse(endpoint, Some(&f), addr, "no proof").await),
-        Err(e) => return Err(refuse(endpoint, None, addr, &format!("left: {e}")).await),
-    };
-    let proved = weft_proto::decode::<AuthProof>(&frame.body)
-        .is_ok_and(|p| auth::verify(secret, Side::Peer, &hello, &nonce, &p.proof));
-    if !proved {
-        return Err(refuse(endpoint, Some(&frame), addr, "wrong proof").await);
-    }
-    answer_handshake(endpoint, &frame, &Ok(())).await?;
-    auth::COUNTERS.accepted.fetch_add(1, Ordering::Relaxed);
-    let role = hello.role;
-    Ok((hello, role))
-}
-
-/// Authenticates the peer if the server has a key, then reads and answers the connect
-/// request. Errors are returned to the peer, then the connection closes.
-async fn handshake(
-    r: &mut BufReader<BoxRead>,
-    endpoint: &Endpoint,
-    shared: &Shared,
-    addr: SocketAddr,
-) -> Result<(Arc<dyn Service>, ConnectRequest, PeerAuth), String> {
-    let first = read_first(r).await?;
-    let (frame, proved) = match (&shared.opts.key, first.header.opcode) {
-        (Some(key), opcode::AUTH_HELLO) => {
-            let proved = authenticate(r, endpoint, key, &first, addr).await?;
-            (read_first(r).await?, Some(proved))
-        }
-        (Some(_), opcode::CONNECT) => {
-            let why = "no authentication (the peer has no cluster key)";
-            return Err(refuse(endpoint, Some(&first), addr, why).await);
-        }
-        (None, opcode::AUTH_HELLO) => {
-            let refusal: WireResult<()> = Err(WireError::new(
-                Errno::Proto,
-                "this server runs without authentication (started without --key)",
-            ));
-            answer_handshake(endpoint, &first, &refusal).await?;
-            return Err("authentication offered to a server without a key".into());
-        }
-        _ => (first, None),
-    };
-    if frame.header.opcode != opcode::CONNECT {
-        return Err(format!(
-            "first request has opcode {}, not connect",
-            frame.header.opcode
-        ));
-    }
-    let accepted = match weft_proto::decode::<ConnectRequest>(&frame.body) {
-        Ok(hello) if proved.as_ref().is_some_and(|(a, _)| !agrees(a, &hello)) => {
-            Err(WireError::new(
-                Errno::Access,
-                "connect request differs from the authenticated hello",
-            ))
-        }
-        Ok(hello) => {
-            handshake_reply(&shared.router, &hello).map(|(reply, service)| (reply, service, hello))
-        }
-        Err(e) => Err(WireError::new(
-            Errno::Proto,
-            format!("malformed connect request: {e}"),
-        )),
-    };
-    let reply: WireResult<ConnectReply> = accepted
-        .as_ref()
-        .map(|(reply, _, hello)| ConnectReply {
-            evicted: shared.take_eviction(hello.target, hello.client_uuid),
-            evict_timeout_ms: shared.opts.evict_timeout.map_or(0, |t| {
-                u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-            }),
-            ..reply.clone()
-        })
-        .map_err(Clone::clone);
-    answer_handshake(endpoint, &frame, &reply).await?;
-    let auth = match proved {
-        None => PeerAuth::Open,
-        Some((_, AuthRole::Client)) => PeerAuth::Client,
-        Some((_, AuthRole::Server)) => PeerAuth::Server,
-    };
-    accepted
-        .map(|(_, service, hello)| (service, hello, auth))
-        .map_err(|e| e.to_string())
-}
-
-/// Whether a connect request names what the authenticated hello did.
-fn agrees(hello: &AuthHello, connect: &ConnectRequest) -> bool {
-    hello.fsname == connect.fsname
-        && hello.client_uuid == connect.client_uuid
-        && hello.protocol_version == connect.protocol_version
-}
-
-/// The answer to a connect request and the service it binds the connection to, or why
-/// it is refused.
-pub(crate) fn handshake_reply(
-    router: &Router,
-    hello: &ConnectRequest,
-) -> WireResult<(ConnectReply, Arc<dyn Service>)> {
-    let service = router.accept(hello)?;
-    let reply = ConnectReply {
-        target_uuid: service.uuid(),
-        features: hello.features & FEATURES_SUPPORTED,
-        protocol_version: PROTOCOL_VERSION,
-        evicted: false,
-        evict_timeout_ms: 0,
-    };
-    Ok((reply, service))
-}
-
 /// How a connection's request loop ended.
 enum Ended {
     /// The peer closed it, it broke, or the server is stopping.
@@ -668,141 +489,4 @@ enum Ended {
     Misbehaved(String),
     /// The peer said nothing for this long, past the eviction timeout.
     Silent(Duration),
-}
-
-/// Waits until the peer has sent something (or closed): false if it stays silent for
-/// `limit`. Looks once more, briefly, before saying so: a server that was itself stopped
-/// (SIGSTOP, a VM pause) finds its timer expired and its peers' pings waiting in the
-/// socket, and must not evict them for its own silence.
-async fn heard_within(r: &mut BufReader<BoxRead>, limit: Duration) -> bool {
-    use tokio::io::AsyncBufReadExt;
-    if !r.buffer().is_empty() {
-        // The next frame is here already (pipelined requests): no timer needed.
-        return true;
-    }
-    for wait in [limit, Duration::from_secs(1)] {
-        if tokio::time::timeout(wait, r.fill_buf()).await.is_ok() {
-            return true;
-        }
-    }
-    false
-}
-
-/// Serves requests until the peer leaves, misbehaves or stays silent past the eviction
-/// timeout.
-async fn request_loop(
-    r: &mut BufReader<BoxRead>,
-    endpoint: &Arc<Endpoint>,
-    service: &Arc<dyn Service>,
-    peer: &Arc<crate::service::Peer>,
-    shared: &Shared,
-) -> Ended {
-    let conn_budget = Arc::new(Semaphore::new(shared.opts.conn_budget_bytes / BUDGET_UNIT));
-    let conn_requests = Arc::new(Semaphore::new(shared.opts.conn_max_requests));
-    loop {
-        if let Some(limit) = shared.opts.evict_timeout
-            && !heard_within(r, limit).await
-        {
-            return Ended::Silent(limit);
-        }
-        let header = match conn::read_header(r).await {
-            Ok(Some(h)) => h,
-            Ok(None) => return Ended::Left,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Ended::Misbehaved(e.to_string());
-            }
-            Err(e) => {
-                tracing::debug!(peer = %peer.addr, error = %e, "connection lost");
-                return Ended::Left;
-            }
-        };
-        if header.is_reply() {
-            if !header.is_callback() {
-                return Ended::Misbehaved("reply frame from a client".into());
-            }
-            match conn::read_payload(r, header).await {
-                Ok(frame) => endpoint.complete(frame),
-                Err(e) => return Ended::Misbehaved(e.to_string()),
-            }
-            continue;
-        }
-        if header.is_callback() {
-            return Ended::Misbehaved("callback request from a client".into());
-        }
-        // Reserve memory for the payload before reading it: a flood of large requests
-        // waits here, and TCP pushes back on the sender.
-        let units = 1 + (header.body_len as usize + header.bulk_len as usize) / BUDGET_UNIT;
-        let units = u32::try_from(units).unwrap_or(u32::MAX);
-        let (Ok(p1), Ok(p2), Ok(p3)) = (
-            conn_requests.clone().acquire_owned().await,
-            conn_budget.clone().acquire_many_owned(units).await,
-            shared.total_budget.clone().acquire_many_owned(units).await,
-        ) else {
-            return Ended::Misbehaved("budget closed".into());
-        };
-        let frame = match conn::read_payload(r, header).await {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Ended::Misbehaved(e.to_string());
-            }
-            Err(_) => return Ended::Left,
-        };
-        let (service, peer, endpoint) = (service.clone(), peer.clone(), endpoint.clone());
-        tokio::spawn(async move {
-            let reply = answer(service, peer, frame).await;
-            if let Ok(out) = reply {
-                let _ = endpoint.send(out).await;
-            }
-            drop((p1, p2, p3));
-        });
-    }
-}
-
-async fn answer(
-    service: Arc<dyn Service>,
-    peer: Arc<crate::service::Peer>,
-    frame: InFrame,
-) -> Result<OutFrame, weft_proto::FrameError> {
-    let h = frame.header;
-    let (body, bulk) = if let Some(e) = frame.bulk_error {
-        (
-            encode_reply::<()>(&Err(WireError::new(Errno::Io, e.to_string()))),
-            Bytes::new(),
-        )
-    } else {
-        answer_raw(service, peer, h.opcode, frame.body, frame.bulk).await
-    };
-    OutFrame::new(h.opcode, FLAG_REPLY, h.xid, body, bulk)
-}
-
-/// Serves one request of a connected peer: the transport's own opcodes here, the rest by
-/// the service. Returns the encoded reply body and the reply bulk.
-pub(crate) async fn answer_raw(
-    service: Arc<dyn Service>,
-    peer: Arc<crate::service::Peer>,
-    op: u16,
-    body: Bytes,
-    bulk: Bytes,
-) -> (Vec<u8>, Bytes) {
-    match op {
-        opcode::PING => (encode_reply(&Ok(())), Bytes::new()),
-        opcode::STATS => (encode_reply(&Ok(service.stats())), Bytes::new()),
-        opcode::CONNECT => (
-            encode_reply::<()>(&Err(WireError::new(Errno::Proto, "already connected"))),
-            Bytes::new(),
-        ),
-        op => {
-            let reply = service
-                .dispatch(
-                    peer,
-                    crate::service::RawRequest {
-                        opcode: op,
-                        body,
-                        bulk,
-                    },
-                )
-                .await;
-            (reply.body, reply.bulk)
-        }
-    }
 }

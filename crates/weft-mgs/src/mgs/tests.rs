@@ -1,5 +1,6 @@
 use super::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use weft_proto::mgs::TargetState;
 
 fn reg(id: TargetId, uuid: Uuid, address: &str, replace: bool) -> MgsRequest {
     MgsRequest::Register {

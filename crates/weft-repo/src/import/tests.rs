@@ -1,11 +1,15 @@
 //! Unit tests of the import's pieces that need no MDT: key mapping, layouts, batching,
 //! checkpoints and the HEAD stage against an in-memory store.
 
+use super::head::{head, timestamp_of};
 use super::*;
 use crate::meta::{GROUP, MTIME, OWNER, PERMISSIONS};
 use object_store::memory::InMemory;
-use object_store::{Attribute, Attributes, PutOptions, PutPayload};
+use object_store::{Attribute, Attributes, ObjectStoreExt, PutOptions, PutPayload};
 use proptest::prelude::*;
+use weft_proto::Timestamp;
+use weft_proto::hsm::{ArchiveRef, ImportKind};
+use weft_proto::layout::LayoutTemplate;
 
 fn place(dir: &str, name: Option<&str>) -> KeyPlace {
     KeyPlace {
