@@ -63,10 +63,11 @@
 mod events;
 mod moved_and_deleted;
 mod removal;
-mod stats;
-mod walk;
+pub(crate) mod stats;
+pub(crate) mod walk;
 
-pub use stats::{AGENT_STATS, AgentStats};
+use stats::Counters;
+pub use stats::{AGENT_STATS, AgentStats, running_stats};
 pub(crate) use walk::{Walked, walk, walk_under};
 
 use crate::export::{self, ExportOptions};
@@ -77,7 +78,7 @@ use moved_and_deleted::{export_moved_and_deleted, key_of};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -114,40 +115,6 @@ pub const WALK_KEYS_MAX: usize = 500_000;
 /// Files imported or exported at once.
 const PARALLEL: usize = 4;
 
-/// The counters of the agent this process runs (one at most: the MDS serving MDT0, or
-/// `weft up`), for [`running_stats`].
-static RUNNING: Mutex<std::sync::Weak<Counters>> = Mutex::new(std::sync::Weak::new());
-
-/// Whether this process runs a repository agent (it serves MDT0).
-pub(crate) fn runs_here() -> bool {
-    RUNNING.lock().strong_count() > 0
-}
-
-/// What the agent this process runs did so far (`None` when it runs none).
-pub fn running_stats() -> Option<AgentStats> {
-    RUNNING.lock().upgrade().map(|c| c.snapshot())
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    sweeps: AtomicU64,
-    imported: AtomicU64,
-    events: AtomicU64,
-    skipped: AtomicU64,
-    exported: AtomicU64,
-    deleted: AtomicU64,
-    conflicts: AtomicU64,
-    errors: AtomicU64,
-    released: AtomicU64,
-    released_bytes: AtomicU64,
-}
-
-impl Counters {
-    fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
 /// The running agent; [`RepoAgent::stop`] ends it.
 pub struct RepoAgent {
     counters: Arc<Counters>,
@@ -161,7 +128,7 @@ impl RepoAgent {
     /// looking at OST usage for tiering every [`crate::tiering::TIER_TICK`].
     pub fn start(client: Arc<Client>, config: AgentConfig) -> Self {
         let counters = Arc::new(Counters::default());
-        *RUNNING.lock() = Arc::downgrade(&counters);
+        stats::set_running(&counters);
         let (stop, stopped) = watch::channel(false);
         let tiering = tokio::spawn(run_tiering(
             client.clone(),

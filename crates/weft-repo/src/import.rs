@@ -23,7 +23,7 @@
 //! beyond [`DIR_CACHE_MAX`] entries.
 //!
 //! Under a task (`ImportOptions::task`), progress goes to the MGS every second or
-//! [`REPORT_EVERY`] objects, with the checkpoint: the greatest key such that every key up
+//! [`REPORT_EVERY`](crate::task::REPORT_EVERY) objects, with the checkpoint: the greatest key such that every key up
 //! to it is settled, so an interrupted import resumes without missing any.
 //!
 //! `object_store` turns keys into its own paths, which has two consequences here: a
@@ -48,7 +48,6 @@ use place::classify;
 use seen::{Fingerprint, Seen};
 use send::send;
 use std::sync::Arc;
-use std::time::Duration;
 use weft_client::Client;
 use weft_proto::TargetKind;
 use weft_proto::hsm::{ImportEntry, Repo, TaskState};
@@ -74,10 +73,6 @@ pub const SYMLINK_MAX: u64 = 4095;
 pub const NAME_MAX: usize = 255;
 /// Stripe size of imported files larger than the repository's chunk size.
 pub const IMPORT_STRIPE_SIZE: u64 = 1 << 20;
-/// Objects between two progress reports (and at most a second between two).
-pub const REPORT_EVERY: u64 = 1000;
-/// Time between two progress reports.
-pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How to run an import.
 #[derive(Debug, Clone, Default)]
@@ -168,7 +163,7 @@ pub struct ImportProgress {
 }
 
 /// Imports every object of repository `repo` (see the module header), reporting to
-/// `progress` (and, with `opts.task`, to the MGS) every second or [`REPORT_EVERY`]
+/// `progress` (and, with `opts.task`, to the MGS) every second or [`REPORT_EVERY`](crate::task::REPORT_EVERY)
 /// objects. Answers the final counts; an error when the listing fails (after what was
 /// listed is settled and the task marked failed).
 pub async fn import(

@@ -26,7 +26,6 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use stats::counter;
 pub use stats::{MOVER_STATS, MoverStats};
 
 use crate::store::RepoStore;

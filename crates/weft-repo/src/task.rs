@@ -2,13 +2,17 @@
 //! import and export: counts as differences since the last report, the checkpoint, and the
 //! final state.
 
-use crate::import::{REPORT_EVERY, REPORT_INTERVAL};
 use futures::FutureExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError};
 use weft_proto::TargetId;
 use weft_proto::hsm::TaskState;
 use weft_proto::mgs::{MgsReply, MgsRequest};
+
+/// Objects between two progress reports (and at most a second between two).
+pub const REPORT_EVERY: u64 = 1000;
+/// Time between two progress reports.
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Counts as a task reports them (the MGS adds them up).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -33,7 +33,7 @@
 //! ([`REMOTE_WANT_TTL`]) as its own process's, and the answer names the OSTs on which it
 //! found nothing to release, so the gate stops waiting there as a local one would.
 
-use crate::agent::{Walked, walk};
+use crate::agent::walk::{Walked, walk};
 use crate::error::RepoError;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -223,7 +223,7 @@ pub async fn admit(
         }
         waited = true;
         ROOM.pressure.notify_one();
-        if !crate::agent::runs_here() {
+        if !crate::agent::stats::runs_here() {
             tell_agent(cluster).await;
         }
         tokio::time::sleep(GATE_POLL).await;

@@ -44,6 +44,11 @@ impl MetricDef {
         }
     }
 
+    /// A counter named `name`.
+    pub const fn counter(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, help, MetricKind::Counter)
+    }
+
     /// The same figure named `metric` for Prometheus.
     pub const fn exported_as(self, metric: &'static str) -> Self {
         Self { metric, ..self }

@@ -1,10 +1,51 @@
 //! What the agent has done: its figures ([`AgentStats`]) and how they are reported
 //! ([`AGENT_STATS`]).
 
-use super::Counters;
-use crate::mover::counter;
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use weft_rpc::metric::MetricDef;
 use weft_rpc::metric::Stat;
+/// The counters of the agent this process runs (one at most: the MDS serving MDT0, or
+/// `weft up`), for [`running_stats`].
+static RUNNING: Mutex<std::sync::Weak<Counters>> = Mutex::new(std::sync::Weak::new());
+
+/// Whether this process runs a repository agent (it serves MDT0).
+pub(crate) fn runs_here() -> bool {
+    RUNNING.lock().strong_count() > 0
+}
+
+/// What the agent this process runs did so far (`None` when it runs none).
+pub fn running_stats() -> Option<AgentStats> {
+    RUNNING.lock().upgrade().map(|c| c.snapshot())
+}
+
+/// The agent's counters, shared by its tasks.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) sweeps: AtomicU64,
+    pub(super) imported: AtomicU64,
+    pub(super) events: AtomicU64,
+    pub(super) skipped: AtomicU64,
+    pub(super) exported: AtomicU64,
+    pub(super) deleted: AtomicU64,
+    pub(super) conflicts: AtomicU64,
+    pub(super) errors: AtomicU64,
+    pub(super) released: AtomicU64,
+    pub(super) released_bytes: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Makes `counters` those of the agent this process runs.
+pub(super) fn set_running(counters: &Arc<Counters>) {
+    *RUNNING.lock() = Arc::downgrade(counters);
+}
+
 /// What the agent did since it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentStats {
@@ -36,7 +77,7 @@ pub struct AgentStats {
 /// (`get_param mdt.*-MDT0000.repo_agent.*`; Prometheus `weft_mdt_repo_agent_*`).
 pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.sweeps",
             "Sweeps finished over every repository.",
         )
@@ -44,7 +85,7 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.sweeps,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.imported",
             "Files created or updated by automatic imports.",
         )
@@ -52,7 +93,7 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.imported,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.events",
             "Event messages received from the repositories' queues.",
         )
@@ -60,7 +101,7 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.events,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.skipped",
             "Listed objects skipped, unchanged since an earlier sweep.",
         )
@@ -68,7 +109,7 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.skipped,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.exported",
             "Files exported by automatic exports.",
         )
@@ -76,7 +117,7 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.exported,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.deleted",
             "Files and directories removed, and objects deleted, for deletions.",
         )
@@ -84,11 +125,12 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.deleted,
     ),
     Stat::new(
-        counter("repo_agent.conflicts", "Import conflicts.").exported_as("repo_agent_conflicts"),
+        MetricDef::counter("repo_agent.conflicts", "Import conflicts.")
+            .exported_as("repo_agent_conflicts"),
         |s| s.conflicts,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.errors",
             "Failed listings, imports, exports, deletions and tiering passes.",
         )
@@ -96,12 +138,12 @@ pub const AGENT_STATS: [Stat<AgentStats>; 10] = [
         |s| s.errors,
     ),
     Stat::new(
-        counter("repo_agent.released", "Files released by tiering.")
+        MetricDef::counter("repo_agent.released", "Files released by tiering.")
             .exported_as("repo_agent_released"),
         |s| s.released,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "repo_agent.released_bytes",
             "Bytes of the files released by tiering.",
         )

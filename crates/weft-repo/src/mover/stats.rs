@@ -3,7 +3,7 @@
 
 use super::Mover;
 use std::sync::atomic::{AtomicU64, Ordering};
-use weft_rpc::metric::{MetricDef, MetricKind, Stat};
+use weft_rpc::metric::{MetricDef, Stat};
 /// What a [`Mover`] has done since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MoverStats {
@@ -29,26 +29,27 @@ pub struct MoverStats {
 /// (`get_param mdt.*.mover.*`; Prometheus `weft_mdt_mover_*`).
 pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
     Stat::new(
-        counter("mover.chunks", "Restore chunks copied and synced.").exported_as("mover_chunks"),
+        MetricDef::counter("mover.chunks", "Restore chunks copied and synced.")
+            .exported_as("mover_chunks"),
         |s| s.chunks,
     ),
     Stat::new(
-        counter("mover.chunk_errors", "Restore chunks that failed.")
+        MetricDef::counter("mover.chunk_errors", "Restore chunks that failed.")
             .exported_as("mover_chunk_errors"),
         |s| s.chunk_errors,
     ),
     Stat::new(
-        counter("mover.bytes_fetched", "Bytes fetched from stores.")
+        MetricDef::counter("mover.bytes_fetched", "Bytes fetched from stores.")
             .exported_as("mover_fetched_bytes"),
         |s| s.bytes_fetched,
     ),
     Stat::new(
-        counter("mover.bytes_written", "Bytes written to OSTs by restores.")
+        MetricDef::counter("mover.bytes_written", "Bytes written to OSTs by restores.")
             .exported_as("mover_written_bytes"),
         |s| s.bytes_written,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "mover.retries",
             "Fetches attempted again after a transient store error.",
         )
@@ -56,7 +57,7 @@ pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
         |s| s.retries,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "mover.stale",
             "Fetches refused because the object changed since its import.",
         )
@@ -64,7 +65,7 @@ pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
         |s| s.stale,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "mover.room_waits",
             "Restore chunks that waited for room under a tiering high mark.",
         )
@@ -72,7 +73,7 @@ pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
         |s| s.room_waits,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "mover.handed_off",
             "Restore chunk parts handed to the server of their OSTs, which copied them.",
         )
@@ -80,11 +81,6 @@ pub const MOVER_STATS: [Stat<MoverStats>; 8] = [
         |s| s.handed_off,
     ),
 ];
-
-/// A counter's declaration.
-pub(crate) const fn counter(name: &'static str, help: &'static str) -> MetricDef {
-    MetricDef::new(name, help, MetricKind::Counter)
-}
 
 impl Mover {
     /// What the mover has done so far.
