@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use weft_proto::mgs::{MgsCallback, MgsReply, MgsRequest};
 use weft_proto::{Errno, WireError, WireResult};
-use weft_rpc::client::CallbackSender;
+use weft_rpc::CallbackSender;
 use weft_rpc::{Handler, Peer};
 
 /// Serves [`MgsRequest`]s from the transport with an [`Mgs`].

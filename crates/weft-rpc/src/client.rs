@@ -1,11 +1,13 @@
 //! The client end of a connection: handshake, concurrent calls matched by xid, callbacks
 //! from the server, and a reconnecting wrapper.
 
+use crate::callback::CallbackHandler;
 use crate::conn::{self, Endpoint, OutFrame, READ_BUFFER, Reply};
 use crate::error::RpcError;
 use crate::local::LocalLink;
 use crate::session::ClientSession;
-use crate::transport::{BoxRead, Transport};
+use crate::stream::BoxRead;
+use crate::transport::Transport;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -32,49 +34,6 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(60),
         }
-    }
-}
-
-/// Receives callbacks (server-to-client requests). Must not block: hand work to a task.
-pub trait CallbackHandler: Send + Sync + 'static {
-    /// One callback with its opcode and encoded body.
-    fn on_callback(&self, opcode: u16, body: &[u8]);
-}
-
-/// Sends callbacks from a server to one connected client.
-#[derive(Clone)]
-pub struct CallbackSender {
-    endpoint: Arc<Endpoint>,
-}
-
-impl std::fmt::Debug for CallbackSender {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CallbackSender({})", self.endpoint.peer)
-    }
-}
-
-impl CallbackSender {
-    pub(crate) fn new(endpoint: Arc<Endpoint>) -> Self {
-        Self { endpoint }
-    }
-
-    /// Sends a callback without waiting for the client's answer. Fails at once if the
-    /// connection is closed or its send queue is full (a client that does not read).
-    pub fn notify<M: Message>(&self, msg: &M) -> Result<(), RpcError> {
-        let (op, body) = conn::encode_callback(msg)?;
-        let frame = OutFrame::new(
-            op,
-            FLAG_CALLBACK,
-            self.endpoint.next_xid(),
-            body,
-            Bytes::new(),
-        )?;
-        self.endpoint.try_send(frame)
-    }
-
-    /// Whether the client is gone.
-    pub fn is_closed(&self) -> bool {
-        self.endpoint.is_closed()
     }
 }
 

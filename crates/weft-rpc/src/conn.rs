@@ -10,7 +10,7 @@
 //! gives the socket back only when it has written everything queued.
 
 use crate::error::RpcError;
-use crate::transport::BoxWrite;
+use crate::stream::BoxWrite;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::collections::HashMap;

@@ -9,6 +9,7 @@
 
 pub mod abort;
 pub mod auth;
+pub mod callback;
 pub mod client;
 pub mod conn;
 pub mod context;
@@ -16,10 +17,12 @@ pub mod error;
 pub mod local;
 pub mod metric;
 pub mod nodemap;
+pub mod peer;
 pub mod server;
 pub mod service;
 pub mod session;
 pub mod stats;
+pub mod stream;
 pub mod tls;
 pub mod transport;
 
@@ -28,7 +31,8 @@ mod test_support;
 
 pub use abort::AbortOnDrop;
 pub use auth::ClusterKey;
-pub use client::{CallbackHandler, ClientOptions, Connection, Reconnecting};
+pub use callback::{CallbackHandler, CallbackSender};
+pub use client::{ClientOptions, Connection, Reconnecting};
 pub use context::{RequestContext, sanitize_jobid};
 pub use error::RpcError;
 pub use local::LocalServers;

@@ -19,24 +19,22 @@
 //! [`crate::Transport::local_servers`] ([`crate::transport::Tcp::with_local`]). There is no
 //! process-wide list: a client whose transport names none always uses the socket.
 
-use crate::client::{CallbackHandler, CallbackSender};
+use crate::callback::{CallbackHandler, CallbackSender};
 use crate::conn::{Endpoint, Reply, WRITE_QUEUE};
 use crate::error::RpcError;
-use crate::server::Shared;
 use crate::service::{BoxFuture, Peer, Service};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use weft_proto::frame::{BULK_ALIGN, aligned_vec};
-use weft_proto::{ConnectReply, ConnectRequest};
+use weft_proto::{ConnectReply, ConnectRequest, WireResult};
 
 /// A list of servers of this process that clients holding the same list call directly,
 /// by listen address. Whoever starts servers and clients together (`weft up`) makes one,
@@ -50,7 +48,19 @@ pub struct LocalServers {
 }
 
 /// A listed server: where it listens, and the server while it runs.
-type Listed = (SocketAddr, Weak<Shared>);
+type Listed = (SocketAddr, Weak<dyn InProcessServer>);
+
+/// A server of this process as its in-process clients reach it (the server implements
+/// it; this module does not know the server's insides).
+pub(crate) trait InProcessServer: Send + Sync {
+    /// Whether it is stopping: no new link, and the links it had are closed.
+    fn is_stopping(&self) -> bool;
+    /// The handshake of `hello`, as over a socket: the reply and the service of the
+    /// target it names.
+    fn handshake(&self, hello: &ConnectRequest) -> WireResult<(ConnectReply, Arc<dyn Service>)>;
+    /// The id of a new connection (unique within the server).
+    fn next_conn_id(&self) -> u64;
+}
 
 impl std::fmt::Debug for LocalServers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,7 +78,7 @@ impl LocalServers {
     }
 
     /// Lists a server that listens on `addr`.
-    pub(crate) fn register(&self, addr: SocketAddr, server: &Arc<Shared>) {
+    pub(crate) fn register(&self, addr: SocketAddr, server: &Arc<dyn InProcessServer>) {
         let mut list = self.list.lock();
         list.retain(|(_, s)| s.strong_count() > 0);
         list.push((addr, Arc::downgrade(server)));
@@ -77,7 +87,7 @@ impl LocalServers {
     /// The running server listed here that `addr` (an `IP:PORT`; names are not resolved)
     /// reaches, if any, with `addr` parsed. A server listening on the unspecified address
     /// answers loopback ones.
-    pub(crate) fn find(&self, addr: &str) -> Option<(Arc<Shared>, SocketAddr)> {
+    pub(crate) fn find(&self, addr: &str) -> Option<(Arc<dyn InProcessServer>, SocketAddr)> {
         let asked: SocketAddr = addr.parse().ok()?;
         self.list.lock().iter().find_map(|(bound, server)| {
             let reaches = *bound == asked
@@ -92,7 +102,7 @@ impl LocalServers {
 
 /// A client's in-process connection to one target.
 pub(crate) struct LocalLink {
-    server: Arc<Shared>,
+    server: Arc<dyn InProcessServer>,
     service: Arc<dyn Service>,
     peer: Arc<Peer>,
     /// Where the server's callbacks to this client are queued (the peer's callback sender
@@ -105,13 +115,12 @@ impl LocalLink {
     /// Performs the handshake of `hello` with `server` (reached at `addr`), as the socket
     /// handshake does.
     pub(crate) fn connect(
-        server: Arc<Shared>,
+        server: Arc<dyn InProcessServer>,
         addr: SocketAddr,
         hello: &ConnectRequest,
         handler: Option<Arc<dyn CallbackHandler>>,
     ) -> Result<(Self, ConnectReply), RpcError> {
-        let (reply, service) =
-            crate::server::handshake_reply(&server.router, hello).map_err(RpcError::Handshake)?;
+        let (reply, service) = server.handshake(hello).map_err(RpcError::Handshake)?;
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         let callbacks = Arc::new(Endpoint::new(
             tx,
@@ -121,9 +130,9 @@ impl LocalLink {
             client_uuid: hello.client_uuid,
             addr,
             callbacks: CallbackSender::new(callbacks.clone()),
-            conn_id: server.next_conn_id.fetch_add(1, Ordering::Relaxed),
+            conn_id: server.next_conn_id(),
             in_process: true,
-            auth: crate::service::PeerAuth::InProcess,
+            auth: crate::peer::PeerAuth::InProcess,
         });
         let callback_task = tokio::spawn(deliver_callbacks(rx, handler));
         tracing::debug!(target = %hello.target, client = %hello.client_uuid, "in-process client connected");
@@ -155,7 +164,7 @@ impl LocalLink {
         }
         // The server's work knows the caller's context only from the request's header, as
         // behind a socket (a request it sends on is its own).
-        let work = crate::server::answer_raw(
+        let work = crate::service::answer_raw(
             self.service.clone(),
             self.peer.clone(),
             opcode,

@@ -17,7 +17,7 @@
 //! ranges: give ranges of client nodes only. Refusals are counted and logged with the
 //! peer's address.
 
-use crate::service::{Peer, PeerAuth};
+use crate::peer::{Peer, PeerAuth};
 use parking_lot::RwLock;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

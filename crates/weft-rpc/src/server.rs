@@ -4,16 +4,13 @@
 mod handshake;
 mod requests;
 
-pub(crate) use handshake::handshake_reply;
-pub(crate) use requests::answer_raw;
-
 use crate::auth::{self, ClusterKey};
-use crate::client::CallbackSender;
+use crate::callback::CallbackSender;
 use crate::conn::{self, Endpoint, READ_BUFFER};
-use crate::local::LocalServers;
+use crate::local::{InProcessServer, LocalServers};
 use crate::service::Service;
+use crate::stream::BoxRead;
 use crate::tls::Tls;
-use crate::transport::BoxRead;
 use handshake::handshake;
 use parking_lot::RwLock;
 use requests::request_loop;
@@ -26,7 +23,9 @@ use tokio::io::BufReader;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
-use weft_proto::{ConnectRequest, Errno, PROTOCOL_VERSION, TargetId, WireError, WireResult};
+use weft_proto::{
+    ConnectReply, ConnectRequest, Errno, PROTOCOL_VERSION, TargetId, WireError, WireResult,
+};
 
 /// Limits that keep a server's memory bounded whatever its clients send.
 #[derive(Debug, Clone)]
@@ -250,6 +249,20 @@ impl Shared {
     }
 }
 
+impl InProcessServer for Shared {
+    fn is_stopping(&self) -> bool {
+        Shared::is_stopping(self)
+    }
+
+    fn handshake(&self, hello: &ConnectRequest) -> WireResult<(ConnectReply, Arc<dyn Service>)> {
+        handshake::handshake_reply(&self.router, hello)
+    }
+
+    fn next_conn_id(&self) -> u64 {
+        self.next_conn_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
 impl Server {
     /// Binds `addr` and starts serving the router's targets.
     pub async fn bind(
@@ -283,7 +296,8 @@ impl Server {
             live: parking_lot::Mutex::default(),
         });
         if let Some(local) = &shared.opts.local_servers {
-            local.register(local_addr, &shared);
+            let reached: Arc<dyn InProcessServer> = shared.clone();
+            local.register(local_addr, &reached);
         }
         let task = tokio::spawn(accept_loop(listener, shared));
         Self {
@@ -322,7 +336,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
-                    crate::transport::bound_retransmissions(&stream);
+                    crate::stream::bound_retransmissions(&stream);
                     match shared.opts.tls.clone() {
                         Some(tls) => {
                             conns.spawn(serve_tls_connection(stream, addr, tls, shared.clone()));
@@ -380,7 +394,7 @@ async fn serve_tls_connection(
 
 async fn serve_connection(
     r: BoxRead,
-    w: crate::transport::BoxWrite,
+    w: crate::stream::BoxWrite,
     addr: SocketAddr,
     shared: Arc<Shared>,
 ) {
@@ -412,7 +426,7 @@ async fn serve_connection(
         },
     };
     if let Some((service, hello, auth)) = handshake {
-        let peer = Arc::new(crate::service::Peer {
+        let peer = Arc::new(crate::peer::Peer {
             client_uuid: hello.client_uuid,
             addr,
             callbacks: CallbackSender::new(endpoint.clone()),

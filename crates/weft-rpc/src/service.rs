@@ -1,60 +1,20 @@
 //! What a target implements to serve requests: [`Handler`] for typed messages, and the
 //! object-safe [`Service`] the router dispatches to.
 
-use crate::client::CallbackSender;
+pub use crate::peer::{Peer, PeerAuth};
 use crate::stats::{JobStatsTable, OpStatsTable};
 use bytes::Bytes;
 use serde::Serialize;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 use uuid::Uuid;
-use weft_proto::handshake::ServiceStats;
+use weft_proto::handshake::{ServiceStats, opcode};
 use weft_proto::{Errno, Message, TargetId, WireError, WireResult};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// The connected peer a request came from.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    /// The peer's node UUID from its handshake.
-    pub client_uuid: Uuid,
-    /// Its network address.
-    pub addr: SocketAddr,
-    /// Sends callbacks to the peer on the same connection.
-    pub callbacks: CallbackSender,
-    /// Identifies this connection (unique within the server process).
-    pub conn_id: u64,
-    /// The peer calls from this process, directly (see [`crate::local`]): nothing it
-    /// sends is lost on the way, so a caller that goes by
-    /// [`crate::Reconnecting::call_noting_in_process`] never sends a request twice.
-    pub in_process: bool,
-    /// What the connection proved at its start.
-    pub auth: PeerAuth,
-}
-
-/// What a connection proved at its start (see [`crate::auth`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerAuth {
-    /// The server runs without a key: every peer is trusted, as before keys existed.
-    Open,
-    /// The peer proved the client key.
-    Client,
-    /// The peer proved the server key.
-    Server,
-    /// The peer is in this process (`weft up`): it holds whatever key the process holds.
-    InProcess,
-}
-
-impl PeerAuth {
-    /// Whether the peer may send requests reserved for servers.
-    pub fn is_server(self) -> bool {
-        !matches!(self, PeerAuth::Client)
-    }
-}
 
 /// A target's request handler for one message type.
 ///
@@ -298,5 +258,37 @@ impl<H: Handler> Service for TypedService<H> {
         self.evictions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.handler.evicted(peer);
+    }
+}
+
+/// Serves one request of a connected peer: the transport's own opcodes here, the rest by
+/// the service. Returns the encoded reply body and the reply bulk.
+pub(crate) async fn answer_raw(
+    service: Arc<dyn Service>,
+    peer: Arc<Peer>,
+    op: u16,
+    body: Bytes,
+    bulk: Bytes,
+) -> (Vec<u8>, Bytes) {
+    match op {
+        opcode::PING => (encode_reply(&Ok(())), Bytes::new()),
+        opcode::STATS => (encode_reply(&Ok(service.stats())), Bytes::new()),
+        opcode::CONNECT => (
+            encode_reply::<()>(&Err(WireError::new(Errno::Proto, "already connected"))),
+            Bytes::new(),
+        ),
+        op => {
+            let reply = service
+                .dispatch(
+                    peer,
+                    RawRequest {
+                        opcode: op,
+                        body,
+                        bulk,
+                    },
+                )
+                .await;
+            (reply.body, reply.bulk)
+        }
     }
 }

@@ -24,8 +24,6 @@ const KNOWN: &[&str] = &[
      hsm::import, hsm::restore, hsm::state, inode_v1, layouts, mdt, mdt::dispatch, namespace, \
      namespace::attr, namespace::create, namespace::open, namespace::rename, perm, reads, \
      redo, remote, remote::prepare, remote::serve, remote_links, replies, store",
-    "weft-rpc: client, conn, local, nodemap, server, server::handshake, server::requests, service, \
-     transport",
 ];
 
 type Module = Vec<String>;

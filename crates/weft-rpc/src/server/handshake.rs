@@ -5,7 +5,7 @@ use super::{Router, Shared};
 use crate::auth::{self, ClusterKey, Side};
 use crate::conn::{self, Endpoint, InFrame, OutFrame};
 use crate::service::{PeerAuth, Service, encode_reply};
-use crate::transport::BoxRead;
+use crate::stream::BoxRead;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -3,15 +3,14 @@
 
 use super::{BUDGET_UNIT, Ended, Shared};
 use crate::conn::{self, Endpoint, InFrame, OutFrame};
-use crate::service::{Service, encode_reply};
-use crate::transport::BoxRead;
+use crate::service::{Service, answer_raw, encode_reply};
+use crate::stream::BoxRead;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::sync::Semaphore;
 use weft_proto::frame::FLAG_REPLY;
-use weft_proto::handshake::opcode;
 use weft_proto::{Errno, WireError};
 /// Waits until the peer has sent something (or closed): false if it stays silent for
 /// `limit`. Looks once more, briefly, before saying so: a server that was itself stopped
@@ -37,7 +36,7 @@ pub(super) async fn request_loop(
     r: &mut BufReader<BoxRead>,
     endpoint: &Arc<Endpoint>,
     service: &Arc<dyn Service>,
-    peer: &Arc<crate::service::Peer>,
+    peer: &Arc<crate::peer::Peer>,
     shared: &Shared,
 ) -> Ended {
     let conn_budget = Arc::new(Semaphore::new(shared.opts.conn_budget_bytes / BUDGET_UNIT));
@@ -103,7 +102,7 @@ pub(super) async fn request_loop(
 
 async fn answer(
     service: Arc<dyn Service>,
-    peer: Arc<crate::service::Peer>,
+    peer: Arc<crate::peer::Peer>,
     frame: InFrame,
 ) -> Result<OutFrame, weft_proto::FrameError> {
     let h = frame.header;
@@ -116,36 +115,4 @@ async fn answer(
         answer_raw(service, peer, h.opcode, frame.body, frame.bulk).await
     };
     OutFrame::new(h.opcode, FLAG_REPLY, h.xid, body, bulk)
-}
-
-/// Serves one request of a connected peer: the transport's own opcodes here, the rest by
-/// the service. Returns the encoded reply body and the reply bulk.
-pub(crate) async fn answer_raw(
-    service: Arc<dyn Service>,
-    peer: Arc<crate::service::Peer>,
-    op: u16,
-    body: Bytes,
-    bulk: Bytes,
-) -> (Vec<u8>, Bytes) {
-    match op {
-        opcode::PING => (encode_reply(&Ok(())), Bytes::new()),
-        opcode::STATS => (encode_reply(&Ok(service.stats())), Bytes::new()),
-        opcode::CONNECT => (
-            encode_reply::<()>(&Err(WireError::new(Errno::Proto, "already connected"))),
-            Bytes::new(),
-        ),
-        op => {
-            let reply = service
-                .dispatch(
-                    peer,
-                    crate::service::RawRequest {
-                        opcode: op,
-                        body,
-                        bulk,
-                    },
-                )
-                .await;
-            (reply.body, reply.bulk)
-        }
-    }
 }
