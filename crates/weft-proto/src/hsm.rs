@@ -75,6 +75,34 @@ const FLAG_NAMES: [(u32, &str); 8] = [
 /// [`ArchiveRef`].
 pub const ARCHIVE_XATTR: &[u8] = b"trusted.weft.archive";
 
+/// An HSM action running on a file, as `weft hsm_action` reports it (Lustre's
+/// `lfs hsm_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HsmActionState {
+    /// What runs.
+    pub action: HsmActionKind,
+    /// Bytes moved so far.
+    pub bytes_done: u64,
+    /// The file's size, once the action has read it.
+    pub size: Option<u64>,
+}
+
+/// The kinds of HSM action the MDT's coordinator runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HsmActionKind {
+    /// The file's data is being restored from its archive.
+    Restore,
+}
+
+impl HsmActionKind {
+    /// The name Lustre's tools print.
+    pub fn name(self) -> &'static str {
+        match self {
+            HsmActionKind::Restore => "RESTORE",
+        }
+    }
+}
+
 /// Where a file's archived copy is and what it was when archived or imported: enough to
 /// fetch it again and to see that the object changed since.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

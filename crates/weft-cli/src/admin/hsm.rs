@@ -15,7 +15,7 @@ use weft_client::Client;
 use weft_proto::Fid;
 use weft_proto::hsm::{
     HSM_ARCHIVED, HSM_DIRTY, HSM_EXISTS, HSM_LOST, HSM_NOARCHIVE, HSM_NORELEASE, HSM_RELEASED,
-    flag_by_name,
+    HsmActionState, flag_by_name,
 };
 use weft_proto::mdt::{Attr, Credentials, FileKind};
 
@@ -268,9 +268,10 @@ pub async fn release(args: HsmFilesArgs) -> Result<()> {
     finish("hsm_release", failed, args.files.len())
 }
 
-/// `weft hsm_action FILE...`: the HSM request running on each file. Restores run on the
-/// MDT and exports in the verbs that start them; none is queued per file, so this prints
-/// `NOOP` as Lustre does for a file with no request.
+/// `weft hsm_action FILE...`: the HSM action the MDT's coordinator runs on each file —
+/// `RESTORE running (N bytes moved)` while its data is being restored — or `NOOP`, as
+/// Lustre prints for a file with no request. Exports run in the verbs and the agent that
+/// start them, not in the coordinator: they are not shown.
 pub async fn action(args: HsmFilesArgs) -> Result<()> {
     let cred = fspath::my_credentials();
     let mut clients = Clients::default();
@@ -278,13 +279,27 @@ pub async fn action(args: HsmFilesArgs) -> Result<()> {
     for a in &args.files {
         let r = async {
             let n = named(&mut clients, a, &cred).await?;
-            println!("{}: NOOP", n.shown);
+            let fid = n.attr.fid;
+            let running = n.client.hsm_action(fid).await?;
+            println!("{}", action_line(&n.shown, running));
             Ok::<(), anyhow::Error>(())
         }
         .await;
         report("hsm_action", r, &mut failed);
     }
     finish("hsm_action", failed, args.files.len())
+}
+
+/// The line `weft hsm_action` prints for file `name`.
+fn action_line(name: &str, running: Option<HsmActionState>) -> String {
+    match running {
+        Some(a) => format!(
+            "{name}: {} running ({} bytes moved)",
+            a.action.name(),
+            a.bytes_done
+        ),
+        None => format!("{name}: NOOP"),
+    }
 }
 
 /// `weft hsm_archive FILE...`: copies each file to its repository's store now.

@@ -7,6 +7,8 @@
 //!   released (nothing half-loaded is served); once the throttling stops, a read succeeds.
 //! - A failed export (every PUT of the object throttled): `weft repo export` fails after
 //!   retrying, the file stays DIRTY; the next export succeeds and the store has the data.
+//! - A restore held up by stalled GETs: `weft hsm_action` shows `RESTORE running (N bytes
+//!   moved)` while it runs and `NOOP` once it is over.
 
 use crate::repo_s3::{BUCKET, LIMIT, PREFIX, bucket, hsm_state, link};
 use crate::support::weft_env;
@@ -167,5 +169,55 @@ async fn stalled_and_reset_requests_are_retried_by_the_mover() {
         faults.requests_matching(&gets) >= 2 + 2,
         "the reset GETs were retried"
     );
+    drop((a, tc));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hsm_action_shows_a_restore_while_it_runs_and_noop_after() {
+    let server = S3Server::start_s3s_fs().unwrap();
+    server.create_bucket(BUCKET).unwrap();
+    let store = bucket(&server);
+    let faults = server.faults().unwrap().clone();
+    let body = Bytes::from(pattern(0, SIZE, 5));
+    store
+        .put(
+            &StorePath::from(format!("{PREFIX}/slow.bin")),
+            body.clone().into(),
+        )
+        .await
+        .unwrap();
+    let env = server.env();
+    let (tc, a, _) = imported(&server).await;
+    let file = a.path("data/slow.bin");
+    let shown = file.to_string_lossy().into_owned();
+    let action = || {
+        let (ok, out, err) = weft_env(&["hsm_action", &shown], &env, LIMIT);
+        assert!(ok, "hsm_action: {out}{err}");
+        out
+    };
+    assert_eq!(action(), format!("{shown}: NOOP\n"), "nothing asked yet");
+    // Both of the file's GETs wait 3 s: the restore runs while the read waits for it.
+    let gets = Matching::path("GET", &format!("/{BUCKET}/{PREFIX}/slow.bin"));
+    faults.add(Fault::Stall(Duration::from_secs(3)), gets, Some(2));
+    let reader = std::thread::spawn({
+        let file = file.clone();
+        move || std::fs::read(file)
+    });
+    let mut seen = String::new();
+    weft_testkit::wait_until("hsm_action shows the restore", || {
+        seen = action();
+        seen.contains("RESTORE running")
+    });
+    let moved = seen
+        .strip_prefix(&format!("{shown}: RESTORE running ("))
+        .and_then(|r| r.strip_suffix(" bytes moved)\n"))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(
+        moved.is_some_and(|n| n <= SIZE as u64),
+        "lfs hsm_action's shape: {seen:?}"
+    );
+    let got = reader.join().unwrap().unwrap();
+    assert!(got == body, "the object's bytes");
+    assert_eq!(action(), format!("{shown}: NOOP\n"), "the restore is over");
     drop((a, tc));
 }

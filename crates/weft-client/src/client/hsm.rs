@@ -4,7 +4,7 @@
 use super::Client;
 use crate::error::ClientError;
 use weft_proto::Fid;
-use weft_proto::hsm::{ArchiveRef, ImportEntry, ImportOutcome};
+use weft_proto::hsm::{ArchiveRef, HsmActionState, ImportEntry, ImportOutcome};
 use weft_proto::mdt::{Attr, Credentials};
 
 impl Client {
@@ -78,6 +78,11 @@ impl Client {
     /// Waits at most `wait_ms` until `fid` is in no read-write PCC; true when it is not.
     pub(crate) async fn hsm_pcc_wait(&self, fid: Fid, wait_ms: u32) -> Result<bool, ClientError> {
         self.mdt(fid)?.hsm_pcc_wait(fid, wait_ms).await
+    }
+
+    /// The HSM action running on `fid` (`None`: none).
+    pub async fn hsm_action(&self, fid: Fid) -> Result<Option<HsmActionState>, ClientError> {
+        self.mdt(fid)?.hsm_action(fid).await
     }
 
     /// Where `fid`'s archived copy is.

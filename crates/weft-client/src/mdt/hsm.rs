@@ -2,7 +2,7 @@
 //! releasing, flag changes and the record of a finished export.
 
 use super::{ClientError, MdtClient, expect_reply};
-use weft_proto::hsm::{ArchiveRef, ImportEntry, ImportOutcome};
+use weft_proto::hsm::{ArchiveRef, HsmActionState, ImportEntry, ImportOutcome};
 use weft_proto::mdt::{Attr, Credentials, MdtReply, MdtRequest};
 use weft_proto::{Fid, TargetId};
 
@@ -83,6 +83,12 @@ impl MdtClient {
             cred: cred.clone(),
         };
         expect_reply!(self, req, "hsm_archived", MdtReply::Attr(a) => a)
+    }
+
+    /// The HSM action running on `fid` ([`MdtRequest::HsmAction`]; `None`: none).
+    pub async fn hsm_action(&self, fid: Fid) -> Result<Option<HsmActionState>, ClientError> {
+        let req = MdtRequest::HsmAction { fid };
+        expect_reply!(self, req, "hsm_action", MdtReply::HsmAction(a) => a)
     }
 
     /// Where `fid`'s archived copy is ([`MdtRequest::HsmArchiveRef`]).

@@ -129,6 +129,20 @@ impl Coordinator {
         }
     }
 
+    /// The restore running on `fid`, if any, with the bytes it has loaded.
+    pub fn action(&self, fid: Fid) -> Option<weft_proto::hsm::HsmActionState> {
+        let job = self.jobs.lock().get(&fid).cloned()?;
+        let s = job.state.lock();
+        if s.end.is_some() {
+            return None;
+        }
+        Some(weft_proto::hsm::HsmActionState {
+            action: weft_proto::hsm::HsmActionKind::Restore,
+            bytes_done: s.loaded.iter().map(|(a, b)| b - a).sum(),
+            size: s.size,
+        })
+    }
+
     /// Restore jobs running now.
     #[cfg(test)]
     pub fn running(&self) -> usize {

@@ -67,6 +67,9 @@ impl Mdt {
                 }
                 Ok(MdtReply::TieringStuck(self.cluster.tiering_wants(&wants)))
             }
+            (RequestClass::Hsm, MdtRequest::HsmAction { fid }) => {
+                Ok(MdtReply::HsmAction(self.hsm.action(fid)))
+            }
             (RequestClass::Hsm, _) => Err(WireError::new(Errno::Proto, "not an HSM request")),
             (RequestClass::Change, req) => {
                 let detach = matches!(req, MdtRequest::HsmPccRw { attach: false, .. });

@@ -82,6 +82,8 @@ pub enum MdtReply {
     /// The answer to `HsmTieringWants`: the OSTs of those wants on which the repository
     /// agent lately found nothing to release (restores waiting for room there go on).
     TieringStuck(Vec<u32>),
+    /// The answer to `HsmAction`: the HSM action running on the file (`None`: none).
+    HsmAction(Option<crate::hsm::HsmActionState>),
 }
 
 impl MdtReply {

@@ -15,7 +15,7 @@ mod tests;
 // The table: each row is a request with its doc comment and fields, then `=> OPCODE
 // "name" Class`, its flags in brackets, `deadline(..)` when the client must not wait only
 // the request timeout, and `squash(cred)` when it carries credentials (see `facts.rs`).
-// A new request takes the next free opcode (265) and a line in the pinned test
+// A new request takes the next free opcode (266) and a line in the pinned test
 // (`request/tests.rs`).
 mdt_requests! {
     /// Finds `name` in directory `parent` (needs search permission on `parent`).
@@ -434,6 +434,9 @@ mdt_requests! {
     /// `weft_repo::tiering`); a want not sent again within a second is forgotten.
     /// Server only; answered [`MdtReply::TieringStuck`].
     HsmTieringWants { wants: Vec<OstWant> } => 264 "hsm_tiering_wants" Hsm [server_only];
+    /// The HSM action the coordinator runs on `fid` now (`weft hsm_action`): answered
+    /// [`MdtReply::HsmAction`], `None` when it runs none.
+    HsmAction { fid: Fid } => 265 "hsm_action" Hsm;
 }
 
 /// A non-directory to create, borrowed: the fields of [`MdtRequest::Create`] but the

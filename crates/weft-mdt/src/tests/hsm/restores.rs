@@ -237,3 +237,33 @@ async fn small_files_load_many_at_once_where_few_large_units_fit() {
     let (_, peak) = peak_of(3, 4 * MIB, Duration::from_millis(20), 8, 1000).await;
     assert!((1..=3).contains(&peak));
 }
+
+#[tokio::test]
+async fn the_action_of_a_file_being_restored_is_a_restore_with_the_bytes_moved() {
+    let h = H::with(hsm_opts(MIB, 1), 4).await;
+    // One unit at a time, each 200 ms: the whole file takes 1.6 s after the first.
+    h.cluster.set_restore_delay(Duration::from_millis(200));
+    let fid = released_file(&h, "big", 8 * MIB).await;
+    let action = |fid| MdtRequest::HsmAction { fid };
+    assert_eq!(
+        h.run(action(fid)).await.unwrap(),
+        MdtReply::HsmAction(None),
+        "no restore asked yet"
+    );
+    // A range in the middle is answered once loaded; the rest of the file goes on.
+    let r = h.run(restore(fid, 5 * MIB, 5 * MIB + 1)).await.unwrap();
+    assert_eq!(r, MdtReply::Progress { done: false });
+    let MdtReply::HsmAction(Some(a)) = h.run(action(fid)).await.unwrap() else {
+        panic!("no action while the restore runs");
+    };
+    assert_eq!(a.action, weft_proto::hsm::HsmActionKind::Restore);
+    assert_eq!(a.size, Some(8 * MIB));
+    assert!(
+        a.bytes_done >= MIB && a.bytes_done < 8 * MIB,
+        "{} bytes moved",
+        a.bytes_done
+    );
+    let r = h.run(restore(fid, 0, u64::MAX)).await.unwrap();
+    assert_eq!(r, MdtReply::Progress { done: true });
+    assert_eq!(h.run(action(fid)).await.unwrap(), MdtReply::HsmAction(None));
+}

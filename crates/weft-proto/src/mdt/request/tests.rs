@@ -68,6 +68,7 @@ HsmArchiveRef 261 hsm_archive_ref Read
 HsmPccRw 262 hsm_pcc_rw Change squashes
 HsmPccWait 263 hsm_pcc_wait Hsm deadline=PlusWait
 HsmTieringWants 264 hsm_tiering_wants Hsm server_only
+HsmAction 265 hsm_action Hsm
 ";
 
 fn row(facts: &RequestFacts) -> String {
