@@ -310,3 +310,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod mount_tests;
