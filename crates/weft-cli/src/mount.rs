@@ -172,7 +172,7 @@ pub async fn serve(
         None => None,
     };
     // Without the socket the mount still works; only node-local get_param misses it.
-    let ctl = match crate::client_node::serve_ctl(node) {
+    let ctl = match crate::client_node::serve_ctl(node.clone()) {
         Ok(c) => Some(c),
         Err(e) => {
             tracing::warn!(error = %e, "no client control socket");
@@ -186,6 +186,7 @@ pub async fn serve(
         .await
         .context("mount task failed")?
         .with_context(|| format!("cannot mount at {}", mountpoint.display()))?;
+    node.set_transport(mount.transport());
     let unmounter = mount.unmounter();
     let thread = tokio::task::spawn_blocking(move || mount.run());
     Ok(Served {

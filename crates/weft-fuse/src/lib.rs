@@ -93,5 +93,6 @@ pub mod options;
 pub mod page_cache;
 
 pub use adapter::WeftFs;
+pub use fuser::{FuseTransport, TransportStats, UringMode};
 pub use mount::{Mount, Unmounter, is_mounted, unmount};
 pub use options::{MountOptions, parse_source};

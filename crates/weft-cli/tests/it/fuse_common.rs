@@ -256,3 +256,62 @@ pub fn seek_data_or_hole(f: &std::fs::File, offset: u64, whence: i32) -> io::Res
         Err(e)
     }
 }
+
+/// The fuse module's switch for FUSE over io_uring (Linux 6.14+).
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+/// Holders of [`EnableUring`] on the machine take this file's lock shared; the last one
+/// (the one that gets it exclusive when leaving) restores the parameter.
+const ENABLE_URING_LOCK: &str = "/tmp/weft-test-enable-uring.lock";
+/// The parameter's value before the first holder set it.
+const ENABLE_URING_SAVED: &str = "/tmp/weft-test-enable-uring.saved";
+
+/// Keeps `enable_uring` on while held, for mounts with `-o uring=on`: the test processes
+/// running at once (the main run and the POSIX suites' run) share it, and the last holder
+/// restores the value found before the first. `None` when the kernel has no such
+/// parameter (then it cannot serve FUSE over io_uring at all).
+pub struct EnableUring {
+    _lock: std::fs::File,
+}
+
+fn flock(f: &std::fs::File, op: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on an open descriptor; no memory is passed.
+    check(unsafe { libc::flock(f.as_raw_fd(), op) })
+}
+
+fn open_lock() -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(ENABLE_URING_LOCK)
+        .unwrap()
+}
+
+impl EnableUring {
+    pub fn acquire() -> Option<Self> {
+        let now = std::fs::read_to_string(ENABLE_URING).ok()?;
+        let lock = open_lock();
+        flock(&lock, libc::LOCK_EX).unwrap();
+        if !Path::new(ENABLE_URING_SAVED).exists() {
+            std::fs::write(ENABLE_URING_SAVED, now.trim()).unwrap();
+        }
+        std::fs::write(ENABLE_URING, "Y").unwrap();
+        flock(&lock, libc::LOCK_SH).unwrap();
+        Some(Self { _lock: lock })
+    }
+}
+
+impl Drop for EnableUring {
+    fn drop(&mut self) {
+        // Let go first, then see whether anyone else still holds it.
+        let _ = flock(&self._lock, libc::LOCK_UN);
+        let lock = open_lock();
+        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+            if let Ok(v) = std::fs::read_to_string(ENABLE_URING_SAVED) {
+                let _ = std::fs::write(ENABLE_URING, v.trim());
+                let _ = std::fs::remove_file(ENABLE_URING_SAVED);
+            }
+        }
+    }
+}
