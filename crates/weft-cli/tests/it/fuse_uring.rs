@@ -33,7 +33,11 @@ fn file_work(m: &FuseMount, tag: &str) {
     let a = dir.join("big");
     fs::write(&a, &big).unwrap();
     assert_eq!(fs::read(&a).unwrap(), big);
-    let mut f = fs::OpenOptions::new().read(true).write(true).open(&a).unwrap();
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&a)
+        .unwrap();
     f.seek(SeekFrom::Start(1 << 20)).unwrap();
     f.write_all(b"over io_uring").unwrap();
     f.sync_all().unwrap();
