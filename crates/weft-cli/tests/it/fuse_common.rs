@@ -307,11 +307,11 @@ impl Drop for EnableUring {
         // Let go first, then see whether anyone else still holds it.
         let _ = flock(&self._lock, libc::LOCK_UN);
         let lock = open_lock();
-        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
-            if let Ok(v) = std::fs::read_to_string(ENABLE_URING_SAVED) {
-                let _ = std::fs::write(ENABLE_URING, v.trim());
-                let _ = std::fs::remove_file(ENABLE_URING_SAVED);
-            }
+        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok()
+            && let Ok(v) = std::fs::read_to_string(ENABLE_URING_SAVED)
+        {
+            let _ = std::fs::write(ENABLE_URING, v.trim());
+            let _ = std::fs::remove_file(ENABLE_URING_SAVED);
         }
     }
 }
