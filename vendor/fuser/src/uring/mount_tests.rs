@@ -164,11 +164,12 @@ fn can_run() -> bool {
 }
 
 fn config(mode: UringMode) -> Config {
-    let mut c = Config::default();
-    c.mount_options = vec![MountOption::FSName("uringtest".into())];
-    c.acl = SessionACL::All;
-    c.uring = mode;
-    c
+    Config {
+        mount_options: vec![MountOption::FSName("uringtest".into())],
+        acl: SessionACL::All,
+        uring: mode,
+        ..Config::default()
+    }
 }
 
 /// Mounts, does file work, unmounts; returns the transport and ring request count.
