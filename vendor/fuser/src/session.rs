@@ -271,7 +271,13 @@ impl<FS: Filesystem> Session<FS> {
             transport: _,
         } = self;
 
-        let n_threads = config.n_threads.unwrap_or(1);
+        // (weftfs patch) With the ring, `/dev/fuse` brings only FORGET and INTERRUPT: one
+        // thread sleeping in read(2) is enough.
+        let n_threads = if ring.is_some() {
+            1
+        } else {
+            config.n_threads.unwrap_or(1)
+        };
 
         if !cfg!(target_os = "linux") && n_threads != 1 {
             // TODO: check whether it works on macOS/FreeBSD and enable if it works.
@@ -298,7 +304,7 @@ impl<FS: Filesystem> Session<FS> {
         }
 
         let mut channels = Vec::with_capacity(n_threads);
-        let reader = match config.poll.filter(|p| !p.is_zero()) {
+        let reader = match config.poll.filter(|p| !p.is_zero() && ring.is_none()) {
             Some(poll) => Some(Arc::new(TurnReader::new(&ch, poll)?)),
             None => None,
         };
