@@ -51,9 +51,16 @@ impl FuseMount {
         let log = dir.path().join("mount.log");
         let mut cmd = Command::new(bin());
         cmd.arg("mount").arg(source).arg(&mnt);
-        if !opts.is_empty() {
-            cmd.arg("-o").arg(opts);
-        }
+        // Over /dev/fuse unless the test says otherwise: `auto` would take the ring
+        // whenever a test over it (fuse_uring, the POSIX suites) holds `enable_uring` on.
+        let opts = if opts.split(',').any(|o| o.starts_with("uring=")) {
+            opts.to_string()
+        } else if opts.is_empty() {
+            "uring=off".to_string()
+        } else {
+            format!("{opts},uring=off")
+        };
+        cmd.arg("-o").arg(&opts);
         let logf = std::fs::File::create(&log).unwrap();
         let child = cmd
             .stdin(Stdio::null())
