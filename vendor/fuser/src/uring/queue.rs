@@ -597,3 +597,110 @@ fn serve(
         done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::Channel;
+    use crate::dev_fuse::DevFuse;
+
+    fn queue(payload: usize) -> Arc<QueueShared> {
+        Arc::new(QueueShared::new(3, 2, payload, Arc::default()).unwrap())
+    }
+
+    fn reply(q: &Arc<QueueShared>, idx: u16, commit_id: u64) -> RingReply {
+        // Any file stands in for the device: replies only use it for backing files.
+        let f = std::fs::File::open("/dev/null").unwrap();
+        RingReply {
+            queue: q.clone(),
+            idx,
+            commit_id,
+            sent: AtomicBool::new(false),
+            ch: Channel::new(Arc::new(DevFuse(f))).sender(),
+        }
+    }
+
+    /// The entry's out header (len, error, unique), payload size and first payload bytes.
+    fn entry(q: &QueueShared, idx: usize, n: usize) -> (u32, i32, u64, u32, Vec<u8>) {
+        let e = &q.entries[idx];
+        let mut h = [0u8; abi::HEADER_SZ];
+        let mut p = vec![0u8; n];
+        // SAFETY: the test owns the entry (no kernel, no other reply).
+        unsafe {
+            std::ptr::copy_nonoverlapping(e.header.as_ptr(), h.as_mut_ptr(), abi::HEADER_SZ);
+            std::ptr::copy_nonoverlapping(e.payload.as_ptr(), p.as_mut_ptr(), n);
+        }
+        let u32_at = |at: usize| u32::from_ne_bytes(h[at..at + 4].try_into().unwrap());
+        (
+            u32_at(0),
+            u32_at(4) as i32,
+            u64::from_ne_bytes(h[8..16].try_into().unwrap()),
+            abi::payload_sz(&h),
+            p,
+        )
+    }
+
+    fn out_header(len: u32, error: i32, unique: u64) -> Vec<u8> {
+        let mut v = len.to_ne_bytes().to_vec();
+        v.extend_from_slice(&error.to_ne_bytes());
+        v.extend_from_slice(&unique.to_ne_bytes());
+        v
+    }
+
+    #[test]
+    fn a_reply_lands_in_its_entry_and_is_queued_for_commit() {
+        let q = queue(64);
+        let h = out_header(16 + 11, 0, 77);
+        // The header split across slices, the body in two more.
+        let bufs = [
+            IoSlice::new(&h[..5]),
+            IoSlice::new(&h[5..]),
+            IoSlice::new(b"hello "),
+            IoSlice::new(b"world"),
+        ];
+        let r = reply(&q, 1, 77);
+        r.send(&bufs).unwrap();
+        assert!(r.send(&bufs).is_err(), "a second send must be refused");
+        drop(r);
+        let (len, err, unique, psz, p) = entry(&q, 1, 11);
+        assert_eq!((len, err, unique, psz), (27, 0, 77, 11));
+        assert_eq!(&p, b"hello world");
+        assert_eq!(*q.pending.lock(), vec![(1, 77)], "committed once");
+    }
+
+    #[test]
+    fn a_reply_too_big_for_the_payload_becomes_eio() {
+        let q = queue(8);
+        let h = out_header(16 + 9, 0, 5);
+        let r = reply(&q, 0, 5);
+        r.send(&[IoSlice::new(&h), IoSlice::new(b"123456789")])
+            .unwrap();
+        let (_, err, unique, psz, _) = entry(&q, 0, 0);
+        assert_eq!((err, unique, psz), (-libc::EIO, 5, 0));
+        assert_eq!(*q.pending.lock(), vec![(0, 5)]);
+    }
+
+    #[test]
+    fn a_reply_dropped_unsent_answers_eio() {
+        let q = queue(8);
+        drop(reply(&q, 1, 9));
+        let (_, err, unique, psz, _) = entry(&q, 1, 0);
+        assert_eq!((err, unique, psz), (-libc::EIO, 9, 0));
+        assert_eq!(*q.pending.lock(), vec![(1, 9)]);
+    }
+
+    #[test]
+    fn a_reply_from_another_thread_wakes_the_queue_once() {
+        let q = queue(8);
+        let h = out_header(16, 0, 1);
+        std::thread::scope(|s| {
+            s.spawn(|| reply(&q, 0, 1).send(&[IoSlice::new(&h)]).unwrap());
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| reply(&q, 1, 2).send(&[IoSlice::new(&h)]).unwrap());
+        });
+        // Two commits, one wake-up (the second found the list not empty).
+        assert_eq!(q.pending.lock().len(), 2);
+        assert_eq!(q.wake.read().unwrap(), 1);
+    }
+}
