@@ -135,6 +135,9 @@ pub(crate) struct QueueShared {
     wake: EventFd,
     /// Set when the session ends: the thread stops at its next turn.
     pub(crate) stop: AtomicBool,
+    /// The thread is (about to be) waiting in the kernel: a commit from another thread
+    /// must wake it. Clear while it runs, when it drains `pending` before waiting anyway.
+    asleep: AtomicBool,
     /// Where the eventfd read lands (the kernel writes it; never read).
     evbuf: NonNull<u64>,
     /// Requests served through rings, shared with the session's stats.
@@ -184,6 +187,7 @@ impl QueueShared {
             pending: Mutex::new(Vec::with_capacity(depth)),
             wake: EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC)?,
             stop: AtomicBool::new(false),
+            asleep: AtomicBool::new(false),
             evbuf,
             served,
         })
@@ -268,18 +272,14 @@ impl QueueShared {
         }
     }
 
-    /// Queues the commit of entry `idx`; wakes the thread unless this is it.
+    /// Queues the commit of entry `idx`; wakes the thread if it waits in the kernel.
     fn commit(&self, idx: u16, commit_id: u64) {
+        self.pending.lock().push((idx, commit_id));
+        // The thread sets `asleep` before it looks at the list a last time and waits (both
+        // SeqCst, the list behind its lock): either it sees this commit, or this sees
+        // `asleep` and wakes it. Only the first such commit writes the eventfd.
         let on_thread = ON_QUEUE.with(|q| std::ptr::eq(q.get(), self));
-        let was_empty = {
-            let mut p = self.pending.lock();
-            let was_empty = p.is_empty();
-            p.push((idx, commit_id));
-            was_empty
-        };
-        // The thread drains the list after every wake-up and before every wait, so only
-        // the first commit added to an empty list has to wake it.
-        if !on_thread && was_empty {
+        if !on_thread && self.asleep.swap(false, Ordering::SeqCst) {
             self.wake();
         }
     }
@@ -583,8 +583,13 @@ fn serve(
         if q.stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        // Submits the commits and waits for the next request in one call.
-        match ring.submit_and_wait(1) {
+        // Submits the commits and waits for the next request (or a commit from another
+        // thread) in one call; does not wait if a commit came meanwhile.
+        q.asleep.store(true, Ordering::SeqCst);
+        let want = usize::from(q.pending.lock().is_empty());
+        let waited = ring.submit_and_wait(want);
+        q.asleep.store(false, Ordering::SeqCst);
+        match waited {
             Ok(_) => {}
             Err(e)
                 if matches!(
@@ -690,17 +695,19 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_from_another_thread_wakes_the_queue_once() {
+    fn a_reply_from_another_thread_wakes_the_waiting_queue_once() {
         let q = queue(8);
         let h = out_header(16, 0, 1);
+        q.asleep.store(true, Ordering::SeqCst);
         std::thread::scope(|s| {
             s.spawn(|| reply(&q, 0, 1).send(&[IoSlice::new(&h)]).unwrap());
         });
         std::thread::scope(|s| {
             s.spawn(|| reply(&q, 1, 2).send(&[IoSlice::new(&h)]).unwrap());
         });
-        // Two commits, one wake-up (the second found the list not empty).
+        // Two commits, one wake-up (the second found the thread awake).
         assert_eq!(q.pending.lock().len(), 2);
         assert_eq!(q.wake.read().unwrap(), 1);
+        assert!(!q.asleep.load(Ordering::SeqCst));
     }
 }
