@@ -23,6 +23,8 @@ pub struct FuseMount {
     child: Child,
     log: PathBuf,
     done: Arc<AtomicBool>,
+    /// Keeps `enable_uring` on for a mount over the ring made by `WEFT_TEST_URING=on`.
+    _uring: Option<EnableUring>,
 }
 
 impl FuseMount {
@@ -51,14 +53,27 @@ impl FuseMount {
         let log = dir.path().join("mount.log");
         let mut cmd = Command::new(bin());
         cmd.arg("mount").arg(source).arg(&mnt);
-        // Over /dev/fuse unless the test says otherwise: `auto` would take the ring
-        // whenever a test over it (fuse_uring, the POSIX suites) holds `enable_uring` on.
+        // Over /dev/fuse unless the test says otherwise (`auto` would take the ring
+        // whenever a test over it, fuse_uring or the POSIX suites, holds `enable_uring`
+        // on), or over the ring with WEFT_TEST_URING=on in the environment (to run any
+        // FUSE test over it).
+        let mut uring = None;
         let opts = if opts.split(',').any(|o| o.starts_with("uring=")) {
             opts.to_string()
-        } else if opts.is_empty() {
-            "uring=off".to_string()
         } else {
-            format!("{opts},uring=off")
+            let mode = match std::env::var("WEFT_TEST_URING").as_deref() {
+                Ok("on") => {
+                    uring =
+                        Some(EnableUring::acquire().expect("WEFT_TEST_URING=on: no enable_uring"));
+                    "on"
+                }
+                _ => "off",
+            };
+            if opts.is_empty() {
+                format!("uring={mode}")
+            } else {
+                format!("{opts},uring={mode}")
+            }
         };
         cmd.arg("-o").arg(&opts);
         let logf = std::fs::File::create(&log).unwrap();
@@ -75,6 +90,7 @@ impl FuseMount {
             child,
             log,
             done,
+            _uring: uring,
         };
         m.spawn_watchdog(watchdog);
         m.wait_mounted();
