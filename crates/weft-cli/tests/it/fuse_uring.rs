@@ -106,6 +106,14 @@ async fn the_mount_serves_over_io_uring_and_over_dev_fuse() {
     let served: u64 = param(&inst, "fuse_ring_requests").parse().unwrap();
     assert!(served > 500, "only {served} requests came through the ring");
 
+    // `auto` (the default outside the tests) takes the ring when the kernel offers it.
+    let auto = FuseMount::start(&tc, "uring=auto");
+    assert_eq!(param(&instance_of(&auto.mnt), "fuse_transport"), "uring");
+    fs::write(auto.path("auto"), b"auto").unwrap();
+    assert_eq!(fs::read(ring.path("auto")).unwrap(), b"auto");
+    fs::remove_file(auto.path("auto")).unwrap();
+    drop(auto);
+
     let dev = FuseMount::start(&tc, "uring=off");
     let inst = instance_of(&dev.mnt);
     assert_eq!(param(&inst, "fuse_transport"), "dev_fuse");

@@ -537,7 +537,7 @@ fn serve(
                         }
                     }
                 }
-                live -= 1;
+                live = live.saturating_sub(1);
                 if live == 0 {
                     debug!("ring queue {}: all entries released", q.qid);
                     return Ok(());
