@@ -298,6 +298,7 @@ impl<FS: Filesystem> Session<FS> {
                 filesystem: filesystem.clone(),
                 ch: ch.clone(),
                 reader: None,
+                ring_active: true,
                 allowed,
                 session_owner,
             }));
@@ -327,6 +328,7 @@ impl<FS: Filesystem> Session<FS> {
         channels.push(ch);
 
         let mut threads = Vec::with_capacity(n_threads);
+        let ring_active = ring.is_some();
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -335,6 +337,7 @@ impl<FS: Filesystem> Session<FS> {
                 filesystem: filesystem.clone(),
                 ch,
                 reader: reader.clone(),
+                ring_active,
                 allowed,
                 session_owner,
             };
@@ -634,6 +637,10 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) ch: Channel,
     /// The turn at `ch` shared with the session's other threads, if they take turns.
     pub(crate) reader: Option<Arc<TurnReader>>,
+    /// (weftfs patch) Requests come through io_uring queues: an INTERRUPT read here is for
+    /// a request this device does not know, so it is not answered (an ENOSYS written for
+    /// it fails with ENOENT; the kernel needs no answer).
+    pub(crate) ring_active: bool,
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
@@ -659,6 +666,10 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
+                        } else if self.ring_active
+                            && matches!(req.request.operation(), Ok(Operation::Interrupt(_)))
+                        {
+                            debug!("{} (through the ring: not answered)", req.request);
                         } else {
                             req.dispatch(self)
                         }
