@@ -30,8 +30,9 @@ pub struct MountArgs {
     /// Where to mount it.
     pub mountpoint: PathBuf,
     /// Mount options, comma-separated (repeatable): entry_timeout=S, attr_timeout=S,
-    /// writeback_cache, direct_io, threads=N, max_background=N, ro, allow_other,
-    /// nodefault_permissions, and kernel flags (noatime, nosuid, nodev, noexec, ...).
+    /// writeback_cache, direct_io, threads=N, poll_us=N, uring=auto|on|off (FUSE over
+    /// io_uring), max_background=N, ro, allow_other, nodefault_permissions, and kernel flags
+    /// (noatime, nosuid, nodev, noexec, ...).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Detach once mounted (the file system is served in the background).
