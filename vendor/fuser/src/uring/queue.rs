@@ -38,7 +38,6 @@ use parking_lot::Mutex;
 
 use super::abi;
 use crate::channel::ChannelSender;
-use crate::read_buf::FuseReadBuf;
 
 /// `user_data` of the eventfd read.
 const EVENTFD_TAG: u64 = u64::MAX;
@@ -502,8 +501,11 @@ fn serve(
     dispatcher: &dyn RingDispatch,
     ch: &ChannelSender,
 ) -> io::Result<()> {
-    let mut buf = FuseReadBuf::new();
-    let buf = buf.as_mut();
+    // A rebuilt request: header, opcode struct and payload, 8-byte aligned for parsing.
+    let longest =
+        abi::IN_HEADER_SZ + abi::OP_IN_OUT_SZ + q.entries.first().map_or(0, |e| e.payload_len);
+    let mut words = vec![0u64; longest.div_ceil(8)];
+    let buf = zerocopy::IntoBytes::as_mut_bytes(&mut words[..]);
     let mut done = early;
     done.reserve(q.entries.len() + 1);
     let mut commits: Vec<(u16, u64)> = Vec::with_capacity(q.entries.len());
