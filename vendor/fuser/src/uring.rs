@@ -16,8 +16,8 @@
 //! them. Each request is rebuilt contiguous ([`abi::reassemble`]) and dispatched like one
 //! read from `/dev/fuse`; its reply is written into the entry and committed with
 //! `FUSE_IO_URING_CMD_COMMIT_AND_FETCH` ([`queue`]). FORGET and INTERRUPT still come
-//! through `/dev/fuse` (the kernel sends only regular requests through the ring), so the
-//! session's `/dev/fuse` threads keep running; notifications are still written there.
+//! through `/dev/fuse` (the kernel sends only regular requests through the ring), so one
+//! `/dev/fuse` thread keeps reading; notifications are still written there.
 //!
 //! A failed register makes the kernel fall back to `/dev/fuse` for the connection; with
 //! [`UringMode::Auto`] the session then serves it that way, with [`UringMode::On`] the
