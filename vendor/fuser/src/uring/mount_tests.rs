@@ -42,6 +42,9 @@ const TTL: Duration = Duration::from_secs(0);
 /// reply path), everything else on the thread that received the request.
 struct OneFile {
     data: std::sync::Arc<Mutex<Vec<u8>>>,
+    /// Switches `enable_uring` off while answering INIT: the kernel offered the ring, the
+    /// reply asks for it, but the connection does not get it and the registers fail.
+    off_in_init: bool,
 }
 
 fn attr(ino: u64, size: u64) -> FileAttr {
@@ -69,6 +72,13 @@ fn attr(ino: u64, size: u64) -> FileAttr {
 }
 
 impl Filesystem for OneFile {
+    fn init(&mut self, _req: &Request, _config: &mut crate::KernelConfig) -> std::io::Result<()> {
+        if self.off_in_init {
+            std::fs::write(PARAM, "N")?;
+        }
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if parent.0 == 1 && name == "data" {
             let size = self.data.lock().unwrap().len() as u64;
@@ -205,12 +215,17 @@ impl Drop for UringOn {
 
 /// Runs `f` with the parameter off, if no one holds it on (else `None`).
 fn with_uring_off<T>(f: impl FnOnce() -> T) -> Option<T> {
+    with_uring_param("N", f)
+}
+
+/// Runs `f` with the parameter set to `value`, if no one holds it on (else `None`).
+fn with_uring_param<T>(value: &str, f: impl FnOnce() -> T) -> Option<T> {
     let guard = lock_file(GUARD);
     flock(&guard, nix::fcntl::FlockArg::LockExclusive).unwrap();
     let probe = lock_file(HOLDERS);
     flock(&probe, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()?;
     let before = std::fs::read_to_string(PARAM).unwrap();
-    std::fs::write(PARAM, "N").unwrap();
+    std::fs::write(PARAM, value).unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     std::fs::write(PARAM, before.trim()).unwrap();
     match r {
@@ -236,9 +251,14 @@ fn config(mode: UringMode) -> Config {
 
 /// Mounts, does file work, unmounts; returns the transport and ring request count.
 fn exercise(mode: UringMode) -> std::io::Result<(FuseTransport, u64)> {
+    exercise_with(mode, false)
+}
+
+fn exercise_with(mode: UringMode, off_in_init: bool) -> std::io::Result<(FuseTransport, u64)> {
     let dir = tempfile::tempdir()?;
     let fs = OneFile {
         data: Default::default(),
+        off_in_init,
     };
     let session = Session::new(fs, dir.path(), &config(mode))?;
     let stats = session.transport_stats();
@@ -292,5 +312,21 @@ fn ring_and_dev_fuse_mounts() {
     });
     if off.is_none() {
         eprintln!("fallback not checked: another test holds enable_uring on");
+    }
+
+    // Offered, asked for, then refused at register time (EOPNOTSUPP): `Auto` falls back to
+    // /dev/fuse, `On` fails the mount.
+    let refused = with_uring_param("Y", || {
+        let (t, served) = exercise_with(UringMode::Auto, true).unwrap();
+        assert_eq!((t, served), (FuseTransport::DevFuse, 0));
+        std::fs::write(PARAM, "Y").unwrap();
+        let e = exercise_with(UringMode::On, true).unwrap_err();
+        assert!(
+            e.to_string().contains("registering the queues failed"),
+            "{e}"
+        );
+    });
+    if refused.is_none() {
+        eprintln!("refused registers not checked: another test holds enable_uring on");
     }
 }
