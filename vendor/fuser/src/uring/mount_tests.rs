@@ -321,6 +321,7 @@ fn ring_and_dev_fuse_mounts() {
         assert_eq!((t, served), (FuseTransport::DevFuse, 0));
         std::fs::write(PARAM, "Y").unwrap();
         let e = exercise_with(UringMode::On, true).unwrap_err();
+        eprintln!("refused: {e}");
         assert!(
             e.to_string().contains("registering the queues failed"),
             "{e}"
