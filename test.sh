@@ -223,7 +223,8 @@ if [ $# -eq 0 ]; then
     nice -n 5 cargo test --workspace --test it --no-fail-fast -- posix_suites:: >"$posix_log" 2>&1 &
     posix_pid=$!
     # The vendored fuser is outside the workspace (vendor/README.md): its unit tests, with
-    # those of the turn-taking reader weftfs added. Not ours to lint: the clippy wrapper
+    # those of the turn-taking reader and of FUSE over io_uring weftfs added (the latter
+    # mount over the ring and over /dev/fuse as root). Not ours to lint: the clippy wrapper
     # set above is left out.
     env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 10 \
         cargo test --manifest-path vendor/fuser/Cargo.toml --lib --locked --target-dir target/vendor-fuser \

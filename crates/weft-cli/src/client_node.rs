@@ -12,7 +12,10 @@
 //!   this client sent to each target, with `req_waittime` (time to the reply);
 //! - `llite.INSTANCE.stats`: cached and dirty bytes, the mount point;
 //! - `llite.INSTANCE.statahead_stats`: lookups answered by statahead, directories and
-//!   entries it read (`llite.INSTANCE.statahead_max` is the knob).
+//!   entries it read (`llite.INSTANCE.statahead_max` is the knob);
+//! - `llite.INSTANCE.fuse_transport`: how the kernel's requests reach the mount, `uring`
+//!   (FUSE over io_uring) or `dev_fuse`, and `llite.INSTANCE.fuse_ring_requests`, the
+//!   requests that came through the rings (both read-only).
 //!
 //! The socket is `/run/weft/client-PID.sock` (`WEFT_RUN_DIR` overrides the directory); one
 //! JSON request per connection, one JSON answer.
@@ -46,6 +49,8 @@ pub struct ClientNode {
     /// `HOST:PORT:/FSNAME` as mounted.
     source: String,
     mountpoint: PathBuf,
+    /// The FUSE session's transport, once mounted.
+    transport: std::sync::OnceLock<weft_fuse::TransportStats>,
 }
 
 /// A request on the control socket, for the mounts of the MGS at `mgs` (every mount when
@@ -86,7 +91,13 @@ impl ClientNode {
             source: source.to_string(),
             mountpoint: std::fs::canonicalize(mountpoint)
                 .unwrap_or_else(|_| mountpoint.to_path_buf()),
+            transport: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Records the mount's FUSE transport (`llite.INSTANCE.fuse_transport`).
+    pub fn set_transport(&self, t: weft_fuse::TransportStats) {
+        let _ = self.transport.set(t);
     }
 
     fn instance(&self) -> &str {
@@ -148,6 +159,16 @@ impl ClientNode {
             format!("llite.{inst}.statahead_stats"),
             figures::statahead_text(&figures),
         ));
+        if let Some(t) = self.transport.get() {
+            out.push((
+                format!("llite.{inst}.fuse_transport"),
+                t.transport().as_str().to_string(),
+            ));
+            out.push((
+                format!("llite.{inst}.fuse_ring_requests"),
+                t.ring_requests().to_string(),
+            ));
+        }
         if let Some(pcc) = self.client.pcc() {
             out.push((
                 format!("llite.{inst}.pcc_stats"),

@@ -30,8 +30,9 @@ pub struct MountArgs {
     /// Where to mount it.
     pub mountpoint: PathBuf,
     /// Mount options, comma-separated (repeatable): entry_timeout=S, attr_timeout=S,
-    /// writeback_cache, direct_io, threads=N, max_background=N, ro, allow_other,
-    /// nodefault_permissions, and kernel flags (noatime, nosuid, nodev, noexec, ...).
+    /// writeback_cache, direct_io, threads=N, poll_us=N, uring=auto|on|off (FUSE over
+    /// io_uring), max_background=N, ro, allow_other, nodefault_permissions, and kernel flags
+    /// (noatime, nosuid, nodev, noexec, ...).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Detach once mounted (the file system is served in the background).
@@ -172,7 +173,7 @@ pub async fn serve(
         None => None,
     };
     // Without the socket the mount still works; only node-local get_param misses it.
-    let ctl = match crate::client_node::serve_ctl(node) {
+    let ctl = match crate::client_node::serve_ctl(node.clone()) {
         Ok(c) => Some(c),
         Err(e) => {
             tracing::warn!(error = %e, "no client control socket");
@@ -186,6 +187,7 @@ pub async fn serve(
         .await
         .context("mount task failed")?
         .with_context(|| format!("cannot mount at {}", mountpoint.display()))?;
+    node.set_transport(mount.transport());
     let unmounter = mount.unmounter();
     let thread = tokio::task::spawn_blocking(move || mount.run());
     Ok(Served {

@@ -28,7 +28,10 @@
 //! thread and, if it has to wait, hands it to a task on the client's tokio runtime and
 //! returns, so requests are answered as the library finishes them, in any order (under
 //! `weft up` most metadata requests finish in that first poll: their MDT is served
-//! in-process). These requests are answered on the reading thread when that needs no
+//! in-process). With FUSE over io_uring (`uring=auto|on`, the vendored fuser's `uring.rs`)
+//! the requests come instead through one queue per CPU, each served the same way by a
+//! thread pinned to its CPU (one `/dev/fuse` thread remains for FORGET and INTERRUPT).
+//! These requests are answered on the reading thread when that needs no
 //! waiting: a write that extends what its handle buffers (`File::try_write_buffered`: one
 //! copy, no thread switch), a sequential read of pages read ahead (`File::try_read_cached`:
 //! a slice of the cached page), a close with nothing to flush, the `security.capability`
@@ -94,5 +97,6 @@ pub mod options;
 pub mod page_cache;
 
 pub use adapter::WeftFs;
+pub use fuser::{FuseTransport, TransportStats, UringMode};
 pub use mount::{Mount, Unmounter, is_mounted, unmount};
 pub use options::{MountOptions, parse_source};

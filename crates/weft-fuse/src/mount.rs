@@ -78,6 +78,7 @@ impl Mount {
         config.n_threads = Some(opts.threads.max(1));
         config.clone_fd = true;
         config.poll = Some(opts.poll);
+        config.uring = opts.uring;
         let fs = WeftFs::new(client, opts, rt);
         let notifier = fs.notifier_slot();
         let session = fuser::Session::new(fs, mountpoint, &config)?;
@@ -87,6 +88,12 @@ impl Mount {
             session,
             mountpoint: mountpoint.to_path_buf(),
         })
+    }
+
+    /// Which transport the mount's requests come through (`/dev/fuse` or io_uring
+    /// queues) and how many came through the rings.
+    pub fn transport(&self) -> fuser::TransportStats {
+        self.session.transport_stats()
     }
 
     /// Something that unmounts this mount from elsewhere.

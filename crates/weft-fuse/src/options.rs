@@ -41,6 +41,11 @@ pub struct MountOptions {
     /// The fallback job id format (`jobid_name=FORMAT`); unset: the MGS's stored
     /// `jobid_name`, else `%e.%u`.
     pub jobid_name: Option<String>,
+    /// Whether requests come through FUSE-over-io_uring queues (`uring=auto|on|off`):
+    /// `auto` (the default) uses them when the kernel offers them (Linux 6.14+ with the
+    /// fuse module parameter `enable_uring=Y`) and falls back to `/dev/fuse`; `on` fails
+    /// the mount without them; `off` reads `/dev/fuse`. See the vendored fuser's `uring.rs`.
+    pub uring: fuser::UringMode,
 }
 
 impl Default for MountOptions {
@@ -59,6 +64,7 @@ impl Default for MountOptions {
             kernel_flags: Vec::new(),
             jobid_var: None,
             jobid_name: None,
+            uring: fuser::UringMode::Auto,
         }
     }
 }
@@ -134,6 +140,14 @@ impl MountOptions {
                         .map(Duration::from_micros)
                         .ok_or_else(|| format!("poll_us={v}: not in 0..{MAX_POLL_US}"))?
                 }
+                ("uring", Some(v)) => {
+                    self.uring = match v {
+                        "auto" => fuser::UringMode::Auto,
+                        "on" => fuser::UringMode::On,
+                        "off" => fuser::UringMode::Off,
+                        _ => return Err(format!("uring={v}: not auto, on or off")),
+                    }
+                }
                 ("max_background", Some(v)) => {
                     self.max_background = v
                         .parse()
@@ -197,6 +211,20 @@ mod tests {
         assert!(MountOptions::parse("poll_us=1001").is_err());
         assert!(MountOptions::parse("poll_us=x").is_err());
         assert!(MountOptions::parse("entry_timeout=-1").is_err());
+    }
+
+    #[test]
+    fn uring_option() {
+        use fuser::UringMode;
+        assert_eq!(MountOptions::default().uring, UringMode::Auto);
+        let mode = |l: &str| MountOptions::parse(l).map(|o| o.uring);
+        assert_eq!(mode("uring=on"), Ok(UringMode::On));
+        assert_eq!(mode("uring=off"), Ok(UringMode::Off));
+        assert_eq!(mode("uring=auto"), Ok(UringMode::Auto));
+        assert_eq!(mode("uring=off,uring=auto"), Ok(UringMode::Auto));
+        assert!(mode("uring=yes").is_err());
+        assert!(mode("uring").is_err());
+        assert!(mode("uring=").is_err());
     }
 
     #[test]

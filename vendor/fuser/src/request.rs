@@ -30,12 +30,22 @@ use crate::session::SessionACL;
 use crate::session::SessionEventLoop;
 
 /// Request data structure
-#[derive(Debug)]
 pub(crate) struct RequestWithSender<'a> {
     /// Channel sender for sending the reply
     ch: ChannelSender,
+    /// (weftfs patch) The ring entry to reply into, for a request that came through a ring
+    /// (taken by the one reply).
+    ring: std::cell::Cell<Option<crate::uring::RingReply>>,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
+}
+
+impl std::fmt::Debug for RequestWithSender<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestWithSender")
+            .field("request", &self.request)
+            .finish()
+    }
 }
 
 impl<'a> RequestWithSender<'a> {
@@ -49,7 +59,31 @@ impl<'a> RequestWithSender<'a> {
             }
         };
 
-        Some(Self { ch, request })
+        Some(Self {
+            ch,
+            ring: std::cell::Cell::new(None),
+            request,
+        })
+    }
+
+    /// A request that came through a ring: its reply goes into `ring`'s entry. `None`
+    /// (and `ring` answers EIO) if `data` is not a request.
+    pub(crate) fn new_ring(
+        ch: ChannelSender,
+        data: &'a [u8],
+        ring: crate::uring::RingReply,
+    ) -> Option<RequestWithSender<'a>> {
+        let req = Self::new(ch, data)?;
+        req.ring.set(Some(ring));
+        Some(req)
+    }
+
+    /// Where the reply goes: the ring entry the request came in, or the device.
+    fn sender(&self) -> ReplySender {
+        match self.ring.take() {
+            Some(r) => ReplySender::Ring(r),
+            None => ReplySender::Channel(self.ch.clone()),
+        }
     }
 
     /// Dispatch request to the given filesystem.
@@ -302,11 +336,7 @@ impl<'a> RequestWithSender<'a> {
                     self.request.nodeid(),
                     x.file_handle(),
                     x.offset(),
-                    ReplyDirectory::new(
-                        self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
-                        x.size() as usize,
-                    ),
+                    ReplyDirectory::new(self.request.unique(), self.sender(), x.size() as usize),
                 );
             }
             ll::Operation::ReleaseDir(x) => {
@@ -479,7 +509,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -552,7 +582,7 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), ReplySender::Channel(self.ch.clone()))
+        Reply::new(self.request.unique(), self.sender())
     }
 
     /// Returns a Request reference for this request

@@ -49,6 +49,12 @@ use crate::reply::Reply;
 use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::request::RequestWithSender;
+use crate::uring;
+use crate::uring::Ring;
+use crate::uring::RingDispatch;
+use crate::uring::RingReply;
+use crate::uring::TransportStats;
+use crate::uring::UringMode;
 
 /// The max size of write requests from the kernel. The absolute minimum is 4k,
 /// FUSE recommends at least 128k, max 16M. The FUSE default is 16M on macOS
@@ -140,6 +146,10 @@ pub struct Session<FS: Filesystem> {
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
     pub(crate) config: Config,
+    /// (weftfs patch) The io_uring queues, when requests come through them.
+    ring: Option<Ring>,
+    /// (weftfs patch) Which transport the session uses.
+    transport: TransportStats,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -187,6 +197,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config: options.clone(),
+            ring: None,
+            transport: TransportStats::default(),
         };
 
         session.handshake()?;
@@ -215,6 +227,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config,
+            ring: None,
+            transport: TransportStats::default(),
         };
 
         session.handshake()?;
@@ -253,9 +267,17 @@ impl<FS: Filesystem> Session<FS> {
             session_owner,
             proto_version: _,
             config,
+            mut ring,
+            transport: _,
         } = self;
 
-        let n_threads = config.n_threads.unwrap_or(1);
+        // (weftfs patch) With the ring, `/dev/fuse` brings only FORGET and INTERRUPT: one
+        // thread sleeping in read(2) is enough.
+        let n_threads = if ring.is_some() {
+            1
+        } else {
+            config.n_threads.unwrap_or(1)
+        };
 
         if !cfg!(target_os = "linux") && n_threads != 1 {
             // TODO: check whether it works on macOS/FreeBSD and enable if it works.
@@ -270,8 +292,20 @@ impl<FS: Filesystem> Session<FS> {
 
         let mut filesystem = Arc::new(filesystem);
 
+        if let Some(ring) = ring.as_mut() {
+            ring.run(Arc::new(SessionEventLoop {
+                thread_name: "fuser-ring".to_string(),
+                filesystem: filesystem.clone(),
+                ch: ch.clone(),
+                reader: None,
+                ring_active: true,
+                allowed,
+                session_owner,
+            }));
+        }
+
         let mut channels = Vec::with_capacity(n_threads);
-        let reader = match config.poll.filter(|p| !p.is_zero()) {
+        let reader = match config.poll.filter(|p| !p.is_zero() && ring.is_none()) {
             Some(poll) => Some(Arc::new(TurnReader::new(&ch, poll)?)),
             None => None,
         };
@@ -294,6 +328,7 @@ impl<FS: Filesystem> Session<FS> {
         channels.push(ch);
 
         let mut threads = Vec::with_capacity(n_threads);
+        let ring_active = ring.is_some();
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -302,6 +337,7 @@ impl<FS: Filesystem> Session<FS> {
                 filesystem: filesystem.clone(),
                 ch,
                 reader: reader.clone(),
+                ring_active,
                 allowed,
                 session_owner,
             };
@@ -326,6 +362,9 @@ impl<FS: Filesystem> Session<FS> {
                 }
             }
         }
+
+        // The device is gone (unmounted): the ring queues end too.
+        drop(ring.take());
 
         let Some(filesystem) = Arc::get_mut(&mut filesystem) else {
             return Err(io::Error::other(
@@ -465,6 +504,47 @@ impl<FS: Filesystem> Session<FS> {
                 }
             }
 
+            // (weftfs patch) FUSE over io_uring: offered by the kernel and wanted?
+            let offered = init.capabilities().contains(InitFlags::FUSE_OVER_IO_URING);
+            let use_ring = match self.config.uring {
+                UringMode::Off => false,
+                mode if !offered => {
+                    let why = "the kernel did not offer FUSE_OVER_IO_URING (it needs Linux \
+                               6.14+ with the fuse module parameter enable_uring=Y)";
+                    if mode == UringMode::On {
+                        <ReplyRaw as Reply>::new(
+                            request.unique(),
+                            ReplySender::Channel(self.ch.sender()),
+                        )
+                        .send_ll(&ResponseErrno(ll::Errno::EPROTO));
+                        return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+                    }
+                    info!("requests through /dev/fuse: {why}");
+                    false
+                }
+                mode => match uring::probe() {
+                    Ok(()) => true,
+                    Err(e) if mode == UringMode::On => {
+                        <ReplyRaw as Reply>::new(
+                            request.unique(),
+                            ReplySender::Channel(self.ch.sender()),
+                        )
+                        .send_ll(&ResponseErrno(ll::Errno::EPROTO));
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("FUSE over io_uring: cannot create an io_uring: {e}"),
+                        ));
+                    }
+                    Err(e) => {
+                        warn!("requests through /dev/fuse: cannot create an io_uring: {e}");
+                        false
+                    }
+                },
+            };
+            if use_ring {
+                config.requested |= InitFlags::FUSE_OVER_IO_URING;
+            }
+
             // Reply with our desired version and settings.
             debug!(
                 "INIT response: ABI {}.{}, flags {:#x}, max readahead {}, max write {}",
@@ -478,6 +558,34 @@ impl<FS: Filesystem> Session<FS> {
             let response = init.reply(&config);
             <ReplyRaw as Reply>::new(request.unique(), ReplySender::Channel(self.ch.sender()))
                 .send_ll(&response);
+
+            if use_ring {
+                // The kernel's payload size: max(8 KiB, max_write, max_pages pages).
+                let page = page_size::get();
+                let payload = [
+                    8192,
+                    config.max_write as usize,
+                    usize::from(config.max_pages()) * page,
+                    32 * page,
+                ]
+                .into_iter()
+                .max()
+                .unwrap_or(8192)
+                .div_ceil(page)
+                    * page;
+                match Ring::start(&self.ch, payload, &self.transport) {
+                    Ok(ring) => self.ring = Some(ring),
+                    Err(e) if self.config.uring == UringMode::On => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("FUSE over io_uring: registering the queues failed: {e}"),
+                        ));
+                    }
+                    Err(e) => {
+                        warn!("requests through /dev/fuse: FUSE over io_uring failed: {e}");
+                    }
+                }
+            }
 
             return Ok(());
         }
@@ -498,6 +606,12 @@ impl<FS: Filesystem> Session<FS> {
     /// Returns an object that can be used to send notifications to the kernel
     pub fn notifier(&self) -> Notifier {
         Notifier::new(self.ch.sender())
+    }
+
+    /// (weftfs patch) Which transport the session uses (`/dev/fuse` or io_uring queues) and
+    /// how many requests came through the rings.
+    pub fn transport_stats(&self) -> TransportStats {
+        self.transport.clone()
     }
 }
 
@@ -523,6 +637,10 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) ch: Channel,
     /// The turn at `ch` shared with the session's other threads, if they take turns.
     pub(crate) reader: Option<Arc<TurnReader>>,
+    /// (weftfs patch) Requests come through io_uring queues: an INTERRUPT read here is for
+    /// a request this device does not know, so it is not answered (an ENOSYS written for
+    /// it fails with ENOENT; the kernel needs no answer).
+    pub(crate) ring_active: bool,
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
@@ -548,6 +666,10 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
+                        } else if self.ring_active
+                            && matches!(req.request.operation(), Ok(Operation::Interrupt(_)))
+                        {
+                            debug!("{} (through the ring: not answered)", req.request);
                         } else {
                             req.dispatch(self)
                         }
@@ -562,6 +684,18 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 },
                 Err(nix::errno::Errno::ENODEV) => return Ok(()),
                 Err(err) => return Err(err.into()),
+            }
+        }
+    }
+}
+
+impl<FS: Filesystem> RingDispatch for SessionEventLoop<FS> {
+    fn dispatch(&self, data: &[u8], reply: RingReply) {
+        if let Some(req) = RequestWithSender::new_ring(self.ch.sender(), data, reply) {
+            if let Ok(Operation::Destroy(_)) = req.request.operation() {
+                req.reply::<ReplyEmpty>().ok();
+            } else {
+                req.dispatch(self);
             }
         }
     }

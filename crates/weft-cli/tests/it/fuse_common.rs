@@ -23,6 +23,8 @@ pub struct FuseMount {
     child: Child,
     log: PathBuf,
     done: Arc<AtomicBool>,
+    /// Keeps `enable_uring` on for a mount over the ring made by `WEFT_TEST_URING=on`.
+    _uring: Option<EnableUring>,
 }
 
 impl FuseMount {
@@ -51,9 +53,29 @@ impl FuseMount {
         let log = dir.path().join("mount.log");
         let mut cmd = Command::new(bin());
         cmd.arg("mount").arg(source).arg(&mnt);
-        if !opts.is_empty() {
-            cmd.arg("-o").arg(opts);
-        }
+        // Over /dev/fuse unless the test says otherwise (`auto` would take the ring
+        // whenever a test over it, fuse_uring or the POSIX suites, holds `enable_uring`
+        // on), or over the ring with WEFT_TEST_URING=on in the environment (to run any
+        // FUSE test over it).
+        let mut uring = None;
+        let opts = if opts.split(',').any(|o| o.starts_with("uring=")) {
+            opts.to_string()
+        } else {
+            let mode = match std::env::var("WEFT_TEST_URING").as_deref() {
+                Ok("on") => {
+                    uring =
+                        Some(EnableUring::acquire().expect("WEFT_TEST_URING=on: no enable_uring"));
+                    "on"
+                }
+                _ => "off",
+            };
+            if opts.is_empty() {
+                format!("uring={mode}")
+            } else {
+                format!("{opts},uring={mode}")
+            }
+        };
+        cmd.arg("-o").arg(&opts);
         let logf = std::fs::File::create(&log).unwrap();
         let child = cmd
             .stdin(Stdio::null())
@@ -68,6 +90,7 @@ impl FuseMount {
             child,
             log,
             done,
+            _uring: uring,
         };
         m.spawn_watchdog(watchdog);
         m.wait_mounted();
@@ -255,4 +278,101 @@ pub fn seek_data_or_hole(f: &std::fs::File, offset: u64, whence: i32) -> io::Res
     } else {
         Err(e)
     }
+}
+
+/// The fuse module's switch for FUSE over io_uring (Linux 6.14+).
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+/// Holders of [`EnableUring`] on the machine hold this file's lock shared.
+const ENABLE_URING_HOLDERS: &str = "/tmp/weft-test-enable-uring.holders";
+/// Taken exclusive around each change of the holders or of the parameter.
+const ENABLE_URING_GUARD: &str = "/tmp/weft-test-enable-uring.guard";
+/// The parameter's value before the first holder set it.
+const ENABLE_URING_SAVED: &str = "/tmp/weft-test-enable-uring.saved";
+
+/// Keeps `enable_uring` on while held, for mounts with `-o uring=on`: the test processes
+/// running at once (the main run and the POSIX suites' run) and their tests share it, and
+/// the last holder to leave restores the value found before the first came. `None` when
+/// the kernel has no such parameter (then it cannot serve FUSE over io_uring at all).
+pub struct EnableUring {
+    holder: std::fs::File,
+}
+
+fn flock(f: &std::fs::File, op: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on an open descriptor; no memory is passed.
+    check(unsafe { libc::flock(f.as_raw_fd(), op) })
+}
+
+/// A new open file description of `path` (flock(2) locks belong to those, so two of one
+/// process exclude each other like two processes').
+fn lock_file(path: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+impl EnableUring {
+    pub fn acquire() -> Option<Self> {
+        std::fs::metadata(ENABLE_URING).ok()?;
+        let guard = lock_file(ENABLE_URING_GUARD);
+        flock(&guard, libc::LOCK_EX).unwrap();
+        // Held exclusive only by a leaving holder under the guard: never waits here.
+        let holder = lock_file(ENABLE_URING_HOLDERS);
+        flock(&holder, libc::LOCK_SH).unwrap();
+        if !Path::new(ENABLE_URING_SAVED).exists() {
+            let now = std::fs::read_to_string(ENABLE_URING).unwrap();
+            std::fs::write(ENABLE_URING_SAVED, now.trim()).unwrap();
+        }
+        std::fs::write(ENABLE_URING, "Y").unwrap();
+        Some(Self { holder })
+    }
+}
+
+impl Drop for EnableUring {
+    fn drop(&mut self) {
+        let guard = lock_file(ENABLE_URING_GUARD);
+        let _ = flock(&guard, libc::LOCK_EX);
+        let _ = flock(&self.holder, libc::LOCK_UN);
+        // The last holder gets the holders' lock exclusive: it restores the value.
+        let probe = lock_file(ENABLE_URING_HOLDERS);
+        if flock(&probe, libc::LOCK_EX | libc::LOCK_NB).is_ok()
+            && let Ok(v) = std::fs::read_to_string(ENABLE_URING_SAVED)
+        {
+            let _ = std::fs::write(ENABLE_URING, v.trim());
+            let _ = std::fs::remove_file(ENABLE_URING_SAVED);
+        }
+    }
+}
+
+#[test]
+fn enable_uring_is_shared_and_restored_by_the_last_holder() {
+    let Ok(before) = std::fs::read_to_string(ENABLE_URING) else {
+        return;
+    };
+    let now = || {
+        std::fs::read_to_string(ENABLE_URING)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let held: Vec<EnableUring> = (0..3).map(|_| EnableUring::acquire().unwrap()).collect();
+    assert_eq!(now(), "Y");
+    std::thread::scope(|s| {
+        for h in held {
+            s.spawn(move || {
+                let again = EnableUring::acquire().unwrap();
+                drop(h);
+                assert_eq!(now(), "Y");
+                drop(again);
+            });
+        }
+    });
+    // Another holder may be running in a parallel test; only alone is the value back.
+    if Path::new(ENABLE_URING_SAVED).exists() {
+        return;
+    }
+    assert_eq!(now(), before.trim());
 }

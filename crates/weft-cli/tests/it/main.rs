@@ -33,6 +33,7 @@ mod fuse_dne;
 mod fuse_locks;
 mod fuse_posix;
 mod fuse_sparse;
+mod fuse_uring;
 mod grants;
 mod hostile;
 mod lab;

@@ -4,6 +4,10 @@
 //! against a shadow copy, with and without mmap). Their configurations are in
 //! `tests/it/posix_suites/`; deviations from ext4 are listed in README.md.
 //!
+//! Each runs over `/dev/fuse` (`-o uring=off`); pjdfstest and the fsx runs on four
+//! stripes of 64 KiB also run over FUSE over io_uring (`-o uring=on`, with the fuse
+//! module's `enable_uring` switched on for the test and restored after).
+//!
 //! The tools are installed by the README's test command, `./test.sh` (`cargo install
 //! --locked`, pinned versions, into `target/test-tools`). A missing tool, or another
 //! version than the one configured here, fails the test with the command that installs
@@ -212,10 +216,33 @@ fn pjdfstest_dir(mnt: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pjdfstest_passes_on_the_mount() {
+    pjdfstest_passes("uring=off").await;
+}
+
+/// Takes `enable_uring` for a test over the ring; `None` (and the test passes, saying why)
+/// when the kernel has no FUSE over io_uring.
+fn uring_or_skip(what: &str) -> Option<crate::fuse_common::EnableUring> {
+    let on = crate::fuse_common::EnableUring::acquire();
+    if on.is_none() {
+        eprintln!("{what}: skipped: this kernel has no FUSE over io_uring");
+    }
+    on
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pjdfstest_passes_over_io_uring() {
+    let Some(_uring) = uring_or_skip("pjdfstest over io_uring") else {
+        return;
+    };
+    pjdfstest_passes("uring=on").await;
+}
+
+/// Runs pjdfstest on a mount with `-o opts` (the transport: `uring=on` or `uring=off`).
+async fn pjdfstest_passes(opts: &str) {
     let pjd = tool("pjdfstest", PJDFSTEST_VERSION);
     require_root("pjdfstest");
     let tc = TestCluster::start(bin(), 2).await.unwrap();
-    let m = FuseMount::start_with_watchdog(&tc, "", SUITE_LIMIT * 2);
+    let m = FuseMount::start_with_watchdog(&tc, opts, SUITE_LIMIT * 2);
     tokio::task::spawn_blocking(move || {
         let config = suite_file("pjdfstest.toml");
         let text = fs::read_to_string(&config).unwrap();
@@ -277,15 +304,20 @@ async fn random_run_cluster() -> TestCluster {
         .unwrap()
 }
 
-/// Runs fsx with `config` on a new file of `layout`.
+/// Runs fsx with `config` on a new file of `layout`, over `/dev/fuse`.
 async fn fsx_passes(config: &str, layout: LayoutTemplate) {
+    fsx_passes_with(config, layout, "uring=off").await;
+}
+
+/// Runs fsx with `config` on a new file of `layout`, mounted with `-o opts`.
+async fn fsx_passes_with(config: &str, layout: LayoutTemplate, opts: &str) {
     let fsx = tool("fsx", FSX_VERSION);
     require_root("fsx through the mount");
     let ops = ops_from_env("WEFT_FSX_OPS", FSX_OPS);
     let limit = random_run_limit(ops);
     let tc = random_run_cluster().await;
     create_with_layout(&tc, "fsx-file", layout).await;
-    let m = FuseMount::start_with_watchdog(&tc, "", limit * 2);
+    let m = FuseMount::start_with_watchdog(&tc, opts, limit * 2);
     let config = suite_file(config);
     tokio::task::spawn_blocking(move || {
         let artifacts = tempfile::tempdir().unwrap();
@@ -359,6 +391,25 @@ async fn fsx_without_mmap_on_four_stripes_of_1m() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fsx_without_mmap_on_four_stripes_of_64k() {
     fsx_passes("fsx-nommap.toml", four_stripes_of_64k()).await;
+}
+
+// Over io_uring: the layout whose operations cross the most boundaries, with and
+// without mmap (the other layouts add little to what the transport is tested for).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_with_mmap_on_four_stripes_of_64k_over_io_uring() {
+    let Some(_uring) = uring_or_skip("fsx over io_uring") else {
+        return;
+    };
+    fsx_passes_with("fsx-mmap.toml", four_stripes_of_64k(), "uring=on").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsx_without_mmap_on_four_stripes_of_64k_over_io_uring() {
+    let Some(_uring) = uring_or_skip("fsx over io_uring") else {
+        return;
+    };
+    fsx_passes_with("fsx-nommap.toml", four_stripes_of_64k(), "uring=on").await;
 }
 
 /// Operations of the two-mount exerciser in CI (`WEFT_EXERCISER_OPS` sets another

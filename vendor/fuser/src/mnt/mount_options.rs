@@ -23,6 +23,9 @@ pub struct Config {
     /// it sleeps, instead of each sleeping in `read(2)` on its own clone; `clone_fd` is then
     /// not used. See `reader.rs`.
     pub poll: Option<std::time::Duration>,
+    /// (weftfs patch) Whether to serve requests through FUSE-over-io_uring queues (Linux
+    /// 6.14+ with the fuse module's `enable_uring`), see `uring.rs`. `Off` by default.
+    pub uring: crate::UringMode,
 }
 
 /// Mount options accepted by the FUSE filesystem type
