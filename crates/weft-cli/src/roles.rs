@@ -117,14 +117,13 @@ pub async fn connect_mgs(
     route: &Route,
 ) -> Result<Arc<Cluster>> {
     let start = Instant::now();
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = weft_rpc::Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     loop {
         match Cluster::connect(mgs, fsname, route.cluster_options()).await {
             Ok(c) => return Ok(c),
-            Err(e) if start.elapsed() + delay < timeout => {
-                tracing::warn!(mgs, error = %e, "MGS not reachable yet; retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+            Err(e) if start.elapsed() + backoff.peek() < timeout => {
+                tracing::warn!(mgs, error = %e, "MGS not reachable yet; retrying in {:?}", backoff.peek());
+                backoff.wait().await;
             }
             Err(e) => bail!(
                 "MGS at {mgs} unreachable after {:.0?}: {e}",

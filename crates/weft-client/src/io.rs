@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 use weft_proto::Compression;
 use weft_proto::ost::ObjectAttr;
-use weft_rpc::RequestContext;
+use weft_rpc::{Backoff, RequestContext};
 
 pub mod failing;
 pub mod fake;
@@ -107,14 +107,13 @@ impl IoEngine {
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
         let start = Instant::now();
-        let mut delay = Duration::from_millis(20);
+        let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
         loop {
             let client = self.targets.target(ost, ctx)?;
             match op(client).await {
-                Err(e) if retryable(&e) && start.elapsed() + delay < self.retry_for => {
+                Err(e) if retryable(&e) && start.elapsed() + backoff.peek() < self.retry_for => {
                     tracing::debug!(ost, error = %e, "resending OST request");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
+                    backoff.wait().await;
                 }
                 other => return other,
             }

@@ -99,7 +99,7 @@ impl Client {
         };
         tokio::pin!(interrupted_by);
         let mut failing_since: Option<Instant> = None;
-        let mut delay = Duration::from_millis(50);
+        let mut backoff = weft_rpc::Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
         loop {
             let started = Instant::now();
             let attempt = mdt.connection().call_with_timeout::<_, MdtReply>(
@@ -132,15 +132,14 @@ impl Client {
                         failing_since = None;
                     }
                     let since = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() + delay >= RESEND_FOR {
+                    if since.elapsed() + backoff.peek() >= RESEND_FOR {
                         return Err(rpc(e));
                     }
                     tracing::debug!(mdt = mdt.index(), error = %e, "resending a lock wait");
                     tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
+                        () = backoff.wait() => {}
                         () = &mut interrupted_by => return Err(interrupted()),
                     }
-                    delay = (delay * 2).min(Duration::from_secs(1));
                 }
                 r => return done(r),
             }

@@ -234,12 +234,13 @@ impl MdtClient {
         req: &MdtRequest,
         start: std::time::Instant,
     ) -> Result<MdtReply, ClientError> {
-        let mut delay = std::time::Duration::from_millis(50);
+        let ms = std::time::Duration::from_millis;
+        let mut resend = weft_rpc::Backoff::new(ms(50), ms(1000));
         // The request table's deadline (none for a migration or a restore).
         let timeout = req
             .deadline(self.conn.options().request_timeout)
             .unwrap_or(std::time::Duration::MAX);
-        let mut migrating = std::time::Duration::from_millis(10);
+        let mut migrating = weft_rpc::Backoff::new(ms(10), ms(500));
         loop {
             // An MDT of this process is waited for without a deadline and never asked
             // twice (see `Reconnecting::call_noting_in_process`).
@@ -261,8 +262,7 @@ impl MdtClient {
                         });
                     }
                     tracing::debug!(mdt = self.index, op = req.op_name(), error = %e, "waiting");
-                    tokio::time::sleep(migrating).await;
-                    migrating = (migrating * 2).min(std::time::Duration::from_millis(500));
+                    migrating.wait().await;
                 }
                 // A restarting server listens before it serves its targets: its handshake
                 // refuses a target it does not serve yet (ENOENT) for a moment.
@@ -270,11 +270,10 @@ impl MdtClient {
                     if !in_process
                         && e.is_worth_resending()
                         && (!is_lock(req) || is_read(req))
-                        && start.elapsed() + delay < RESEND_FOR =>
+                        && start.elapsed() + resend.peek() < RESEND_FOR =>
                 {
                     tracing::debug!(mdt = self.index, op = req.op_name(), error = %e, "resending");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                    resend.wait().await;
                 }
                 r => {
                     return r.map_err(|error| ClientError::Rpc {

@@ -308,7 +308,10 @@ impl OstClient {
         max: u32,
     ) -> Result<(Vec<(ObjectId, u64)>, Option<ObjectId>), ClientError> {
         let start = std::time::Instant::now();
-        let mut delay = std::time::Duration::from_millis(50);
+        let mut backoff = weft_rpc::Backoff::new(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_secs(1),
+        );
         loop {
             match self
                 .call(OstRequest::ListObjects { after, max }, Bytes::new())
@@ -317,11 +320,11 @@ impl OstClient {
                 Ok((OstReply::Objects { objects, next }, _)) => return Ok((objects, next)),
                 Ok(_) => return Err(self.unexpected("list_objects")),
                 Err(ClientError::Rpc { error, .. })
-                    if error.is_worth_resending() && start.elapsed() + delay < LIST_RESEND_FOR =>
+                    if error.is_worth_resending()
+                        && start.elapsed() + backoff.peek() < LIST_RESEND_FOR =>
                 {
                     tracing::debug!(ost = self.index, error = %error, "resending list_objects");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                    backoff.wait().await;
                 }
                 Err(e) => return Err(e),
             }

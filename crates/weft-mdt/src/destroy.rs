@@ -66,9 +66,10 @@ impl Default for DestroyConfig {
     }
 }
 
+/// An OST whose destroys failed: when to try it again, and the waits after that.
 struct Backoff {
     retry_at: Instant,
-    delay: Duration,
+    waits: weft_rpc::Backoff,
 }
 
 /// Loads up to [`RECORDS_PER_ROUND`] records with sequence at least `from` and below
@@ -282,18 +283,13 @@ fn settle(
             backoff.remove(&ost);
         }
         Err(e) => {
-            let delay = backoff
-                .get(&ost)
-                .map(|b| (b.delay * 2).min(cfg.retry_max))
-                .unwrap_or(cfg.retry_min);
+            let b = backoff.entry(ost).or_insert_with(|| Backoff {
+                retry_at: Instant::now(),
+                waits: weft_rpc::Backoff::new(cfg.retry_min, cfg.retry_max),
+            });
+            let delay = b.waits.next_delay();
+            b.retry_at = Instant::now() + delay;
             tracing::debug!(ost, error = %e, ?delay, "object destroy failed; will retry");
-            backoff.insert(
-                ost,
-                Backoff {
-                    retry_at: Instant::now() + delay,
-                    delay,
-                },
-            );
         }
     }
 }
@@ -359,7 +355,7 @@ mod tests {
             1u32,
             Backoff {
                 retry_at: Instant::now() + Duration::from_secs(60),
-                delay: Duration::from_secs(60),
+                waits: weft_rpc::Backoff::new(Duration::from_secs(60), Duration::from_secs(60)),
             },
         )]);
         let out = batches(

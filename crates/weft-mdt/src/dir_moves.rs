@@ -53,6 +53,7 @@ use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use weft_proto::mdt::{Attr, Credentials, FileKind, MdtReply, MdtRequest, RenameLockAction};
 use weft_proto::{Errno, Fid, Timestamp, WireError, WireResult};
+use weft_rpc::Backoff;
 
 /// Longest a directory rename waits for the rename lock before answering EBUSY.
 const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -351,13 +352,12 @@ impl Mdt {
     /// Takes the rename lock for operation `op`, waiting while another holds it.
     async fn take_rename_lock(&self, op: u64) -> WireResult<()> {
         let start = Instant::now();
-        let mut delay = Duration::from_millis(1);
+        let mut backoff = Backoff::new(Duration::from_millis(1), Duration::from_millis(20));
         loop {
             match self.rename_lock_call(op, RenameLockAction::Take).await? {
                 Ok(_) => return Ok(()),
                 Err(e) if e.errno == Errno::Busy && start.elapsed() < LOCK_WAIT => {
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_millis(20));
+                    backoff.wait().await;
                 }
                 Err(e) => return Err(e),
             }
@@ -381,7 +381,7 @@ impl Mdt {
         }
         let cluster = self.cluster();
         tokio::spawn(async move {
-            let mut delay = Duration::from_millis(50);
+            let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
             loop {
                 match cluster.mdt_call(0, req.clone()).await {
                     Ok(_) => return,
@@ -389,10 +389,7 @@ impl Mdt {
                         tracing::warn!(op, error = %e, "rename lock not released");
                         return;
                     }
-                    Err(PeerError::Unreachable(_)) => {
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(Duration::from_secs(5));
-                    }
+                    Err(PeerError::Unreachable(_)) => backoff.wait().await,
                 }
             }
         });

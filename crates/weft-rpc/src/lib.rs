@@ -9,6 +9,7 @@
 
 pub mod abort;
 pub mod auth;
+pub mod backoff;
 pub mod callback;
 pub mod client;
 pub mod conn;
@@ -31,6 +32,7 @@ mod test_support;
 
 pub use abort::AbortOnDrop;
 pub use auth::ClusterKey;
+pub use backoff::Backoff;
 pub use callback::{CallbackHandler, CallbackSender};
 pub use client::{ClientOptions, Connection, Reconnecting};
 pub use context::{RequestContext, sanitize_jobid};

@@ -283,11 +283,10 @@ async fn stand_by(
     }
     tracing::warn!(target = %id, dir = %s.dir.dir.display(), %address, "the MDT's server is gone: taking it over");
     taken.lock().push(mdt.clone());
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = weft_rpc::Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     while let Err(e) = serve(&cluster, &router, &mdt, &address, &failover).await {
-        tracing::warn!(target = %id, error = format!("{e:#}"), "registering the MDT taken over failed; retrying in {delay:?}");
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
+        tracing::warn!(target = %id, error = format!("{e:#}"), "registering the MDT taken over failed; retrying in {:?}", backoff.peek());
+        backoff.wait().await;
     }
     super::TAKEOVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if let Some(m) = &metrics {

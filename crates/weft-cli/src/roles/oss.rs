@@ -213,11 +213,10 @@ async fn stand_by(
     }
     tracing::warn!(target = %id, dir = %o.dir.display(), %address, "the OST's server is gone: taking it over");
     // The MGS may be restarting too: the OST is ours now, so keep trying.
-    let mut delay = Duration::from_millis(100);
+    let mut backoff = weft_rpc::Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     while let Err(e) = serve(&cluster, &router, &ost, mover.as_ref(), &address, &failover).await {
-        tracing::warn!(target = %id, error = format!("{e:#}"), "registering the OST taken over failed; retrying in {delay:?}");
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
+        tracing::warn!(target = %id, error = format!("{e:#}"), "registering the OST taken over failed; retrying in {:?}", backoff.peek());
+        backoff.wait().await;
     }
     super::TAKEOVERS.fetch_add(1, Ordering::Relaxed);
     if let Some(m) = &metrics {

@@ -408,7 +408,8 @@ impl Mdt {
                 "the FID location database names no MDT for that FID",
             )));
         };
-        let mut delay = Duration::from_millis(100);
+        let mut backoff =
+            weft_rpc::Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
         loop {
             match self.cluster.mdt_call(target, req.clone()).await {
                 Ok(reply) => return Ok(Ok(reply)),
@@ -418,8 +419,7 @@ impl Mdt {
                         return Err(Self::shut());
                     }
                     tracing::warn!(mdt = target, error = %e, op = req.op_name(), "cross-MDT step waits for its MDT");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
+                    backoff.wait().await;
                 }
             }
         }

@@ -20,12 +20,13 @@ use std::time::Duration;
 use weft_client::Client;
 use weft_proto::hsm::Repo;
 use weft_rpc::AbortOnDrop;
+use weft_rpc::Backoff;
 
 /// How long a received message stays hidden from other receivers: longer than a batch
 /// takes to apply; a batch not applied comes back after it.
 pub const VISIBILITY: Duration = Duration::from_secs(60);
 /// First and longest wait after a failed receive.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
+const BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
 
 /// A running receiver; dropping it stops it.
 pub(super) struct Receiver {
@@ -52,18 +53,17 @@ impl Receiver {
 /// The receiver's loop.
 async fn receive(client: Arc<Client>, queue: Queue, c: Arc<Counters>, relist: Relist) {
     let mut stores: HashMap<u32, (Repo, RepoStore)> = HashMap::new();
-    let mut backoff = BACKOFF.0;
+    let mut backoff = BACKOFF;
     loop {
         let messages = match queue.receive(VISIBILITY).await {
             Ok(m) => {
-                backoff = BACKOFF.0;
+                backoff.reset();
                 m
             }
             Err(e) => {
                 tracing::warn!(queue = queue.url(), "event queue: {e}");
                 Counters::add(&c.errors, 1);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(BACKOFF.1);
+                backoff.wait().await;
                 continue;
             }
         };

@@ -27,7 +27,8 @@ impl Mover {
         a: u64,
         b: u64,
     ) -> Result<Bytes, WireError> {
-        let mut delay = self.config.backoff;
+        // Doubling without a ceiling: the attempts are few (`MoverConfig::attempts`).
+        let mut backoff = weft_rpc::Backoff::new(self.config.backoff, std::time::Duration::MAX);
         let mut attempt = 1;
         loop {
             match self.fetch_once(store, key, archive, a, b).await {
@@ -36,8 +37,7 @@ impl Mover {
                 Err(FetchError::Transient(msg)) if attempt < self.config.attempts => {
                     tracing::debug!(url = store.url(), key = %key, a, b, attempt, error = %msg, "fetch failed; trying again");
                     self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
+                    backoff.wait().await;
                     attempt += 1;
                 }
                 Err(FetchError::Transient(msg)) => {
