@@ -1,11 +1,12 @@
 //! The file system as a Rust program uses it: a mount-like [`Client`] with metadata
 //! operations by FID or path, and [`File`] handles for data.
 //!
-//! This module holds the client itself (mounting, options, the dirty and read-ahead
-//! budgets); its operations live by concern in `attrs` (lookups, attributes, xattrs,
-//! statfs), `namespace` (creating, linking, removing and renaming names), `paths` (path
-//! resolution) and `open` (opening files), with directory shards in `dirs`, layouts
-//! in `crate::layouts` and statahead in `crate::statahead`.
+//! This module holds the client itself (mounting, options, its handles in other request
+//! contexts; what its files share with it, the budgets included, is the
+//! [`ClientCore`]); its operations live by concern in `attrs` (lookups, attributes,
+//! xattrs, statfs), `namespace` (creating, linking, removing and renaming names), `paths`
+//! (path resolution), `open` (opening files), `hsm` and `dirs` (striped directories'
+//! shards), with layouts in `crate::layouts` and statahead in `crate::statahead`.
 
 use crate::client_core::ClientCore;
 use crate::cluster::{Cluster, ClusterOptions};
