@@ -36,9 +36,6 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod source_limits;
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

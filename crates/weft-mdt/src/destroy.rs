@@ -67,7 +67,7 @@ impl Default for DestroyConfig {
 }
 
 /// An OST whose destroys failed: when to try it again, and the waits after that.
-struct Backoff {
+struct Retry {
     retry_at: Instant,
     waits: weft_rpc::Backoff,
 }
@@ -107,7 +107,7 @@ pub(crate) fn load_records(
 
 /// Runs until the MDT is dropped or the task is aborted.
 pub(crate) async fn run(mdt: Weak<Mdt>, wake: Arc<Notify>, cfg: DestroyConfig) {
-    let mut backoff: HashMap<u32, Backoff> = HashMap::new();
+    let mut backoff: HashMap<u32, Retry> = HashMap::new();
     let mut confirmed: HashSet<(u64, usize)> = HashSet::new();
     let mut cursor = 0u64;
     let mut pause = Pause::default();
@@ -240,7 +240,7 @@ struct Batch {
 fn batches(
     records: &[(u64, DestroyRecord)],
     confirmed: &HashSet<(u64, usize)>,
-    backoff: &HashMap<u32, Backoff>,
+    backoff: &HashMap<u32, Retry>,
     cfg: &DestroyConfig,
 ) -> Vec<Batch> {
     let size = cfg.batch.clamp(1, MAX_DESTROY_BATCH);
@@ -274,7 +274,7 @@ fn batches(
 fn settle(
     (keys, ost, result): (Vec<(u64, usize)>, u32, Result<(), String>),
     confirmed: &mut HashSet<(u64, usize)>,
-    backoff: &mut HashMap<u32, Backoff>,
+    backoff: &mut HashMap<u32, Retry>,
     cfg: &DestroyConfig,
 ) {
     match result {
@@ -283,7 +283,7 @@ fn settle(
             backoff.remove(&ost);
         }
         Err(e) => {
-            let b = backoff.entry(ost).or_insert_with(|| Backoff {
+            let b = backoff.entry(ost).or_insert_with(|| Retry {
                 retry_at: Instant::now(),
                 waits: weft_rpc::Backoff::new(cfg.retry_min, cfg.retry_max),
             });
@@ -353,7 +353,7 @@ mod tests {
     fn an_ost_waiting_out_a_failure_gets_no_batch() {
         let backoff = HashMap::from([(
             1u32,
-            Backoff {
+            Retry {
                 retry_at: Instant::now() + Duration::from_secs(60),
                 waits: weft_rpc::Backoff::new(Duration::from_secs(60), Duration::from_secs(60)),
             },

@@ -2,7 +2,7 @@
 //! them (its `get_param` name, its Prometheus name, help text and kind), read by the
 //! service's STATS counters and by the Prometheus endpoint.
 
-use weft_rpc::metric::{MetricDef, MetricKind, Stat};
+use weft_rpc::metric::{MetricDef, Stat};
 
 /// Counters for `get_param` and monitoring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,118 +56,116 @@ pub struct MdtStats {
     pub hsm_restore_bytes: u64,
 }
 
-const fn gauge(name: &'static str, help: &'static str) -> MetricDef {
-    MetricDef::new(name, help, MetricKind::Gauge)
-}
-
-const fn counter(name: &'static str, help: &'static str) -> MetricDef {
-    MetricDef::new(name, help, MetricKind::Counter)
-}
-
 /// Every figure of [`MdtStats`], in the order `get_param` has always listed them.
 /// Prometheus exports each as `weft_mdt_` + its metric name (`_total` for counters).
 pub const MDT_STATS: [Stat<MdtStats>; 22] = [
     Stat::new(
-        gauge("dirs", "Directories stored.").exported_as("directories"),
+        MetricDef::gauge("dirs", "Directories stored.").exported_as("directories"),
         |s| s.dirs,
     ),
-    Stat::new(gauge("files", "Non-directory inodes stored."), |s| s.files),
     Stat::new(
-        gauge("orphans", "Unlinked inodes kept alive by open handles."),
+        MetricDef::gauge("files", "Non-directory inodes stored."),
+        |s| s.files,
+    ),
+    Stat::new(
+        MetricDef::gauge("orphans", "Unlinked inodes kept alive by open handles."),
         |s| s.orphans,
     ),
     Stat::new(
-        gauge(
+        MetricDef::gauge(
             "pending_destroys",
             "Destroy-log records not yet confirmed by every OST.",
         ),
         |s| s.pending_destroys,
     ),
-    Stat::new(gauge("open_handles", "Open file handles."), |s| {
-        s.open_handles
-    }),
-    Stat::new(counter("commits", "Write transactions committed."), |s| {
-        s.commits
-    }),
     Stat::new(
-        counter("durable_commits", "Commits made durable with an fsync."),
+        MetricDef::gauge("open_handles", "Open file handles."),
+        |s| s.open_handles,
+    ),
+    Stat::new(
+        MetricDef::counter("commits", "Write transactions committed."),
+        |s| s.commits,
+    ),
+    Stat::new(
+        MetricDef::counter("durable_commits", "Commits made durable with an fsync."),
         |s| s.durable_commits,
     ),
     Stat::new(
-        counter("write_ops", "Operations applied by the commit thread."),
+        MetricDef::counter("write_ops", "Operations applied by the commit thread."),
         |s| s.write_ops,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "fast_ops",
             "Opens and closes answered without the commit thread.",
         ),
         |s| s.fast_ops,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "reply_records",
             "Replies recorded for numbered (resendable) requests.",
         ),
         |s| s.reply_records,
     ),
     Stat::new(
-        gauge("locks_held", "File locks held (records after merging)."),
+        MetricDef::gauge("locks_held", "File locks held (records after merging)."),
         |s| s.locks_held,
     ),
     Stat::new(
-        gauge("lock_waiters", "Blocking lock requests waiting."),
+        MetricDef::gauge("lock_waiters", "Blocking lock requests waiting."),
         |s| s.lock_waiters,
     ),
-    Stat::new(counter("lock_grants", "File locks granted."), |s| {
-        s.lock_grants
-    }),
     Stat::new(
-        counter("lock_waits", "Blocking lock requests that had to wait."),
+        MetricDef::counter("lock_grants", "File locks granted."),
+        |s| s.lock_grants,
+    ),
+    Stat::new(
+        MetricDef::counter("lock_waits", "Blocking lock requests that had to wait."),
         |s| s.lock_waits,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "lock_conflicts",
             "Lock requests that met a conflicting lock.",
         ),
         |s| s.lock_conflicts,
     ),
     Stat::new(
-        counter("lock_deadlocks", "Lock waits refused with EDEADLK."),
+        MetricDef::counter("lock_deadlocks", "Lock waits refused with EDEADLK."),
         |s| s.lock_deadlocks,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "hsm_import_entries",
             "Entries asked to be imported from data repositories.",
         ),
         |s| s.hsm_import_entries,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "hsm_imported",
             "Imported entries that made or updated a file.",
         ),
         |s| s.hsm_imported,
     ),
     Stat::new(
-        counter("hsm_restores_started", "HSM restore jobs started."),
+        MetricDef::counter("hsm_restores_started", "HSM restore jobs started."),
         |s| s.hsm_restores_started,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "hsm_restores_done",
             "HSM restore jobs that loaded their whole file.",
         ),
         |s| s.hsm_restores_done,
     ),
     Stat::new(
-        counter("hsm_restores_failed", "HSM restore jobs that failed."),
+        MetricDef::counter("hsm_restores_failed", "HSM restore jobs that failed."),
         |s| s.hsm_restores_failed,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "hsm_restore_bytes",
             "Bytes restored from data repositories.",
         ),

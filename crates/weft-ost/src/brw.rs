@@ -6,7 +6,7 @@
 use crate::store::StoreCounters;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
-use weft_rpc::metric::{MetricDef, MetricKind, Stat};
+use weft_rpc::metric::{MetricDef, Stat};
 
 /// Smallest bucket: I/Os up to 4 KiB.
 pub const BRW_MIN_SHIFT: u32 = 12;
@@ -58,80 +58,77 @@ pub struct OstStats {
     pub restored_bytes: u64,
 }
 
-const fn counter(name: &'static str, help: &'static str) -> MetricDef {
-    MetricDef::new(name, help, MetricKind::Counter)
-}
-
 /// Every single figure of [`OstStats`], the one table naming them: the OST service's
 /// STATS counters (what `get_param` lists) and Prometheus's `weft_ost_` families are read
 /// from it. The histogram is [`OST_BRW`].
 pub const OST_STATS: [Stat<OstStats>; 12] = [
-    Stat::new(counter("read_bytes", "Bytes returned by reads."), |s| {
-        s.read_bytes
-    }),
-    Stat::new(counter("write_bytes", "Bytes stored by writes."), |s| {
-        s.write_bytes
-    }),
-    Stat::new(counter("reads", "Bulk reads served."), |s| s.reads),
-    Stat::new(counter("writes", "Bulk writes stored."), |s| s.writes),
     Stat::new(
-        counter("listed_objects", "Objects returned by listings."),
+        MetricDef::counter("read_bytes", "Bytes returned by reads."),
+        |s| s.read_bytes,
+    ),
+    Stat::new(
+        MetricDef::counter("write_bytes", "Bytes stored by writes."),
+        |s| s.write_bytes,
+    ),
+    Stat::new(MetricDef::counter("reads", "Bulk reads served."), |s| {
+        s.reads
+    }),
+    Stat::new(MetricDef::counter("writes", "Bulk writes stored."), |s| {
+        s.writes
+    }),
+    Stat::new(
+        MetricDef::counter("listed_objects", "Objects returned by listings."),
         |s| s.listed_objects,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "direct_reads",
             "Reads that went around the page cache (O_DIRECT).",
         ),
         |s| s.direct_reads,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "direct_writes",
             "Writes that went around the page cache (O_DIRECT).",
         ),
         |s| s.direct_writes,
     ),
     Stat::new(
-        MetricDef::new(
+        MetricDef::gauge(
             "compress_logical_bytes",
             "Logical bytes of compressed objects.",
-            MetricKind::Gauge,
         ),
         |s| s.compressed_logical,
     ),
     Stat::new(
-        MetricDef::new(
+        MetricDef::gauge(
             "compress_stored_bytes",
             "Bytes allocated to compressed objects.",
-            MetricKind::Gauge,
         ),
         |s| s.compressed_stored,
     ),
     Stat::new(
-        counter(
+        MetricDef::counter(
             "restores",
             "HSM restore chunks copied from a data repository by this server's data mover.",
         ),
         |s| s.restores,
     ),
     Stat::new(
-        counter("restore_errors", "HSM restore chunks that failed."),
+        MetricDef::counter("restore_errors", "HSM restore chunks that failed."),
         |s| s.restore_errors,
     ),
     Stat::new(
-        counter("restored_bytes", "Bytes of the HSM restore chunks copied."),
+        MetricDef::counter("restored_bytes", "Bytes of the HSM restore chunks copied."),
         |s| s.restored_bytes,
     ),
 ];
 
 /// The I/O size histogram of [`OstStats::brw`] (`get_param`'s `brw.read.N`/`brw.write.N`),
 /// one Prometheus counter per direction and size bucket.
-pub const OST_BRW: MetricDef = MetricDef::new(
-    "brw",
-    "Bulk reads and writes by I/O size (brw_stats).",
-    MetricKind::Counter,
-);
+pub const OST_BRW: MetricDef =
+    MetricDef::counter("brw", "Bulk reads and writes by I/O size (brw_stats).");
 
 #[derive(Default)]
 pub(crate) struct BrwStats {

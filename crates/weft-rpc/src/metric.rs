@@ -49,6 +49,11 @@ impl MetricDef {
         Self::new(name, help, MetricKind::Counter)
     }
 
+    /// A gauge named `name`.
+    pub const fn gauge(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, help, MetricKind::Gauge)
+    }
+
     /// The same figure named `metric` for Prometheus.
     pub const fn exported_as(self, metric: &'static str) -> Self {
         Self { metric, ..self }

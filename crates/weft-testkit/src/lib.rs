@@ -16,6 +16,10 @@ mod pki;
 mod process;
 pub mod s3;
 pub mod s3_faults;
+#[cfg(test)]
+mod source_limits;
+#[cfg(test)]
+mod source_tree;
 mod wait;
 
 pub use azurite::AzureServer;

@@ -14,6 +14,7 @@
 //! [`KNOWN`] lists the loops the code still has, exactly: a new loop fails the test, and so
 //! does a loop that is gone but still listed (remove it from the list).
 
+use crate::source_tree::{rust_files, workspace_root};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -28,45 +29,27 @@ const KNOWN: &[&str] = &[
 
 type Module = Vec<String>;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Every module file under `src`, by module path (`[]` for `lib.rs`/`main.rs`).
 fn module_files(src: &Path) -> BTreeMap<Module, PathBuf> {
     let mut found = BTreeMap::new();
-    let mut dirs = vec![src.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    for path in rust_files(src) {
+        let Ok(rel) = path
+            .with_extension("")
+            .strip_prefix(src)
+            .map(Path::to_path_buf)
+        else {
             continue;
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let Ok(rel) = path
-                .with_extension("")
-                .strip_prefix(src)
-                .map(Path::to_path_buf)
-            else {
-                continue;
-            };
-            let mut parts: Module = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
-                parts.clear();
-            } else if parts.last().is_some_and(|p| p == "mod") {
-                parts.pop();
-            }
-            found.insert(parts, path);
+        let mut parts: Module = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
+            parts.clear();
+        } else if parts.last().is_some_and(|p| p == "mod") {
+            parts.pop();
         }
+        found.insert(parts, path);
     }
     found
 }
@@ -198,19 +181,13 @@ fn target_of(
     modules: &BTreeMap<Module, PathBuf>,
 ) -> Option<Module> {
     let first = path.first()?;
-    let (mut base, rest): (Module, &[String]) = match first.as_str() {
+    let (mut base, mut rest) = match first.as_str() {
         "crate" => (Vec::new(), &path[1..]),
         "super" | "self" => (from.clone(), path),
-        _ => {
-            let mut child = from.clone();
-            child.push(first.clone());
-            if !modules.contains_key(&child) {
-                return None;
-            }
-            (from.clone(), path)
-        }
+        // A child module's name, or no path into this crate.
+        _ if modules.contains_key(&[from.as_slice(), &path[..1]].concat()) => (from.clone(), path),
+        _ => return None,
     };
-    let mut rest = rest;
     while let Some(seg) = rest.first() {
         match seg.as_str() {
             "super" => {
